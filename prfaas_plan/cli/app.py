@@ -1,0 +1,179 @@
+"""The ``prfaas-plan`` command line: thin commands that parse options, call the library once and render."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation.",
+)
+
+ScenarioArg = Annotated[
+    str | None,
+    typer.Argument(help="Scenario YAML file, or a built-in scenario name (default: paper-case-study).", show_default=False),
+]
+BandwidthOpt = Annotated[
+    float | None, typer.Option("--bandwidth-gbit-per-s", help="Override the cross-datacenter link bandwidth.")
+]
+NPrfaasOpt = Annotated[int | None, typer.Option("--n-prfaas", help="Override the number of PrfaaS instances.")]
+NLocalOpt = Annotated[
+    int | None, typer.Option("--n-local", help="Override the local PD pool's instance count (split into N_p + N_d).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+ResolutionOpt = Annotated[
+    float, typer.Option("--resolution-tokens", help="Resolution of the threshold search.", min=0.001)
+]
+
+
+@contextmanager
+def _handled() -> Iterator[None]:
+    """Expected errors become one line per problem on stderr: exit 2 for bad input, 1 for infeasible plans."""
+    try:
+        yield
+    except InputError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    except InfeasibleError as exc:
+        print("infeasible: no load can be carried; binding constraint:", file=sys.stderr)
+        for reason in exc.reasons:
+            print(f"  {reason}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+
+
+def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
+    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
+
+    scenario = load_scenario(resolve_scenario_path(name))
+    return with_overrides(scenario, bandwidth_gbit_per_s=bandwidth, n_prfaas=n_prfaas, n_local=n_local)
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    print(json.dumps(payload, indent=2))
+
+
+@app.command()
+def optimize(
+    scenario: ScenarioArg = None,
+    bandwidth_gbit_per_s: BandwidthOpt = None,
+    n_prfaas: NPrfaasOpt = None,
+    n_local: NLocalOpt = None,
+    resolution_tokens: ResolutionOpt = 10.0,
+    json_output: JsonOpt = False,
+) -> None:
+    """Find the routing threshold and prefill/decode split with the highest throughput, beside the baselines.
+
+    Example: prfaas-plan optimize --bandwidth-gbit-per-s 10
+    """
+    from prfaas_plan.io.report import comparison_to_dict
+    from prfaas_plan.optimize import compare
+    from prfaas_plan.throughput import stage_model
+
+    with _handled():
+        spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
+        result = compare(stage_model(spec), spec.prfaas.gpus, spec.local.gpus_per_instance, resolution_tokens)
+        payload = comparison_to_dict(spec, result)
+    if json_output:
+        _emit(payload)
+        return
+    from prfaas_plan.cli.render import comparison_table, console, provenance_note
+
+    out = console()
+    out.print(comparison_table(spec, result))
+    out.print(provenance_note(payload["provenance"]), style="dim")
+
+
+@app.command()
+def evaluate(
+    scenario: ScenarioArg = None,
+    threshold: Annotated[float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")] = ...,  # type: ignore[assignment]
+    n_pd_prefill: Annotated[int, typer.Option("--n-pd-prefill", help="Local prefill instances N_p.")] = ...,  # type: ignore[assignment]
+    n_pd_decode: Annotated[int, typer.Option("--n-pd-decode", help="Local decode instances N_d.")] = ...,  # type: ignore[assignment]
+    bandwidth_gbit_per_s: BandwidthOpt = None,
+    n_prfaas: NPrfaasOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Score one given plan (threshold and split) beside the two baselines.
+
+    Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5
+    """
+    from prfaas_plan.io.report import comparison_to_dict
+    from prfaas_plan.optimize import Comparison, plan_comparison
+    from prfaas_plan.throughput import stage_model
+
+    with _handled():
+        _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
+        spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)
+        result: Comparison = plan_comparison(
+            stage_model(spec), spec.prfaas.gpus, spec.local.gpus_per_instance, threshold, n_pd_prefill, n_pd_decode
+        )
+        payload = comparison_to_dict(spec, result)
+    if json_output:
+        _emit(payload)
+        return
+    from prfaas_plan.cli.render import comparison_table, console, provenance_note
+
+    out = console()
+    out.print(comparison_table(spec, result, plan_title="Given plan"))
+    out.print(provenance_note(payload["provenance"]), style="dim")
+
+
+def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -> None:
+    problems = []
+    if not threshold >= 0 or threshold == float("inf"):
+        problems.append(Problem(field="--threshold", message=f"must be a finite number >= 0, got {threshold}"))
+    if n_pd_prefill < 0:
+        problems.append(Problem(field="--n-pd-prefill", message=f"must be >= 0, got {n_pd_prefill}"))
+    if n_pd_decode < 1:
+        problems.append(Problem(field="--n-pd-decode", message=f"must be >= 1, got {n_pd_decode}"))
+    if problems:
+        raise InputError(problems)
+
+
+@app.command()
+def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
+    """Show the curves fitted through the profile points of a scenario's pools, with residuals.
+
+    Example: prfaas-plan fit workloads/paper-case-study.yaml
+    """
+    from prfaas_plan.io.report import curve_to_dict
+    from prfaas_plan.throughput import stage_model
+
+    with _handled():
+        spec = _scenario(scenario, None, None, None)
+        model = stage_model(spec)
+        curves = [
+            curve_to_dict(f"prefill {spec.prfaas.hardware_key}", model.prfaas_prefill, "s"),
+            curve_to_dict(f"prefill {spec.local.hardware_key}", model.local_prefill, "s"),
+            curve_to_dict(f"kv_cache {spec.prfaas.hardware_key}", model.kv_bytes, "MiB"),
+        ]
+    if json_output:
+        _emit({"scenario": spec.name, "fits": curves})
+        return
+    from prfaas_plan.cli.render import console, fit_table
+
+    console().print(fit_table(curves))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

@@ -1,0 +1,113 @@
+"""Rich rendering of plans and fits. The only module (with app.py) that imports rich."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from prfaas_plan.optimize import Comparison, PlanEvaluation
+from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.units import GBIT_PER_S
+
+_DASH = "—"
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return _DASH if value is None else fmt.format(value)
+
+
+def _threshold(plan: PlanEvaluation) -> str:
+    if plan.threshold_tokens is None:
+        return _DASH
+    if plan.offload_fraction >= 1.0:
+        return "0 (offload all)"
+    if plan.offload_fraction <= 0.0:
+        return f"{plan.threshold_tokens:,.0f} (offload none)"
+    return f"{plan.threshold_tokens:,.0f}"
+
+
+def _instances(plan: PlanEvaluation) -> str:
+    prfaas = str(plan.n_prfaas) if plan.n_prfaas else _DASH
+    prefill = str(plan.n_pd_prefill) if plan.n_pd_prefill else _DASH
+    return f"{prfaas} / {prefill} / {plan.n_pd_decode}"
+
+
+def _bottleneck(plan: PlanEvaluation) -> str:
+    extra = [s for s in plan.binding if s != plan.bottleneck]
+    return plan.bottleneck + (f" (+{', '.join(extra)})" if extra else "")
+
+
+Row = tuple[str, Callable[[PlanEvaluation], str]]
+
+
+def _rows(base: float) -> list[Row]:
+    return [
+        ("threshold t (tokens)", _threshold),
+        ("instances PrfaaS / PD-P / PD-D", _instances),
+        ("offload fraction p", lambda p: f"{p.offload_fraction:.1%}"),
+        ("l_long / l_short (tokens)", lambda p: f"{_num(p.long_tokens, '{:,.0f}')} / {_num(p.short_tokens, '{:,.0f}')}"),
+        ("Θ_prfaas (req/s)", lambda p: _num(p.theta_prfaas)),
+        ("Θ_pd-p (req/s)", lambda p: _num(p.theta_pd_prefill)),
+        ("Θ_pd-d (req/s)", lambda p: _num(p.theta_pd_decode)),
+        ("Λ_max (req/s)", lambda p: f"[bold]{p.throughput_req_per_s:.2f}[/bold]"),
+        ("gain vs homogeneous", lambda p: f"{p.throughput_req_per_s / base:.2f}×"),
+        ("egress at Λ_max (Gbit/s)", lambda p: f"{p.egress_bytes_per_s / GBIT_PER_S:.1f}"),
+        ("link utilisation", lambda p: f"{p.link_utilization:.1%}"),
+        ("TTFT unloaded mean / P90 (s)", lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}"),
+        ("binding stage", _bottleneck),
+    ]
+
+
+def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)") -> Table:
+    """The plan beside homogeneous PD and naive heterogeneous PD."""
+    plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
+    bandwidth = scenario.link.bandwidth_bytes_per_s / GBIT_PER_S
+    table = Table(
+        title=f"{scenario.name}: {scenario.prfaas.gpus}×{scenario.prfaas.hardware_key} PrfaaS + "
+        f"{scenario.local.gpus}×{scenario.local.hardware_key} local PD, {bandwidth:g} Gbit/s link",
+        title_justify="left",
+    )
+    table.add_column("")
+    for title in (plan_title, "Homogeneous PD", "Naive heterogeneous"):
+        table.add_column(title, justify="right")
+    for label, cell in _rows(comparison.homogeneous_pd.throughput_req_per_s):
+        table.add_row(label, *(cell(p) for p in plans))
+    return table
+
+
+def provenance_note(prov: dict[str, str]) -> str:
+    """A footnote naming the inputs that are not measurements."""
+    soft = [f"{k}: {v}" for k, v in prov.items() if v != "measured"]
+    text = "TTFT is unloaded (no queueing), as in the paper's Table 6."
+    if soft:
+        text += " Not measured: " + "; ".join(soft) + " (see the profile files)."
+    return text
+
+
+def fit_table(curves: list[dict[str, Any]]) -> Table:
+    """Fitted profile curves with each point's residual."""
+    table = Table(title="Profile fits (least squares)", title_justify="left")
+    for col in ("curve", "provenance", "length (tokens)", "given", "fitted", "residual"):
+        table.add_column(col, justify="right" if col not in ("curve", "provenance") else "left")
+    for curve in curves:
+        unit = curve["unit"]
+        for i, point in enumerate(curve["points"]):
+            table.add_row(
+                curve["curve"] if i == 0 else "",
+                curve["provenance"] if i == 0 else "",
+                f"{point['length_tokens']:,.0f}",
+                f"{point['given']:.4g} {unit}",
+                f"{point['fitted']:.4g} {unit}",
+                f"{point['residual']:+.3g} {unit} ({point['relative_residual']:+.1%})",
+            )
+        table.add_section()
+    return table
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for tables (stdout) or messages (stderr)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+

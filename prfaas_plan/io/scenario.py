@@ -1,0 +1,434 @@
+"""Stage two of reading inputs: hardware profiles, model cards and scenarios, validated into frozen specs.
+
+Every problem in a file is collected and reported with its file, line and field; references between files
+(a scenario naming a model card or a hardware profile) are resolved next to the scenario first, then in the
+built-in directories that ship with the package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prfaas_plan import lengths as dist
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
+from prfaas_plan.physics.curves import fit_profile, shape_problems
+from prfaas_plan.spec.hardware import (
+    Accelerator,
+    DecodeProfile,
+    HardwareProfile,
+    InstanceProfile,
+    ProfilePoints,
+    Provenance,
+)
+from prfaas_plan.spec.scenario import Arrival, Link, ModelCard, Pool, Scenario, Slo, Traffic
+from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
+
+PROVENANCES = ("measured", "derived", "assumed")
+DEFAULT_SCENARIO = "paper-case-study"
+
+
+def builtin_root() -> Path:
+    """Where the built-in ``workloads/`` and ``hardware_profiles/`` live: inside the installed wheel, or the
+    repository root when running from a source checkout."""
+    packaged = Path(__file__).resolve().parents[1] / "_builtin"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2]
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------------------------- hardware
+
+
+def _points(sec: Section, value_key: str, scale: float) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    lengths: list[float] = []
+    values: list[float] = []
+    ok = True
+    for path, item in sec.items("points"):
+        point = Section(sec.checker, path, item, required=("length_tokens", value_key))
+        length = point.number("length_tokens", gt=0)
+        value = point.number(value_key, gt=0)
+        if length is None or value is None:
+            ok = False
+            continue
+        lengths.append(length)
+        values.append(value * scale)
+    if not ok or not lengths:
+        return None
+    if len(set(lengths)) != len(lengths):
+        sec.checker.report((*sec.path, "points"), "length_tokens values must be distinct")
+        return None
+    return tuple(lengths), tuple(values)
+
+
+def _profile_points(sec: Section, value_key: str, scale: float) -> ProfilePoints | None:
+    provenance = sec.string("provenance", choices=PROVENANCES)
+    source = sec.string("source")
+    degree = sec.number("fit_degree", ge=0, le=4, integer=True)
+    pts = _points(sec, value_key, scale)
+    if None in (provenance, source, degree, pts):
+        return None
+    assert pts is not None and degree is not None
+    if len(pts[0]) < degree + 1:
+        sec.checker.report(
+            (*sec.path, "points"), f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least "
+            f"{int(degree) + 1}"
+        )
+        return None
+    prov: Provenance = provenance  # type: ignore[assignment]
+    return ProfilePoints(
+        lengths_tokens=pts[0], values=pts[1], fit_degree=int(degree), provenance=prov, source=str(source)
+    )
+
+
+_POINTS_KEYS = ("provenance", "source", "fit_degree", "points")
+
+
+def _instance_profile(checker: Checker, path: KeyPath, raw: Any) -> InstanceProfile | None:
+    sec = Section(
+        checker, path, raw, required=("model", "gpus_per_instance", "prefill"), optional=("engine", "kv_cache", "decode")
+    )
+    model = sec.string("model")
+    gpus = sec.number("gpus_per_instance", ge=1, integer=True)
+    engine = sec.string("engine", default="unspecified")
+    prefill = _profile_points(sec.sub("prefill", required=_POINTS_KEYS), "latency_s", 1.0)
+    kv = None
+    if sec.has("kv_cache"):
+        kv = _profile_points(sec.sub("kv_cache", required=_POINTS_KEYS), "size_mib", MIB)
+    decode = None
+    if sec.has("decode"):
+        d = sec.sub("decode", required=("provenance", "source", "max_batch", "step_time_s"))
+        batch = d.number("max_batch", ge=1, integer=True)
+        step = d.number("step_time_s", gt=0)
+        prov = d.string("provenance", choices=PROVENANCES)
+        src = d.string("source")
+        if None not in (batch, step, prov, src):
+            assert batch is not None and step is not None
+            decode = DecodeProfile(max_batch=int(batch), step_time_s=step, provenance=prov, source=str(src))  # type: ignore[arg-type]
+    if model is None or gpus is None or prefill is None or engine is None:
+        return None
+    return InstanceProfile(
+        model=model, gpus_per_instance=int(gpus), engine=engine, prefill=prefill, kv_cache=kv, decode=decode
+    )
+
+
+_HARDWARE_KEYS = (
+    "scale_up_bandwidth_gb_per_s",
+    "scale_out_gbit_per_s",
+    "tdp_w",
+    "price_usd_per_gpu_hour",
+)
+
+
+def load_hardware(path: Path) -> HardwareProfile:
+    """Read one ``hardware_profiles/*.yaml``: the accelerator's datasheet and its (model, instance) profiles."""
+    doc = load_yaml(path, _display(path))
+    checker = Checker(doc)
+    root = checker.root(required=("hardware",), optional=("profiles",))
+    hw = root.sub(
+        "hardware",
+        required=("name", "memory_gb", "hbm_bandwidth_tb_per_s", "dense_tflops", "confidence", "source"),
+        optional=_HARDWARE_KEYS,
+    )
+    flops = hw.sub("dense_tflops", optional=("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"))
+    dense = {}
+    for key in flops.data if not flops.dead else ():
+        value = flops.number(str(key), gt=0)
+        if value is not None:
+            dense[str(key)] = value * TFLOP_PER_S
+    if not flops.dead and not flops.data:
+        checker.report(flops.path, "give at least one dtype's dense TFLOP/s")
+    name = hw.string("name")
+    memory = hw.number("memory_gb", gt=0)
+    bandwidth = hw.number("hbm_bandwidth_tb_per_s", gt=0)
+    scale_up = hw.number("scale_up_bandwidth_gb_per_s", gt=0)
+    scale_out = hw.number("scale_out_gbit_per_s", gt=0)
+    tdp = hw.number("tdp_w", gt=0)
+    price = hw.number("price_usd_per_gpu_hour", gt=0)
+    confidence = hw.string("confidence", choices=("high", "medium", "low"))
+    source = hw.string("source")
+    profiles = []
+    for item_path, item in root.items("profiles") if root.has("profiles") else []:
+        profile = _instance_profile(checker, item_path, item)
+        if profile is not None:
+            profiles.append(profile)
+    checker.raise_if_any()
+    assert name is not None and memory is not None and bandwidth is not None
+    accelerator = Accelerator(
+        key=path.stem,
+        name=name,
+        memory_bytes=memory * GB,
+        hbm_bandwidth_bytes_per_s=bandwidth * TB,
+        dense_flop_per_s=dense,
+        scale_up_bandwidth_bytes_per_s=None if scale_up is None else scale_up * GB,
+        scale_out_bandwidth_bytes_per_s=None if scale_out is None else scale_out * GBIT_PER_S,
+        tdp_w=tdp,
+        price_usd_per_gpu_hour=price,
+        confidence=str(confidence),
+        source=str(source),
+    )
+    return HardwareProfile(accelerator=accelerator, profiles=tuple(profiles), file=doc.file)
+
+
+def load_model_card(path: Path) -> ModelCard:
+    """Read one ``workloads/models/*.yaml`` model card."""
+    doc = load_yaml(path, _display(path))
+    checker = Checker(doc)
+    root = checker.root(required=("model",))
+    sec = root.sub("model", required=("name", "source"), optional=("parameters_b",))
+    name = sec.string("name")
+    params = sec.number("parameters_b", gt=0)
+    source = sec.string("source")
+    checker.raise_if_any()
+    return ModelCard(key=path.stem, name=str(name), parameters_b=params, source=str(source))
+
+
+# --------------------------------------------------------------------------------------------- scenario
+
+
+def _length_distribution(sec: Section, base: Path, *, role: str) -> dist.LengthDistribution | None:
+    """Parse one length distribution; ``role`` is 'input' or 'output' (which trace column an empirical uses)."""
+    kind = sec.string("distribution", choices=("lognormal", "fixed", "uniform", "empirical"))
+    if kind is None:
+        return None
+    shapes = {
+        "lognormal": ("mu", "sigma", "min_tokens", "max_tokens"),
+        "fixed": ("tokens",),
+        "uniform": ("min_tokens", "max_tokens"),
+        "empirical": ("trace",),
+    }
+    optional = ("prefix_cache",) if kind == "empirical" and role == "input" else ()
+    allowed = {"distribution", *shapes[kind], *optional}
+    for key in sec.data:
+        if key not in allowed:
+            sec.checker.report((*sec.path, str(key)), f"unknown key '{key}' for a {kind} distribution{suggest(str(key), allowed)}")
+    for key in shapes[kind]:
+        if key not in sec.data:
+            sec.checker.report(sec.path, f"missing required key '{key}' for a {kind} distribution")
+    if kind == "fixed":
+        tokens = sec.number("tokens", gt=0)
+        return None if tokens is None else dist.Fixed(tokens=tokens)
+    if kind == "empirical":
+        return _empirical(sec, base, role)
+    low = sec.number("min_tokens", ge=0)
+    high = sec.number("max_tokens", gt=0)
+    if low is not None and high is not None and not high > low:
+        sec.checker.report((*sec.path, "max_tokens"), f"must be > min_tokens ({low:g}), got {high:g}")
+        return None
+    if kind == "uniform":
+        return None if low is None or high is None else dist.Uniform(lower_tokens=low, upper_tokens=high)
+    mu = sec.number("mu")
+    sigma = sec.number("sigma", gt=0)
+    if low is not None and low <= 0:
+        sec.checker.report((*sec.path, "min_tokens"), f"must be > 0 for a lognormal, got {low:g}")
+        return None
+    if None in (mu, sigma, low, high):
+        return None
+    assert mu is not None and sigma is not None and low is not None and high is not None
+    return dist.TruncatedLogNormal(mu=mu, sigma=sigma, lower_tokens=low, upper_tokens=high)
+
+
+def _empirical(sec: Section, base: Path, role: str) -> dist.LengthDistribution | None:
+    from prfaas_plan.io.traces import read_trace  # only scenarios with traces pay for the reader
+
+    trace_name = sec.string("trace")
+    prefix_cache = sec.raw("prefix_cache")
+    if prefix_cache is not None and not isinstance(prefix_cache, bool):
+        sec.checker.report((*sec.path, "prefix_cache"), f"expected true or false, got {prefix_cache!r}")
+        return None
+    if trace_name is None:
+        return None
+    try:
+        trace = read_trace(base / trace_name, prefix_cache=bool(prefix_cache))
+    except InputError as exc:
+        for problem in exc.problems:
+            sec.checker.problems.append(problem)
+        return None
+    values = trace.uncached_tokens if role == "input" else trace.output_tokens
+    return dist.Empirical(values=values)
+
+
+def _candidates(name: str, base: Path, subdirs: tuple[str, ...]) -> Iterator[Path]:
+    if name.endswith((".yaml", ".yml")):
+        yield (base / name)
+        return
+    builtin = builtin_root()
+    for sub in subdirs:
+        yield base / sub / f"{name}.yaml"
+    for sub in subdirs:
+        yield builtin / sub.lstrip("./").replace("../", "") / f"{name}.yaml"
+
+
+def _resolve(sec: Section, key: str, base: Path, subdirs: tuple[str, ...], what: str) -> Path | None:
+    name = sec.string(key)
+    if name is None:
+        return None
+    tried = list(dict.fromkeys(_candidates(name, base, subdirs)))
+    for path in tried:
+        if path.is_file():
+            return path
+    known = sorted({p.stem for d in {c.parent for c in tried} if d.is_dir() for p in d.glob("*.yaml")})
+    sec.checker.report((*sec.path, key), f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}")
+    return None
+
+
+def _pool(sec: Section, base: Path, model_key: str | None, *, role: str) -> Pool | None:
+    hw_path = _resolve(sec, "hardware", base, ("../hardware_profiles", "hardware_profiles"), "hardware profile")
+    gpus = sec.number("gpus_per_instance", ge=1, integer=True)
+    instances = sec.number("instances", ge=1, integer=True)
+    if role == "local" and instances is not None and instances < 2:
+        sec.checker.report(
+            (*sec.path, "instances"),
+            f"must be >= 2: the local pool needs at least one prefill and one decode instance, got {instances:g}",
+        )
+        return None
+    if hw_path is None or gpus is None or instances is None or model_key is None:
+        return None
+    try:
+        hardware = load_hardware(hw_path)
+    except InputError as exc:
+        sec.checker.problems.extend(exc.problems)
+        return None
+    profile = hardware.find(model_key, int(gpus))
+    where = (*sec.path, "hardware")
+    if profile is None:
+        have = ", ".join(f"{p.model} on {p.gpus_per_instance} GPUs" for p in hardware.profiles) or "none"
+        sec.checker.report(
+            where, f"{hardware.file} has no profile for model '{model_key}' on {int(gpus)} GPUs per instance (it has: {have})"
+        )
+        return None
+    if role == "prfaas" and profile.kv_cache is None:
+        sec.checker.report(where, f"{hardware.file}: the '{model_key}' profile has no kv_cache points, needed for the PrfaaS pool")
+        return None
+    if role == "local" and profile.decode is None:
+        sec.checker.report(where, f"{hardware.file}: the '{model_key}' profile has no decode capacity, needed for the local pool")
+        return None
+    return Pool(
+        hardware_key=hw_path.stem, accelerator=hardware.accelerator, gpus_per_instance=int(gpus),
+        instances=int(instances), profile=profile,
+    )
+
+
+def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution, pool_path: KeyPath) -> None:
+    profile = pool.profile
+    curves = [("prefill", profile.prefill)] + ([("kv_cache", profile.kv_cache)] if profile.kv_cache else [])
+    for name, points in curves:
+        for message in shape_problems(fit_profile(points), lengths.lower_tokens, lengths.upper_tokens):
+            checker.report(
+                (*pool_path, "hardware"),
+                f"{pool.hardware_key} profile '{profile.model}' {name}: {message} (within the input-length range "
+                f"{lengths.lower_tokens:,.0f}-{lengths.upper_tokens:,.0f} tokens); adjust its points or fit_degree",
+            )
+
+
+def resolve_scenario_path(name: str | None) -> Path:
+    """A scenario argument: a path to a YAML file, or the name of a built-in scenario (default: the paper's)."""
+    if name is None:
+        return builtin_root() / "workloads" / f"{DEFAULT_SCENARIO}.yaml"
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    builtin = builtin_root() / "workloads" / f"{name}.yaml"
+    if builtin.is_file():
+        return builtin
+    known = sorted(p.stem for p in (builtin_root() / "workloads").glob("*.yaml"))
+    raise InputError(Problem(field="SCENARIO", message=f"no scenario file or built-in scenario named '{name}'"
+                             f"{suggest(name, known)}; built-in: {', '.join(known)}"))
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario with the model card and hardware profiles it names."""
+    doc = load_yaml(path, _display(path))
+    checker = Checker(doc)
+    base = path.parent
+    root = checker.root(required=("scenario", "model", "traffic", "slo", "deployment"))
+    meta = root.sub("scenario", required=("name",), optional=("description", "source"))
+    name = meta.string("name")
+    description = meta.string("description", default="")
+    model_path = _resolve(root, "model", base, ("models",), "model card")
+    model = None
+    if model_path is not None:
+        try:
+            model = load_model_card(model_path)
+        except InputError as exc:
+            checker.problems.extend(exc.problems)
+    traffic = root.sub("traffic", required=("input_length", "output_length"), optional=("arrival",))
+    input_sec = traffic.sub("input_length", required=("distribution",), optional=(
+        "mu", "sigma", "min_tokens", "max_tokens", "tokens", "trace", "prefix_cache"))
+    input_len = None if input_sec.dead else _length_distribution(input_sec, base, role="input")
+    output_sec = traffic.sub("output_length", required=("distribution",), optional=(
+        "mu", "sigma", "min_tokens", "max_tokens", "tokens", "trace"))
+    output_len = None if output_sec.dead else _length_distribution(output_sec, base, role="output")
+    arrival = Arrival(process="poisson")
+    if traffic.has("arrival"):
+        arr = traffic.sub("arrival", required=("process",), optional=("interarrival_scv",))
+        process = arr.string("process", choices=("poisson", "renewal"))
+        scv = arr.number("interarrival_scv", gt=0, default=1.0)
+        if process == "poisson" and scv is not None and scv != 1.0:
+            checker.report((*arr.path, "interarrival_scv"), f"a poisson process has scv 1, got {scv:g}; use process: renewal")
+        if process is not None and scv is not None:
+            arrival = Arrival(process=process, interarrival_scv=scv)
+    slo_sec = root.sub("slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s",))
+    tokens_per_s = slo_sec.number("decode_tokens_per_s", gt=0)
+    ttft_p90 = slo_sec.number("ttft_p90_s", gt=0)
+    deployment = root.sub("deployment", required=("prfaas", "local", "link"))
+    pool_keys = ("hardware", "gpus_per_instance", "instances")
+    model_key = model.key if model is not None else None
+    prfaas = _pool(deployment.sub("prfaas", required=pool_keys), base, model_key, role="prfaas")
+    local = _pool(deployment.sub("local", required=pool_keys), base, model_key, role="local")
+    link_sec = deployment.sub("link", required=("bandwidth_gbit_per_s",))
+    bandwidth = link_sec.number("bandwidth_gbit_per_s", gt=0)
+    if input_len is not None:
+        for pool, key in ((prfaas, "prfaas"), (local, "local")):
+            if pool is not None:
+                _check_shapes(checker, pool, input_len, ("deployment", key))
+    checker.raise_if_any()
+    assert None not in (name, model, input_len, output_len, tokens_per_s, prfaas, local, bandwidth)
+    return Scenario(
+        name=str(name),
+        description=str(description),
+        file=doc.file,
+        model=model,  # type: ignore[arg-type]
+        traffic=Traffic(input_length=input_len, output_length=output_len, arrival=arrival),  # type: ignore[arg-type]
+        slo=Slo(decode_tokens_per_s=tokens_per_s, ttft_p90_s=ttft_p90),  # type: ignore[arg-type]
+        prfaas=prfaas,  # type: ignore[arg-type]
+        local=local,  # type: ignore[arg-type]
+        link=Link(bandwidth_bytes_per_s=bandwidth * GBIT_PER_S),  # type: ignore[operator]
+    )
+
+
+def with_overrides(
+    scenario: Scenario,
+    *,
+    bandwidth_gbit_per_s: float | None = None,
+    n_prfaas: int | None = None,
+    n_local: int | None = None,
+) -> Scenario:
+    """Apply command-line overrides, checking each like its YAML field (errors name the option)."""
+    problems = []
+    if bandwidth_gbit_per_s is not None and not (bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")):
+        problems.append(Problem(field="--bandwidth-gbit-per-s", message=f"must be a finite number > 0, got {bandwidth_gbit_per_s}"))
+    if n_prfaas is not None and n_prfaas < 1:
+        problems.append(Problem(field="--n-prfaas", message=f"must be >= 1, got {n_prfaas}"))
+    if n_local is not None and n_local < 2:
+        problems.append(Problem(field="--n-local", message=f"must be >= 2 (one prefill and one decode instance), got {n_local}"))
+    if problems:
+        raise InputError(problems)
+    if bandwidth_gbit_per_s is not None:
+        scenario = replace(scenario, link=Link(bandwidth_bytes_per_s=bandwidth_gbit_per_s * GBIT_PER_S))
+    if n_prfaas is not None:
+        scenario = replace(scenario, prfaas=replace(scenario.prfaas, instances=n_prfaas))
+    if n_local is not None:
+        scenario = replace(scenario, local=replace(scenario.local, instances=n_local))
+    return scenario
+

@@ -1,0 +1,287 @@
+"""Search the routing threshold t and the local split N_p + N_d = N_local for the largest Λ_max (paper §3.4.2),
+and evaluate the paper's two baselines.
+
+Search. Λ(t, N_p) = min(F(t, N_p), Θ_pd-d(N_p)) where F = min(Θ_prfaas/p, Θ_pd-p/(1-p)) is the prefill side.
+For every N_p at once (numpy, one row per split) F is evaluated on a coarse grid of thresholds spaced by the
+length distribution's quantiles, then each row's best cell is refined by nested grids until the bracket is
+narrower than the resolution, and finally, where the two prefill bounds cross inside the bracket (the
+paper's Eq. 7 condition), the crossing is polished by bisection. Maximising F (not just Λ) breaks the
+ties that arise when decode binds: among thresholds of equal Λ it keeps the most prefill headroom, which
+is the Eq. 7 crossing. The best split is then the row with the largest Λ (ties: the larger F).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from prfaas_plan.errors import InfeasibleError, InputError, Problem
+from prfaas_plan.lengths import Empirical
+from prfaas_plan.throughput import (
+    STAGES,
+    StageModel,
+    egress_bytes_per_s,
+    max_throughput,
+    routing,
+    stage_bounds,
+    stage_throughputs,
+)
+from prfaas_plan.ttft import RouteLatency, unloaded_ttft
+
+_COARSE_POINTS = 257
+_REFINE_POINTS = 33
+_BISECTION_STEPS = 60
+# Stages whose bound is within this relative distance of Λ_max are reported as binding together.
+_CO_BINDING_RTOL = 0.01
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanEvaluation:
+    """One plan scored by the stage model, with its unloaded TTFT. Rates in req/s, sizes in bytes."""
+
+    label: str
+    threshold_tokens: float | None
+    n_prfaas: int
+    n_pd_prefill: int
+    n_pd_decode: int
+    offload_fraction: float
+    long_tokens: float | None
+    short_tokens: float | None
+    theta_prfaas_compute: float | None
+    theta_prfaas_link: float | None
+    theta_pd_prefill: float | None
+    theta_pd_decode: float
+    stage_bounds: dict[str, float]
+    throughput_req_per_s: float
+    bottleneck: str
+    binding: tuple[str, ...]
+    egress_bytes_per_s: float
+    link_bandwidth_bytes_per_s: float
+    ttft_unloaded_mean_s: float
+    ttft_unloaded_p90_s: float
+
+    @property
+    def theta_prfaas(self) -> float | None:
+        """Θ_prfaas = min(compute, link) (Eq. 3), None when nothing is offloaded."""
+        if self.theta_prfaas_compute is None or self.theta_prfaas_link is None:
+            return None
+        return min(self.theta_prfaas_compute, self.theta_prfaas_link)
+
+    @property
+    def link_utilization(self) -> float:
+        """Egress over the link's bandwidth at Λ_max."""
+        return self.egress_bytes_per_s / self.link_bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """The optimised PrfaaS-PD plan beside the paper's two baselines."""
+
+    plan: PlanEvaluation
+    homogeneous_pd: PlanEvaluation
+    naive_heterogeneous: PlanEvaluation
+
+
+def _optional(value: float) -> float | None:
+    return None if not np.isfinite(value) else float(value)
+
+
+def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, label: str = "plan") -> PlanEvaluation:
+    """Score one plan (t, N_p, N_d = N_local - N_p) with Eqs. 3-6 and the unloaded TTFT.
+
+    Raises InfeasibleError when the plan cannot carry any load, naming the stage that has no capacity.
+    """
+    n_pd_decode = model.n_local - n_pd_prefill
+    route = routing(model.lengths, threshold_tokens)
+    theta = stage_throughputs(model, route, n_pd_prefill)
+    bounds = {k: float(v) for k, v in stage_bounds(theta, route).items()}
+    p = float(route.offload_fraction)
+    reasons = []
+    if n_pd_decode < 1:
+        reasons.append(f"pd_decode: no decode instances (N_p = {n_pd_prefill} of {model.n_local} local instances)")
+    if p < 1 and n_pd_prefill < 1:
+        reasons.append(
+            f"pd_prefill: no local prefill instances, but {1 - p:.1%} of requests (L <= {threshold_tokens:,.0f} "
+            "tokens) are routed to local prefill"
+        )
+    if p > 0 and model.n_prfaas < 1:
+        reasons.append(f"prfaas: no PrfaaS instances, but {p:.1%} of requests are offloaded")
+    if reasons:
+        raise InfeasibleError(reasons)
+    lam = min(bounds.values())
+    bottleneck = min(STAGES, key=lambda s: bounds[s])
+    binding = tuple(s for s in STAGES if bounds[s] <= lam * (1 + _CO_BINDING_RTOL))
+    latency = RouteLatency(
+        local_prefill=model.local_prefill,
+        offload_prefill=model.prfaas_prefill,
+        offload_kv_bytes=model.kv_bytes,
+        link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+    )
+    ttft = unloaded_ttft(model.lengths, latency, threshold_tokens)
+    return PlanEvaluation(
+        label=label,
+        threshold_tokens=float(threshold_tokens),
+        n_prfaas=model.n_prfaas if p > 0 else 0,
+        n_pd_prefill=n_pd_prefill,
+        n_pd_decode=n_pd_decode,
+        offload_fraction=p,
+        long_tokens=float(route.long_tokens) if p > 0 else None,
+        short_tokens=float(route.short_tokens) if p < 1 else None,
+        theta_prfaas_compute=_optional(float(theta.prfaas_compute)),
+        theta_prfaas_link=_optional(float(theta.prfaas_link)),
+        theta_pd_prefill=_optional(float(theta.pd_prefill)),
+        theta_pd_decode=float(theta.pd_decode),
+        stage_bounds=bounds,
+        throughput_req_per_s=lam,
+        bottleneck=bottleneck,
+        binding=binding,
+        egress_bytes_per_s=float(egress_bytes_per_s(model, route, lam)),
+        link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+        ttft_unloaded_mean_s=ttft.mean_s,
+        ttft_unloaded_p90_s=ttft.p90_s,
+    )
+
+
+def _prefill_side(model: StageModel, thresholds: np.ndarray, n_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Offload bound A = Θ_prfaas/p and local bound B = Θ_pd-p/(1-p) at thresholds (rows: N_p)."""
+    route = routing(model.lengths, thresholds)
+    bounds = stage_bounds(stage_throughputs(model, route, n_p), route)
+    offload = np.fmin(bounds["prfaas_compute"], bounds["prfaas_link"])
+    return np.broadcast_to(offload, bounds["pd_prefill"].shape), bounds["pd_prefill"]
+
+
+def _coarse_grid(model: StageModel) -> np.ndarray:
+    lengths = model.lengths
+    if isinstance(lengths, Empirical) and lengths.values.size <= 20_000:
+        # Λ is piecewise constant between observed lengths: the observed values are every distinct plan.
+        return np.unique(np.concatenate(([0.0], lengths.values)))
+    inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _COARSE_POINTS)), dtype=np.float64)
+    return np.unique(np.concatenate(([0.0], inner, [lengths.upper_tokens])))
+
+
+def best_thresholds(
+    model: StageModel, n_pd_prefill: np.ndarray, resolution_tokens: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each N_p, the threshold maximising the prefill side F = min(A, B), and that F.
+
+    Coarse quantile grid, then nested refinement of each row's best cell to ``resolution_tokens``, then a
+    bisection on A - B where the crossing lies in the final bracket.
+    """
+    n_p = np.asarray(n_pd_prefill, dtype=np.float64)[:, None]
+    grid = _coarse_grid(model)
+    offload, local = _prefill_side(model, grid, n_p)
+    score = np.fmin(offload, local)
+    best = np.argmax(score, axis=1)
+    rows = np.arange(n_p.shape[0])
+    t_best = grid[best]
+    f_best = score[rows, best]
+    if isinstance(model.lengths, Empirical) and grid.size > _COARSE_POINTS + 2:
+        return t_best, f_best
+    lo = grid[np.maximum(best - 1, 0)]
+    hi = grid[np.minimum(best + 1, grid.size - 1)]
+    while np.max(hi - lo) > resolution_tokens:
+        fractions = np.linspace(0.0, 1.0, _REFINE_POINTS)
+        cand = lo[:, None] + (hi - lo)[:, None] * fractions[None, :]
+        offload, local = _prefill_side(model, cand, n_p)
+        score = np.fmin(offload, local)
+        idx = np.argmax(score, axis=1)
+        better = score[rows, idx] >= f_best
+        t_best = np.where(better, cand[rows, idx], t_best)
+        f_best = np.where(better, score[rows, idx], f_best)
+        step = (hi - lo) / (_REFINE_POINTS - 1)
+        lo = np.maximum(t_best - step, lo)
+        hi = np.minimum(t_best + step, hi)
+    # Polish the Eq. 7 crossing A(t) = B(t) where it lies inside the final bracket.
+    a_lo, b_lo = _prefill_side(model, lo[:, None], n_p)
+    a_hi, b_hi = _prefill_side(model, hi[:, None], n_p)
+    crossing = (np.sign(a_lo - b_lo) != np.sign(a_hi - b_hi)).ravel() & np.isfinite(a_lo * b_lo * a_hi * b_hi).ravel()
+    if np.any(crossing):
+        left, right = lo.copy(), hi.copy()
+        sign_left = np.sign(a_lo - b_lo).ravel()
+        for _ in range(_BISECTION_STEPS):
+            mid = 0.5 * (left + right)
+            a_mid, b_mid = _prefill_side(model, mid[:, None], n_p)
+            same = (np.sign(a_mid - b_mid).ravel() == sign_left)
+            left = np.where(same, mid, left)
+            right = np.where(same, right, mid)
+        for t_cand in (left, right):
+            a_c, b_c = _prefill_side(model, t_cand[:, None], n_p)
+            f_c = np.fmin(a_c, b_c).ravel()
+            better = crossing & (f_c >= f_best)
+            t_best = np.where(better, t_cand, t_best)
+            f_best = np.where(better, f_c, f_best)
+    return t_best, f_best
+
+
+def search(model: StageModel, resolution_tokens: float = 10.0, label: str = "prfaas-pd") -> PlanEvaluation:
+    """Maximise Λ_max over t (continuous) and N_p in 0..N_local-1 (paper §3.4.2), and score the winner."""
+    if model.n_local < 1:
+        raise InfeasibleError("pd_decode: the local pool has no instances")
+    n_p = np.arange(0, model.n_local)
+    t_best, f_best = best_thresholds(model, n_p, resolution_tokens)
+    decode = (model.n_local - n_p) * model.decode_req_per_s_per_instance
+    lam = np.fmin(f_best, decode)
+    if not np.any(lam > 0):
+        raise InfeasibleError("no threshold and split carries load: every plan leaves a routed stage without capacity")
+    top = np.max(lam)
+    ties = np.flatnonzero(lam >= top * (1 - 1e-12))
+    k = int(ties[np.argmax(f_best[ties])])
+    return evaluate(model, float(t_best[k]), int(n_p[k]), label=label)
+
+
+def homogeneous_model(model: StageModel, prfaas_gpus: int, local_gpus_per_instance: int) -> StageModel:
+    """The homogeneous-PD baseline's pool: the PrfaaS GPUs become local GPUs (the paper: 32 H200 + 64 H20
+    -> 96 H20 = 12 instances). GPUs that do not fill a whole local instance are dropped."""
+    extra = prfaas_gpus // local_gpus_per_instance
+    return replace(model, n_prfaas=0, n_local=model.n_local + extra)
+
+
+def best_split_without_offload(model: StageModel, label: str) -> PlanEvaluation:
+    """Best N_p for a pool that prefills everything locally (p = 0): max over N_p of min(Θ_pd-p, Θ_pd-d)."""
+    t_all_local = model.lengths.upper_tokens
+    n_p = np.arange(1, model.n_local)
+    if n_p.size == 0:
+        raise InfeasibleError("pd_prefill/pd_decode: the local pool cannot hold one prefill and one decode instance")
+    route = routing(model.lengths, t_all_local)
+    lam = max_throughput(stage_bounds(stage_throughputs(model, route, n_p[:, None]), route)).ravel()
+    best = evaluate(model, t_all_local, int(n_p[int(np.argmax(lam))]), label=label)
+    return replace(best, threshold_tokens=None)
+
+
+def _with_baselines(model: StageModel, plan: PlanEvaluation, prfaas_gpus: int, local_gpus_per_instance: int) -> Comparison:
+    homogeneous = best_split_without_offload(
+        homogeneous_model(model, prfaas_gpus, local_gpus_per_instance), label="homogeneous-pd"
+    )
+    naive = evaluate(model, 0.0, 0, label="naive-heterogeneous")
+    return Comparison(plan=plan, homogeneous_pd=homogeneous, naive_heterogeneous=naive)
+
+
+def compare(
+    model: StageModel, prfaas_gpus: int, local_gpus_per_instance: int, resolution_tokens: float = 10.0
+) -> Comparison:
+    """The optimised plan beside homogeneous PD (no PrfaaS, same GPU count) and naive heterogeneous
+    (every request prefilled on PrfaaS, every local instance decodes: t = 0, N_p = 0)."""
+    return _with_baselines(model, search(model, resolution_tokens), prfaas_gpus, local_gpus_per_instance)
+
+
+def plan_comparison(
+    model: StageModel,
+    prfaas_gpus: int,
+    local_gpus_per_instance: int,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+) -> Comparison:
+    """A given plan beside the baselines. N_p + N_d may use fewer local instances than the pool has (the
+    rest idle), never more."""
+    if n_pd_prefill + n_pd_decode > model.n_local:
+        raise InputError(
+            Problem(
+                field="--n-pd-prefill/--n-pd-decode",
+                message=f"{n_pd_prefill} + {n_pd_decode} instances exceed the local pool's {model.n_local} "
+                "(deployment.local.instances)",
+            )
+        )
+    plan = evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+    return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)

@@ -1,0 +1,1 @@
+"""Pure functions over specs: fitted profile curves, decode capacity."""

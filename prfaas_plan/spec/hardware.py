@@ -1,0 +1,78 @@
+"""What an accelerator is (datasheet), and what was measured or derived of a model running on it (profile)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Provenance = Literal["measured", "derived", "assumed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accelerator:
+    """Datasheet figures of one accelerator, SI units. Tensor rates are dense (not 2:4-sparse)."""
+
+    key: str
+    name: str
+    memory_bytes: float
+    hbm_bandwidth_bytes_per_s: float
+    dense_flop_per_s: Mapping[str, float] = field(hash=False)
+    scale_up_bandwidth_bytes_per_s: float | None = None
+    scale_out_bandwidth_bytes_per_s: float | None = None
+    tdp_w: float | None = None
+    price_usd_per_gpu_hour: float | None = None
+    confidence: str = "medium"
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfilePoints:
+    """Measured or derived (length, value) points and the polynomial degree to fit through them.
+
+    Values are SI: seconds for prefill latency, bytes for KV-cache size.
+    """
+
+    lengths_tokens: tuple[float, ...]
+    values: tuple[float, ...]
+    fit_degree: int
+    provenance: Provenance
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodeProfile:
+    """Decode capacity of one instance: at most ``max_batch`` concurrent requests, one token each per step."""
+
+    max_batch: int
+    step_time_s: float
+    provenance: Provenance
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceProfile:
+    """What is known of one model on one instance (accelerator x GPUs): prefill curve, KV size, decode."""
+
+    model: str
+    gpus_per_instance: int
+    engine: str
+    prefill: ProfilePoints
+    kv_cache: ProfilePoints | None = None
+    decode: DecodeProfile | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardwareProfile:
+    """One ``hardware_profiles/*.yaml`` file: the accelerator and its (model, instance) profiles."""
+
+    accelerator: Accelerator
+    profiles: tuple[InstanceProfile, ...] = ()
+    file: str = ""
+
+    def find(self, model: str, gpus_per_instance: int) -> InstanceProfile | None:
+        """The profile for ``model`` on ``gpus_per_instance`` GPUs, if the file has one."""
+        for profile in self.profiles:
+            if profile.model == model and profile.gpus_per_instance == gpus_per_instance:
+                return profile
+        return None

@@ -1,0 +1,84 @@
+"""What a workload, a deployment and a scenario are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prfaas_plan.lengths import LengthDistribution
+from prfaas_plan.spec.hardware import Accelerator, InstanceProfile
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCard:
+    """A model as far as the throughput model needs it (architecture arrives with the roofline models)."""
+
+    key: str
+    name: str
+    parameters_b: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arrival:
+    """The arrival process: ``poisson`` (scv 1) or ``renewal`` with a squared coefficient of variation."""
+
+    process: str
+    interarrival_scv: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traffic:
+    """Request lengths (the input is the *uncached* part of the prompt) and the arrival process."""
+
+    input_length: LengthDistribution
+    output_length: LengthDistribution
+    arrival: Arrival
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slo:
+    """Service-level objectives. ``decode_tokens_per_s`` is the per-request decode rate (1 / TPOT)."""
+
+    decode_tokens_per_s: float
+    ttft_p90_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pool:
+    """A cluster of identical instances of one accelerator, with the profile of the model on them."""
+
+    hardware_key: str
+    accelerator: Accelerator
+    gpus_per_instance: int
+    instances: int
+    profile: InstanceProfile
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the pool."""
+        return self.gpus_per_instance * self.instances
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """The cross-datacenter link from the PrfaaS cluster to the local PD cluster."""
+
+    bandwidth_bytes_per_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A whole planning question: model, traffic, SLO, the PrfaaS pool, the local PD pool and the link.
+
+    ``local.instances`` is the total to split into N_p prefill and N_d decode instances.
+    """
+
+    name: str
+    description: str
+    file: str
+    model: ModelCard
+    traffic: Traffic
+    slo: Slo
+    prfaas: Pool
+    local: Pool
+    link: Link

@@ -1,0 +1,161 @@
+"""The paper's steady-state stage model (PrfaaS paper §3.4.1, Eqs. 1-8), vectorised over thresholds.
+
+Requests arrive at rate Λ; those whose uncached input length L exceeds the threshold t (a fraction
+p = P(L > t)) are prefilled on the PrfaaS pool and their KV cache crosses the link; the rest are prefilled
+on N_p local instances; N_d local instances decode everything. Each producer is represented by one length,
+l_long = E[L | L > t] and l_short = E[L | L <= t] (the paper's "for tractability" simplification).
+
+    Θ_prfaas = min(N_prfaas / T_prfaas(l_long), B_out / S_kv(l_long))        (Eq. 3)
+    Θ_pd-p   = N_p / T_local(l_short)                                         (Eq. 4)
+    Θ_pd-d   = N_d · BS_max / (T_decode · L_out)                              (Eq. 5)
+    Λ_max    = min(Θ_prfaas / p, Θ_pd-p / (1 - p), Θ_pd-d)                    (Eq. 6)
+
+A term whose routing fraction is zero does not constrain Λ (p = 0: no PrfaaS traffic; p = 1: no local
+prefill traffic). Egress at Λ is Λ · p · S_kv(l_long) (digest §1.8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.lengths import LengthDistribution
+from prfaas_plan.physics.curves import PolyCurve, fit_profile
+from prfaas_plan.spec.scenario import Scenario
+
+STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageModel:
+    """Everything Eqs. 1-8 need, with the profile curves fitted once."""
+
+    lengths: LengthDistribution
+    prfaas_prefill: PolyCurve
+    local_prefill: PolyCurve
+    kv_bytes: PolyCurve
+    decode_req_per_s_per_instance: float
+    link_bandwidth_bytes_per_s: float
+    n_prfaas: int
+    n_local: int
+
+
+def decode_rate_req_per_s(max_batch: int, step_time_s: float, output_tokens_mean: float) -> float:
+    """Θ_pd-d of one decode instance (Eq. 5 with N_d = 1): BS_max / (T_decode · L_out), req/s."""
+    return max_batch / (step_time_s * output_tokens_mean)
+
+
+def stage_model(scenario: Scenario) -> StageModel:
+    """Fit the profile curves of a scenario and collect the constants of Eqs. 3-5.
+
+    Raises InfeasibleError when the local decode profile cannot meet the TPOT SLO at its stated batch.
+    """
+    decode = scenario.local.profile.decode
+    kv = scenario.prfaas.profile.kv_cache
+    # The loader guarantees both exist (it reports a missing one as an input error with its file).
+    assert decode is not None and kv is not None
+    slo_step_s = 1.0 / scenario.slo.decode_tokens_per_s
+    if decode.step_time_s > slo_step_s * (1 + 1e-9):
+        raise InfeasibleError(
+            f"TPOT SLO: the decode profile's step time {decode.step_time_s * 1e3:.1f} ms at batch "
+            f"{decode.max_batch} exceeds 1/{scenario.slo.decode_tokens_per_s:g} tok/s = {slo_step_s * 1e3:.1f} ms"
+        )
+    return StageModel(
+        lengths=scenario.traffic.input_length,
+        prfaas_prefill=fit_profile(scenario.prfaas.profile.prefill),
+        local_prefill=fit_profile(scenario.local.profile.prefill),
+        kv_bytes=fit_profile(kv),
+        decode_req_per_s_per_instance=decode_rate_req_per_s(
+            decode.max_batch, decode.step_time_s, scenario.traffic.output_length.mean_tokens
+        ),
+        link_bandwidth_bytes_per_s=scenario.link.bandwidth_bytes_per_s,
+        n_prfaas=scenario.prfaas.instances,
+        n_local=scenario.local.instances,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routing:
+    """The routing split at thresholds t (arrays of one shape): p, l_long, l_short."""
+
+    threshold_tokens: Array
+    offload_fraction: Array
+    long_tokens: Array
+    short_tokens: Array
+
+
+def routing(lengths: LengthDistribution, threshold_tokens: ArrayLike) -> Routing:
+    """p = P(L > t), l_long = E[L | L > t], l_short = E[L | L <= t] (NaN where the condition is empty)."""
+    t = np.asarray(threshold_tokens, dtype=np.float64)
+    return Routing(
+        threshold_tokens=t,
+        offload_fraction=np.asarray(lengths.sf(t), dtype=np.float64),
+        long_tokens=np.asarray(lengths.mean_above(t), dtype=np.float64),
+        short_tokens=np.asarray(lengths.mean_below(t), dtype=np.float64),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageThroughputs:
+    """Θ of every stage (Eqs. 3-5) in req/s of the stage's own traffic; NaN where a stage gets no traffic."""
+
+    prfaas_compute: Array
+    prfaas_link: Array
+    pd_prefill: Array
+    pd_decode: Array
+
+    @property
+    def prfaas(self) -> Array:
+        """Θ_prfaas = min(compute, link) (Eq. 3)."""
+        return np.fmin(self.prfaas_compute, self.prfaas_link)
+
+
+def stage_throughputs(model: StageModel, route: Routing, n_pd_prefill: ArrayLike) -> StageThroughputs:
+    """Eqs. 3-5 at every threshold of ``route`` (axis -1) for every N_p in ``n_pd_prefill`` (broadcast)."""
+    n_p = np.asarray(n_pd_prefill, dtype=np.float64)
+    has_long = route.offload_fraction > 0
+    has_short = route.offload_fraction < 1
+    l_long = np.where(has_long, route.long_tokens, model.lengths.mean_tokens)
+    l_short = np.where(has_short, route.short_tokens, model.lengths.mean_tokens)
+    compute = np.where(has_long, model.n_prfaas / model.prfaas_prefill(l_long), np.nan)
+    link = np.where(has_long, model.link_bandwidth_bytes_per_s / model.kv_bytes(l_long), np.nan)
+    prefill = np.where(has_short, n_p / model.local_prefill(l_short), np.nan)
+    decode = (model.n_local - n_p) * model.decode_req_per_s_per_instance
+    shape = np.broadcast_shapes(compute.shape, prefill.shape, np.shape(decode))
+    return StageThroughputs(
+        prfaas_compute=np.broadcast_to(compute, shape),
+        prfaas_link=np.broadcast_to(link, shape),
+        pd_prefill=np.broadcast_to(prefill, shape),
+        pd_decode=np.broadcast_to(decode, shape).astype(np.float64),
+    )
+
+
+def stage_bounds(theta: StageThroughputs, route: Routing) -> dict[str, Array]:
+    """Each stage's limit on the *total* arrival rate Λ (Eq. 6 terms); +inf where the stage gets no traffic."""
+    p = route.offload_fraction
+    with np.errstate(divide="ignore", invalid="ignore"):
+        long_share = np.where(p > 0, p, np.inf)
+        short_share = np.where(p < 1, 1 - p, np.inf)
+        return {
+            "prfaas_compute": np.where(p > 0, theta.prfaas_compute / long_share, np.inf),
+            "prfaas_link": np.where(p > 0, theta.prfaas_link / long_share, np.inf),
+            "pd_prefill": np.where(p < 1, theta.pd_prefill / short_share, np.inf),
+            "pd_decode": np.asarray(theta.pd_decode, dtype=np.float64),
+        }
+
+
+def max_throughput(bounds: dict[str, Array]) -> Array:
+    """Λ_max = the smallest stage bound (Eq. 6)."""
+    return np.minimum.reduce(np.broadcast_arrays(*(bounds[s] for s in STAGES)))
+
+
+def egress_bytes_per_s(model: StageModel, route: Routing, rate_req_per_s: ArrayLike) -> Array:
+    """Cross-DC egress at arrival rate Λ: Λ · p · S_kv(l_long), bytes/s (digest §1.8); 0 when p = 0."""
+    p = route.offload_fraction
+    l_long = np.where(p > 0, route.long_tokens, model.lengths.mean_tokens)
+    return np.where(p > 0, np.asarray(rate_req_per_s) * p * model.kv_bytes(l_long), 0.0)
