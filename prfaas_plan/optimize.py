@@ -31,7 +31,8 @@ from prfaas_plan.ttft import RouteLatency, unloaded_ttft
 
 _COARSE_POINTS = 257
 _REFINE_POINTS = 33
-_BISECTION_STEPS = 60
+# The Eq. 7 crossing is polished by bisection to this width.
+_CROSSING_TOL_TOKENS = 1e-3
 # Stages whose bound is within this relative distance of Λ_max are reported as binding together.
 _CO_BINDING_RTOL = 0.01
 
@@ -199,18 +200,21 @@ def best_thresholds(
     if np.any(crossing):
         left, right = lo.copy(), hi.copy()
         sign_left = np.sign(a_lo - b_lo).ravel()
-        for _ in range(_BISECTION_STEPS):
+        steps = int(np.ceil(np.log2(max(float(np.max(hi - lo)), _CROSSING_TOL_TOKENS) / _CROSSING_TOL_TOKENS)))
+        for _ in range(steps):
             mid = 0.5 * (left + right)
             a_mid, b_mid = _prefill_side(model, mid[:, None], n_p)
-            same = (np.sign(a_mid - b_mid).ravel() == sign_left)
+            same = np.sign(a_mid - b_mid).ravel() == sign_left
             left = np.where(same, mid, left)
             right = np.where(same, right, mid)
-        for t_cand in (left, right):
-            a_c, b_c = _prefill_side(model, t_cand[:, None], n_p)
-            f_c = np.fmin(a_c, b_c).ravel()
-            better = crossing & (f_c >= f_best)
-            t_best = np.where(better, t_cand, t_best)
-            f_best = np.where(better, f_c, f_best)
+        ends = np.stack([left, right], axis=1)
+        a_c, b_c = _prefill_side(model, ends, n_p)
+        f_c = np.fmin(a_c, b_c)
+        pick = np.argmax(f_c, axis=1)
+        f_end = f_c[rows, pick]
+        better = crossing & (f_end >= f_best)
+        t_best = np.where(better, ends[rows, pick], t_best)
+        f_best = np.where(better, f_end, f_best)
     return t_best, f_best
 
 

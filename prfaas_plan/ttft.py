@@ -23,7 +23,7 @@ from prfaas_plan.physics.curves import PolyCurve
 # Route latencies are tabulated on this many lengths to invert them; both are smooth and increasing,
 # so linear interpolation on a grid this fine is accurate to far below a millisecond.
 _GRID_POINTS = 4097
-_BISECTION_STEPS = 60
+_BRACKET_PASSES = 3
 _QUANTILE = 0.9
 
 
@@ -78,24 +78,23 @@ def unloaded_ttft(lengths: LengthDistribution, route: RouteLatency, threshold_to
     local_curve = route.local_prefill(grid)
     offload_curve = route.offload_s(grid) if threshold_tokens < hi else None
 
-    def cdf(x: float) -> float:
-        prob = 0.0
+    def cdf(x: np.ndarray) -> np.ndarray:
+        prob = np.zeros_like(x)
         if threshold_tokens >= lo:
-            l_star = min(threshold_tokens, float(np.interp(x, local_curve, grid, left=lo - 1.0, right=hi)))
-            prob += float(lengths.cdf(l_star)) if l_star >= lo else 0.0
+            l_star = np.minimum(threshold_tokens, np.interp(x, local_curve, grid, left=lo - 1.0, right=hi))
+            prob += np.where(l_star >= lo, lengths.cdf(l_star), 0.0)
         if offload_curve is not None:
-            l_star = float(np.interp(x, offload_curve, grid, left=lo - 1.0, right=hi))
-            if l_star > threshold_tokens:
-                prob += float(lengths.cdf(l_star)) - float(lengths.cdf(threshold_tokens))
+            l_star = np.interp(x, offload_curve, grid, left=lo - 1.0, right=hi)
+            mass = np.asarray(lengths.cdf(l_star)) - float(lengths.cdf(threshold_tokens))
+            prob += np.where(l_star > threshold_tokens, mass, 0.0)
         return prob
 
     low = float(local_curve[0]) if offload_curve is None else float(min(local_curve[0], offload_curve[0]))
     high = float(local_curve[-1]) if offload_curve is None else float(max(local_curve[-1], offload_curve[-1]))
-    low -= 1e-9
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (low + high)
-        if cdf(mid) >= _QUANTILE:
-            high = mid
-        else:
-            low = mid
+    # P(TTFT <= x) is non-decreasing in x: bracket the quantile on a grid, then on a grid inside the bracket.
+    for _ in range(_BRACKET_PASSES):
+        xs = np.linspace(low, high, _GRID_POINTS)
+        below = np.flatnonzero(cdf(xs) < _QUANTILE)
+        first_above = 0 if below.size == 0 else min(int(below[-1]) + 1, xs.size - 1)
+        low, high = float(xs[max(first_above - 1, 0)]), float(xs[first_above])
     return UnloadedTtft(mean_s=mean_s, p90_s=high)

@@ -258,32 +258,41 @@ def _empirical(sec: Section, base: Path, role: str) -> dist.LengthDistribution |
     return dist.Empirical(values=values)
 
 
-def _candidates(name: str, base: Path, subdirs: tuple[str, ...]) -> Iterator[Path]:
+# Where a name is looked up: next to the scenario first, then in the built-in directories.
+_MODEL_DIRS = (("models",), ("workloads/models",))
+_HARDWARE_DIRS = (("../hardware_profiles", "hardware_profiles"), ("hardware_profiles",))
+
+
+def _candidates(name: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]]) -> Iterator[Path]:
     if name.endswith((".yaml", ".yml")):
-        yield (base / name)
+        yield base / name
         return
-    builtin = builtin_root()
-    for sub in subdirs:
+    local, builtin = dirs
+    for sub in local:
         yield base / sub / f"{name}.yaml"
-    for sub in subdirs:
-        yield builtin / sub.lstrip("./").replace("../", "") / f"{name}.yaml"
+    for sub in builtin:
+        yield builtin_root() / sub / f"{name}.yaml"
 
 
-def _resolve(sec: Section, key: str, base: Path, subdirs: tuple[str, ...], what: str) -> Path | None:
+def _resolve(
+    sec: Section, key: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]], what: str
+) -> Path | None:
     name = sec.string(key)
     if name is None:
         return None
-    tried = list(dict.fromkeys(_candidates(name, base, subdirs)))
+    tried = list(dict.fromkeys(_candidates(name, base, dirs)))
     for path in tried:
         if path.is_file():
             return path
     known = sorted({p.stem for d in {c.parent for c in tried} if d.is_dir() for p in d.glob("*.yaml")})
-    sec.checker.report((*sec.path, key), f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}")
+    sec.checker.report(
+        (*sec.path, key), f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}"
+    )
     return None
 
 
 def _pool(sec: Section, base: Path, model_key: str | None, *, role: str) -> Pool | None:
-    hw_path = _resolve(sec, "hardware", base, ("../hardware_profiles", "hardware_profiles"), "hardware profile")
+    hw_path = _resolve(sec, "hardware", base, _HARDWARE_DIRS, "hardware profile")
     gpus = sec.number("gpus_per_instance", ge=1, integer=True)
     instances = sec.number("instances", ge=1, integer=True)
     if role == "local" and instances is not None and instances < 2:
@@ -355,7 +364,7 @@ def load_scenario(path: Path) -> Scenario:
     meta = root.sub("scenario", required=("name",), optional=("description", "source"))
     name = meta.string("name")
     description = meta.string("description", default="")
-    model_path = _resolve(root, "model", base, ("models",), "model card")
+    model_path = _resolve(root, "model", base, _MODEL_DIRS, "model card")
     model = None
     if model_path is not None:
         try:

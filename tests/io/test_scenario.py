@@ -1,0 +1,161 @@
+"""Bad input: every problem is reported with its file, line and field; nothing is half-loaded."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from prfaas_plan.errors import InputError
+from prfaas_plan.io.scenario import load_hardware, load_scenario, resolve_scenario_path, with_overrides
+from tests.conftest import PAPER_SCENARIO, REPO, run_cli
+
+PAPER_TEXT = PAPER_SCENARIO.read_text()
+
+
+def _scenario(tmp_path: Path, old: str, new: str) -> Path:
+    """The paper scenario with one text edit, written next to a copy of the hardware profiles."""
+    assert old in PAPER_TEXT, old
+    (tmp_path / "workloads").mkdir(exist_ok=True)
+    path = tmp_path / "workloads" / "edited.yaml"
+    path.write_text(PAPER_TEXT.replace(old, new, 1))
+    return path
+
+
+def _problems(path: Path) -> list[str]:
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    return [str(p) for p in info.value.problems]
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ("    sigma: 1.00", "    sigma: -1.0", "traffic.input_length.sigma", "must be > 0, got -1.0"),
+        ("    sigma: 1.00", "    sigma: .nan", "traffic.input_length.sigma", "must be a finite number"),
+        ("    sigma: 1.00", "    sigma: wide", "traffic.input_length.sigma", "expected a number, got string 'wide'"),
+        ("    max_tokens: 131072", "    max_tokens: 100", "traffic.input_length.max_tokens", "must be > min_tokens"),
+        ("    instances: 4 ", "    instances: 0 ", "deployment.prfaas.instances", "must be >= 1, got 0"),
+        ("    instances: 8 ", "    instances: 1 ", "deployment.local.instances", "one prefill and one decode"),
+        ("    instances: 4 ", "    instances: 2.5 ", "deployment.prfaas.instances", "expected an integer"),
+        ("    bandwidth_gbit_per_s: 100", "    bandwidth_gbit_per_s: 0", "deployment.link.bandwidth_gbit_per_s", "> 0"),
+        ("    bandwidth_gbit_per_s: 100", "    bandwidth_gbps: 100", "deployment.link.bandwidth_gbps",
+         "unknown key 'bandwidth_gbps' (did you mean 'bandwidth_gbit_per_s'?)"),
+        ("    hardware: h200", "    hardware: h-200", "deployment.prfaas.hardware", "did you mean 'h200'?"),
+        ("model: paper-1t-hybrid", "model: paper-1t", "model", "no model card named 'paper-1t'"),
+        ("    distribution: lognormal", "    distribution: log-normal", "traffic.input_length.distribution",
+         "did you mean 'lognormal'?"),
+        ("    gpus_per_instance: 8\n    instances: 4", "    gpus_per_instance: 4\n    instances: 4",
+         "deployment.prfaas.hardware", "no profile for model 'paper-1t-hybrid' on 4 GPUs"),
+    ],
+)
+def test_each_bad_field_is_named_with_file_and_line(
+    tmp_path: Path, old: str, new: str, field: str, message: str
+) -> None:
+    """One clear problem naming file:line and the dotted field, for each kind of bad value."""
+    path = _scenario(tmp_path, old, new)
+    problems = _problems(path)
+    matching = [p for p in problems if f" {field}: " in p and message in p]
+    assert matching, problems
+    if "hardware" not in field:  # profile-reference problems point at the reference, checked below
+        line = _line_of(path, new.splitlines()[-1])
+        assert f"edited.yaml:{line} {field}: " in matching[0]
+
+
+def test_all_problems_are_collected_not_just_the_first(tmp_path: Path) -> None:
+    """Two bad fields in one file give two problems."""
+    text = PAPER_TEXT.replace("    sigma: 1.00", "    sigma: -1").replace("bandwidth_gbit_per_s: 100", "bandwidth_gbit_per_s: -5")
+    path = tmp_path / "two.yaml"
+    path.write_text(text)
+    problems = _problems(path)
+    assert any("sigma" in p for p in problems) and any("bandwidth_gbit_per_s" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("scenario: [unclosed\n", "malformed YAML"),
+        ("", "the file is empty"),
+        ("scenario:\n  name: a\nscenario:\n  name: b\n", "duplicate key"),
+        ("- a list\n", "expected a mapping"),
+    ],
+)
+def test_malformed_files(tmp_path: Path, text: str, message: str) -> None:
+    """Malformed YAML, an empty file, duplicate keys and a non-mapping top level are input errors."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert any(message in p and "bad.yaml" in p for p in _problems(path))
+
+
+def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    """A scenario path that does not exist names the file."""
+    assert any("file not found" in p for p in _problems(tmp_path / "nope.yaml"))
+
+
+def test_unknown_builtin_scenario_name_suggests() -> None:
+    """A bare name that is not a built-in scenario suggests the closest one."""
+    with pytest.raises(InputError, match="did you mean 'paper-case-study'"):
+        resolve_scenario_path("paper-case-stdy")
+
+
+def test_profile_errors_name_the_profile_file(tmp_path: Path) -> None:
+    """A bad value inside a hardware profile is reported against that file and line."""
+    shutil.copytree(REPO / "hardware_profiles", tmp_path / "hardware_profiles")
+    profile = tmp_path / "hardware_profiles" / "h200.yaml"
+    profile.write_text(profile.read_text().replace("latency_s: 0.72}", "latency_s: -0.72}"))
+    path = _scenario(tmp_path, "name: paper-case-study", "name: edited")
+    problems = _problems(path)
+    line = _line_of(profile, "latency_s: -0.72")
+    assert any(f"h200.yaml:{line} profiles[0].prefill.points[1].latency_s: must be > 0" in p for p in problems), problems
+
+
+def test_a_fit_that_turns_down_is_rejected(tmp_path: Path) -> None:
+    """Profile points whose fitted curve decreases inside the length range are an input error."""
+    shutil.copytree(REPO / "hardware_profiles", tmp_path / "hardware_profiles")
+    profile = tmp_path / "hardware_profiles" / "h200.yaml"
+    profile.write_text(profile.read_text().replace("latency_s: 7.40}", "latency_s: 0.50}"))
+    problems = _problems(_scenario(tmp_path, "name: paper-case-study", "name: edited"))
+    assert any("decreases with length" in p for p in problems), problems
+
+
+def test_every_shipped_profile_loads() -> None:
+    """Every file in hardware_profiles/ passes validation."""
+    for path in sorted((REPO / "hardware_profiles").glob("*.yaml")):
+        assert load_hardware(path).accelerator.key == path.stem
+
+
+def test_overrides_are_checked(paper_scenario) -> None:  # type: ignore[no-untyped-def]
+    """Command-line overrides get the same checks as the YAML fields, naming the option."""
+    with pytest.raises(InputError, match="--bandwidth-gbit-per-s"):
+        with_overrides(paper_scenario, bandwidth_gbit_per_s=-1.0)
+    with pytest.raises(InputError, match="--n-local"):
+        with_overrides(paper_scenario, n_local=1)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["optimize", "no/such/file.yaml"], "file not found"),
+        (["optimize", "--bandwidth-gbit-per-s", "-3"], "--bandwidth-gbit-per-s: must be a finite number > 0"),
+        (["evaluate", "--threshold", "19400", "--n-pd-prefill", "6", "--n-pd-decode", "5"], "exceed the local pool"),
+    ],
+)
+def test_cli_bad_input_exits_2_without_traceback(args: list[str], needle: str) -> None:
+    """The real command line: exit status 2, one line naming the problem, no traceback, nothing on stdout."""
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_cli_infeasible_plan_exits_1_naming_the_constraint() -> None:
+    """A plan that cannot carry load exits 1 and names the stage without capacity."""
+    result = run_cli("evaluate", "--threshold", "19400", "--n-pd-prefill", "0", "--n-pd-decode", "8")
+    assert result.returncode == 1
+    assert "pd_prefill" in result.stderr and "Traceback" not in result.stderr
