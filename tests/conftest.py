@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,12 +31,14 @@ def paper_model(paper_scenario: Scenario) -> StageModel:
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real command line in a fresh interpreter."""
+    """Run the real command line in a fresh interpreter (this checkout's package, a 160-column terminal)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "160"}
     return subprocess.run(
         [sys.executable, "-m", "prfaas_plan", *args],
         capture_output=True,
         text=True,
         cwd=cwd or REPO,
+        env=env,
         timeout=120,
         check=False,
     )

@@ -46,7 +46,7 @@ Row = tuple[str, Callable[[PlanEvaluation], str]]
 def _rows(base: float) -> list[Row]:
     return [
         ("threshold t (tokens)", _threshold),
-        ("instances PrfaaS / PD-P / PD-D", _instances),
+        ("instances PrfaaS/PD-P/PD-D", _instances),
         ("offload fraction p", lambda p: f"{p.offload_fraction:.1%}"),
         ("l_long / l_short (tokens)", lambda p: f"{_num(p.long_tokens, '{:,.0f}')} / {_num(p.short_tokens, '{:,.0f}')}"),
         ("Θ_prfaas (req/s)", lambda p: _num(p.theta_prfaas)),
@@ -56,7 +56,7 @@ def _rows(base: float) -> list[Row]:
         ("gain vs homogeneous", lambda p: f"{p.throughput_req_per_s / base:.2f}×"),
         ("egress at Λ_max (Gbit/s)", lambda p: f"{p.egress_bytes_per_s / GBIT_PER_S:.1f}"),
         ("link utilisation", lambda p: f"{p.link_utilization:.1%}"),
-        ("TTFT unloaded mean / P90 (s)", lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}"),
+        ("unloaded TTFT mean/P90 (s)", lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}"),
         ("binding stage", _bottleneck),
     ]
 

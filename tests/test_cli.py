@@ -1,0 +1,92 @@
+"""The real command line, run in a fresh interpreter: tables, JSON, and the installed entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PAPER_SCENARIO, run_cli
+
+PLAN_KEYS = {
+    "threshold_tokens", "n_prfaas", "n_pd_prefill", "n_pd_decode", "offload_fraction", "throughput_req_per_s",
+    "stage_throughput_req_per_s", "bottleneck", "egress_gbit_per_s", "link_utilization", "ttft_unloaded_s",
+}
+
+
+def _json(*args: str) -> dict:  # type: ignore[type-arg]
+    result = run_cli(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_optimize_json_has_the_documented_schema() -> None:
+    """`optimize --json` prints one object with the plan and both baselines, each with every documented key."""
+    payload = _json("optimize")
+    assert payload["scenario"] == "paper-case-study"
+    for plan in (payload["plan"], *payload["baselines"].values()):
+        assert PLAN_KEYS <= plan.keys()
+        assert {"prfaas", "pd_prefill", "pd_decode"} <= plan["stage_throughput_req_per_s"].keys()
+        assert {"mean", "p90"} <= plan["ttft_unloaded_s"].keys()
+    assert set(payload["baselines"]) == {"homogeneous_pd", "naive_heterogeneous"}
+    assert payload["baselines"]["homogeneous_pd"]["stage_throughput_req_per_s"]["prfaas"] is None
+
+
+def test_optimize_table_names_the_plan_and_baselines() -> None:
+    """The default table shows the three columns, the unloaded-TTFT label and the provenance note."""
+    result = run_cli("optimize")
+    assert result.returncode == 0, result.stderr
+    for text in ("PrfaaS-PD", "Homogeneous PD", "Naive heterogeneous", "unloaded", "derived"):
+        assert text in result.stdout
+
+
+def test_bandwidth_override_moves_the_threshold_up() -> None:
+    """A scarce link (5 Gbit/s) binds: the optimiser raises t and the plan's egress stays within the link."""
+    wide, narrow = _json("optimize"), _json("optimize", "--bandwidth-gbit-per-s", "5")
+    assert narrow["plan"]["threshold_tokens"] > wide["plan"]["threshold_tokens"]
+    assert narrow["plan"]["throughput_req_per_s"] < wide["plan"]["throughput_req_per_s"]
+    assert narrow["plan"]["egress_gbit_per_s"] <= 5.0 + 1e-9
+
+
+def test_evaluate_scores_the_given_plan() -> None:
+    """`evaluate` reports exactly the plan it was given, at the optimiser's score for that plan."""
+    best = _json("optimize")["plan"]
+    given = _json(
+        "evaluate", "--threshold", str(best["threshold_tokens"]), "--n-pd-prefill", "3", "--n-pd-decode", "5"
+    )["plan"]
+    assert (given["n_pd_prefill"], given["n_pd_decode"]) == (3, 5)
+    assert given["throughput_req_per_s"] == pytest.approx(best["throughput_req_per_s"], rel=1e-9)
+
+
+def test_fit_reports_residuals() -> None:
+    """`fit --json` lists each fitted curve with a residual per profile point."""
+    fits = _json("fit")["fits"]
+    assert {f["curve"] for f in fits} == {"prefill h200", "prefill h20", "kv_cache h200"}
+    h200 = next(f for f in fits if f["curve"] == "prefill h200")
+    assert len(h200["points"]) == 4 and all(abs(p["relative_residual"]) < 0.05 for p in h200["points"])
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    """Each command documents itself and shows an example invocation."""
+    for command in ("optimize", "evaluate", "fit"):
+        result = run_cli(command, "--help")
+        assert result.returncode == 0 and "Example: prfaas-plan" in result.stdout
+
+
+def test_scenario_given_by_path_from_another_directory(tmp_path: Path) -> None:
+    """A scenario path works from any working directory; its references resolve next to it or built in."""
+    result = run_cli("optimize", str(PAPER_SCENARIO), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(shutil.which("prfaas-plan") is None, reason="the package is not installed")
+def test_installed_entry_point_runs_the_builtin_scenario_anywhere(tmp_path: Path) -> None:
+    """After `pip install .` the console script finds the built-in scenario and profiles from any directory."""
+    exe = shutil.which("prfaas-plan")
+    assert exe is not None
+    result = subprocess.run([exe, "optimize", "--json"], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["plan"]["n_prfaas"] == 4
