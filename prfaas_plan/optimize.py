@@ -30,6 +30,8 @@ from prfaas_plan.throughput import (
 from prfaas_plan.ttft import RouteLatency, unloaded_ttft
 
 _COARSE_POINTS = 257
+# Empirical distributions with at most this many observations are searched at every observed length exactly.
+_EXACT_EMPIRICAL_MAX = 20_000
 _REFINE_POINTS = 33
 # The Eq. 7 crossing is polished by bisection to this width.
 _CROSSING_TOL_TOKENS = 1e-3
@@ -88,7 +90,9 @@ def _optional(value: float) -> float | None:
     return None if not np.isfinite(value) else float(value)
 
 
-def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, label: str = "plan") -> PlanEvaluation:
+def evaluate(
+    model: StageModel, threshold_tokens: float, n_pd_prefill: int, label: str = "plan"
+) -> PlanEvaluation:
     """Score one plan (t, N_p, N_d = N_local - N_p) with Eqs. 3-6 and the unloaded TTFT.
 
     Raises InfeasibleError when the plan cannot carry any load, naming the stage that has no capacity.
@@ -100,7 +104,9 @@ def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, labe
     p = float(route.offload_fraction)
     reasons = []
     if n_pd_decode < 1:
-        reasons.append(f"pd_decode: no decode instances (N_p = {n_pd_prefill} of {model.n_local} local instances)")
+        reasons.append(
+            f"pd_decode: no decode instances (N_p = {n_pd_prefill} of {model.n_local} local instances)"
+        )
     if p < 1 and n_pd_prefill < 1:
         reasons.append(
             f"pd_prefill: no local prefill instances, but {1 - p:.1%} of requests (L <= {threshold_tokens:,.0f} "
@@ -144,7 +150,9 @@ def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, labe
     )
 
 
-def _prefill_side(model: StageModel, thresholds: np.ndarray, n_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _prefill_side(
+    model: StageModel, thresholds: np.ndarray, n_p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Offload bound A = Θ_prfaas/p and local bound B = Θ_pd-p/(1-p) at thresholds (rows: N_p)."""
     route = routing(model.lengths, thresholds)
     bounds = stage_bounds(stage_throughputs(model, route, n_p), route)
@@ -154,9 +162,9 @@ def _prefill_side(model: StageModel, thresholds: np.ndarray, n_p: np.ndarray) ->
 
 def _coarse_grid(model: StageModel) -> np.ndarray:
     lengths = model.lengths
-    if isinstance(lengths, Empirical) and lengths.values.size <= 20_000:
+    if isinstance(lengths, Empirical) and lengths.n_values <= _EXACT_EMPIRICAL_MAX:
         # Λ is piecewise constant between observed lengths: the observed values are every distinct plan.
-        return np.unique(np.concatenate(([0.0], lengths.values)))
+        return np.unique(np.concatenate(([0.0], lengths.sorted_tokens)))
     inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _COARSE_POINTS)), dtype=np.float64)
     return np.unique(np.concatenate(([0.0], inner, [lengths.upper_tokens])))
 
@@ -196,11 +204,15 @@ def best_thresholds(
     # Polish the Eq. 7 crossing A(t) = B(t) where it lies inside the final bracket.
     a_lo, b_lo = _prefill_side(model, lo[:, None], n_p)
     a_hi, b_hi = _prefill_side(model, hi[:, None], n_p)
-    crossing = (np.sign(a_lo - b_lo) != np.sign(a_hi - b_hi)).ravel() & np.isfinite(a_lo * b_lo * a_hi * b_hi).ravel()
+    crossing = (np.sign(a_lo - b_lo) != np.sign(a_hi - b_hi)).ravel() & np.isfinite(
+        a_lo * b_lo * a_hi * b_hi
+    ).ravel()
     if np.any(crossing):
         left, right = lo.copy(), hi.copy()
         sign_left = np.sign(a_lo - b_lo).ravel()
-        steps = int(np.ceil(np.log2(max(float(np.max(hi - lo)), _CROSSING_TOL_TOKENS) / _CROSSING_TOL_TOKENS)))
+        steps = int(
+            np.ceil(np.log2(max(float(np.max(hi - lo)), _CROSSING_TOL_TOKENS) / _CROSSING_TOL_TOKENS))
+        )
         for _ in range(steps):
             mid = 0.5 * (left + right)
             a_mid, b_mid = _prefill_side(model, mid[:, None], n_p)
@@ -227,7 +239,9 @@ def search(model: StageModel, resolution_tokens: float = 10.0, label: str = "prf
     decode = (model.n_local - n_p) * model.decode_req_per_s_per_instance
     lam = np.fmin(f_best, decode)
     if not np.any(lam > 0):
-        raise InfeasibleError("no threshold and split carries load: every plan leaves a routed stage without capacity")
+        raise InfeasibleError(
+            "no threshold and split carries load: every plan leaves a routed stage without capacity"
+        )
     top = np.max(lam)
     ties = np.flatnonzero(lam >= top * (1 - 1e-12))
     k = int(ties[np.argmax(f_best[ties])])
@@ -246,14 +260,18 @@ def best_split_without_offload(model: StageModel, label: str) -> PlanEvaluation:
     t_all_local = model.lengths.upper_tokens
     n_p = np.arange(1, model.n_local)
     if n_p.size == 0:
-        raise InfeasibleError("pd_prefill/pd_decode: the local pool cannot hold one prefill and one decode instance")
+        raise InfeasibleError(
+            "pd_prefill/pd_decode: the local pool cannot hold one prefill and one decode instance"
+        )
     route = routing(model.lengths, t_all_local)
     lam = max_throughput(stage_bounds(stage_throughputs(model, route, n_p[:, None]), route)).ravel()
     best = evaluate(model, t_all_local, int(n_p[int(np.argmax(lam))]), label=label)
     return replace(best, threshold_tokens=None)
 
 
-def _with_baselines(model: StageModel, plan: PlanEvaluation, prfaas_gpus: int, local_gpus_per_instance: int) -> Comparison:
+def _with_baselines(
+    model: StageModel, plan: PlanEvaluation, prfaas_gpus: int, local_gpus_per_instance: int
+) -> Comparison:
     homogeneous = best_split_without_offload(
         homogeneous_model(model, prfaas_gpus, local_gpus_per_instance), label="homogeneous-pd"
     )
@@ -287,5 +305,7 @@ def plan_comparison(
                 "(deployment.local.instances)",
             )
         )
-    plan = evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+    plan = evaluate(
+        replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given"
+    )
     return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)

@@ -151,7 +151,7 @@ def stage_bounds(theta: StageThroughputs, route: Routing) -> dict[str, Array]:
 
 def max_throughput(bounds: dict[str, Array]) -> Array:
     """Λ_max = the smallest stage bound (Eq. 6)."""
-    return np.minimum.reduce(np.broadcast_arrays(*(bounds[s] for s in STAGES)))
+    return np.asarray(np.minimum.reduce(np.broadcast_arrays(*(bounds[s] for s in STAGES))), dtype=np.float64)
 
 
 def egress_bytes_per_s(model: StageModel, route: Routing, rate_req_per_s: ArrayLike) -> Array:

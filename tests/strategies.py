@@ -15,7 +15,9 @@ def prefill_curves() -> st.SearchStrategy[PolyCurve]:
     that adds 0-4x the linear cost at 128K tokens: positive and increasing, like a measured prefill curve."""
     return st.builds(
         lambda c0, rate, quad: PolyCurve(
-            coefficients=(c0, 1.0 / rate, quad * (128_000 / rate) / 128_000**2), provenance="assumed", source="test"
+            coefficients=(c0, 1.0 / rate, quad * (128_000 / rate) / 128_000**2),
+            provenance="assumed",
+            source="test",
         ),
         st.floats(0.05, 1.0),
         st.floats(5e3, 2e5),
@@ -26,7 +28,9 @@ def prefill_curves() -> st.SearchStrategy[PolyCurve]:
 def kv_curves() -> st.SearchStrategy[PolyCurve]:
     """S(l) = fixed state (0-500 MiB) + 2-300 KiB per token, in bytes."""
     return st.builds(
-        lambda fixed, per_token: PolyCurve(coefficients=(fixed * MIB, per_token * 1024.0), provenance="assumed", source="test"),
+        lambda fixed, per_token: PolyCurve(
+            coefficients=(fixed * MIB, per_token * 1024.0), provenance="assumed", source="test"
+        ),
         st.floats(0.0, 500.0),
         st.floats(2.0, 300.0),
     )
@@ -35,7 +39,9 @@ def kv_curves() -> st.SearchStrategy[PolyCurve]:
 def length_distributions() -> st.SearchStrategy[TruncatedLogNormal]:
     """Truncated log-normal uncached input lengths: medians from ~150 to ~60K tokens."""
     return st.builds(
-        lambda mu, sigma, low, span: TruncatedLogNormal(mu=mu, sigma=sigma, lower_tokens=low, upper_tokens=low * span),
+        lambda mu, sigma, low, span: TruncatedLogNormal(
+            mu=mu, sigma=sigma, lower_tokens=low, upper_tokens=low * span
+        ),
         st.floats(5.0, 11.0),
         st.floats(0.3, 2.0),
         st.floats(16.0, 512.0),

@@ -9,7 +9,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prfaas_plan"
 
 # Lower index = higher layer. A module may import only from layers with a smaller or equal index.
 LAYERS = [
-    "units", "errors", "lengths", "spec", "physics", "throughput", "ttft", "queueing", "optimize", "io", "cli",
+    "units",
+    "errors",
+    "lengths",
+    "spec",
+    "physics",
+    "throughput",
+    "ttft",
+    "queueing",
+    "optimize",
+    "io",
+    "cli",
 ]
 FOREIGN = {"yaml": "io", "typer": "cli", "rich": "cli"}
 

@@ -21,14 +21,20 @@ app = typer.Typer(
 
 ScenarioArg = Annotated[
     str | None,
-    typer.Argument(help="Scenario YAML file, or a built-in scenario name (default: paper-case-study).", show_default=False),
+    typer.Argument(
+        help="Scenario YAML file, or a built-in scenario name (default: paper-case-study).",
+        show_default=False,
+    ),
 ]
 BandwidthOpt = Annotated[
     float | None, typer.Option("--bandwidth-gbit-per-s", help="Override the cross-datacenter link bandwidth.")
 ]
-NPrfaasOpt = Annotated[int | None, typer.Option("--n-prfaas", help="Override the number of PrfaaS instances.")]
+NPrfaasOpt = Annotated[
+    int | None, typer.Option("--n-prfaas", help="Override the number of PrfaaS instances.")
+]
 NLocalOpt = Annotated[
-    int | None, typer.Option("--n-local", help="Override the local PD pool's instance count (split into N_p + N_d).")
+    int | None,
+    typer.Option("--n-local", help="Override the local PD pool's instance count (split into N_p + N_d)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 ResolutionOpt = Annotated[
@@ -100,7 +106,9 @@ def optimize(
 @app.command()
 def evaluate(
     scenario: ScenarioArg = None,
-    threshold: Annotated[float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")] = ...,  # type: ignore[assignment]
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")
+    ] = ...,  # type: ignore[assignment]
     n_pd_prefill: Annotated[int, typer.Option("--n-pd-prefill", help="Local prefill instances N_p.")] = ...,  # type: ignore[assignment]
     n_pd_decode: Annotated[int, typer.Option("--n-pd-decode", help="Local decode instances N_d.")] = ...,  # type: ignore[assignment]
     bandwidth_gbit_per_s: BandwidthOpt = None,
@@ -119,7 +127,12 @@ def evaluate(
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)
         result: Comparison = plan_comparison(
-            stage_model(spec), spec.prfaas.gpus, spec.local.gpus_per_instance, threshold, n_pd_prefill, n_pd_decode
+            stage_model(spec),
+            spec.prfaas.gpus,
+            spec.local.gpus_per_instance,
+            threshold,
+            n_pd_prefill,
+            n_pd_decode,
         )
         payload = comparison_to_dict(spec, result)
     if json_output:
@@ -135,7 +148,9 @@ def evaluate(
 def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -> None:
     problems = []
     if not threshold >= 0 or threshold == float("inf"):
-        problems.append(Problem(field="--threshold", message=f"must be a finite number >= 0, got {threshold}"))
+        problems.append(
+            Problem(field="--threshold", message=f"must be a finite number >= 0, got {threshold}")
+        )
     if n_pd_prefill < 0:
         problems.append(Problem(field="--n-pd-prefill", message=f"must be >= 0, got {n_pd_prefill}"))
     if n_pd_decode < 1:
@@ -176,4 +191,3 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-

@@ -48,7 +48,10 @@ def _rows(base: float) -> list[Row]:
         ("threshold t (tokens)", _threshold),
         ("instances PrfaaS/PD-P/PD-D", _instances),
         ("offload fraction p", lambda p: f"{p.offload_fraction:.1%}"),
-        ("l_long / l_short (tokens)", lambda p: f"{_num(p.long_tokens, '{:,.0f}')} / {_num(p.short_tokens, '{:,.0f}')}"),
+        (
+            "l_long / l_short (tokens)",
+            lambda p: f"{_num(p.long_tokens, '{:,.0f}')} / {_num(p.short_tokens, '{:,.0f}')}",
+        ),
         ("Θ_prfaas (req/s)", lambda p: _num(p.theta_prfaas)),
         ("Θ_pd-p (req/s)", lambda p: _num(p.theta_pd_prefill)),
         ("Θ_pd-d (req/s)", lambda p: _num(p.theta_pd_decode)),
@@ -56,12 +59,17 @@ def _rows(base: float) -> list[Row]:
         ("gain vs homogeneous", lambda p: f"{p.throughput_req_per_s / base:.2f}×"),
         ("egress at Λ_max (Gbit/s)", lambda p: f"{p.egress_bytes_per_s / GBIT_PER_S:.1f}"),
         ("link utilisation", lambda p: f"{p.link_utilization:.1%}"),
-        ("unloaded TTFT mean/P90 (s)", lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}"),
+        (
+            "unloaded TTFT mean/P90 (s)",
+            lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}",
+        ),
         ("binding stage", _bottleneck),
     ]
 
 
-def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)") -> Table:
+def comparison_table(
+    scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)"
+) -> Table:
     """The plan beside homogeneous PD and naive heterogeneous PD."""
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
     bandwidth = scenario.link.bandwidth_bytes_per_s / GBIT_PER_S
@@ -110,4 +118,3 @@ def fit_table(curves: list[dict[str, Any]]) -> Table:
 def console(stderr: bool = False) -> Console:
     """A console for tables (stdout) or messages (stderr)."""
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
-

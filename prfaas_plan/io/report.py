@@ -70,7 +70,7 @@ def comparison_to_dict(scenario: Scenario, comparison: Comparison) -> dict[str, 
 def provenance(scenario: Scenario) -> dict[str, str]:
     """Where each profile input of the model came from: measured, derived or assumed."""
     prfaas, local = scenario.prfaas.profile, scenario.local.profile
-    out = {
+    out: dict[str, str] = {
         f"prfaas_prefill ({scenario.prfaas.hardware_key})": prfaas.prefill.provenance,
         f"local_prefill ({scenario.local.hardware_key})": local.prefill.provenance,
     }
@@ -90,10 +90,19 @@ def curve_to_dict(name: str, curve: PolyCurve, unit: str) -> dict[str, Any]:
         "provenance": curve.provenance,
         "coefficients_ascending": [c / scale for c in curve.coefficients],
         "points": [
-            {"length_tokens": length, "given": value / scale, "fitted": (value + res) / scale, "residual": res / scale,
-             "relative_residual": rel}
+            {
+                "length_tokens": length,
+                "given": value / scale,
+                "fitted": (value + res) / scale,
+                "residual": res / scale,
+                "relative_residual": rel,
+            }
             for length, value, res, rel in zip(
-                curve.points_tokens, curve.points_values, curve.residuals, curve.relative_residuals, strict=True
+                curve.points_tokens,
+                curve.points_values,
+                curve.residuals,
+                curve.relative_residuals,
+                strict=True,
             )
         ],
         "source": curve.source,

@@ -81,8 +81,9 @@ def _profile_points(sec: Section, value_key: str, scale: float) -> ProfilePoints
     assert pts is not None and degree is not None
     if len(pts[0]) < degree + 1:
         sec.checker.report(
-            (*sec.path, "points"), f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least "
-            f"{int(degree) + 1}"
+            (*sec.path, "points"),
+            f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least "
+            f"{int(degree) + 1}",
         )
         return None
     prov: Provenance = provenance  # type: ignore[assignment]
@@ -96,7 +97,11 @@ _POINTS_KEYS = ("provenance", "source", "fit_degree", "points")
 
 def _instance_profile(checker: Checker, path: KeyPath, raw: Any) -> InstanceProfile | None:
     sec = Section(
-        checker, path, raw, required=("model", "gpus_per_instance", "prefill"), optional=("engine", "kv_cache", "decode")
+        checker,
+        path,
+        raw,
+        required=("model", "gpus_per_instance", "prefill"),
+        optional=("engine", "kv_cache", "decode"),
     )
     model = sec.string("model")
     gpus = sec.number("gpus_per_instance", ge=1, integer=True)
@@ -211,7 +216,10 @@ def _length_distribution(sec: Section, base: Path, *, role: str) -> dist.LengthD
     allowed = {"distribution", *shapes[kind], *optional}
     for key in sec.data:
         if key not in allowed:
-            sec.checker.report((*sec.path, str(key)), f"unknown key '{key}' for a {kind} distribution{suggest(str(key), allowed)}")
+            sec.checker.report(
+                (*sec.path, str(key)),
+                f"unknown key '{key}' for a {kind} distribution{suggest(str(key), allowed)}",
+            )
     for key in shapes[kind]:
         if key not in sec.data:
             sec.checker.report(sec.path, f"missing required key '{key}' for a {kind} distribution")
@@ -286,7 +294,8 @@ def _resolve(
             return path
     known = sorted({p.stem for d in {c.parent for c in tried} if d.is_dir() for p in d.glob("*.yaml")})
     sec.checker.report(
-        (*sec.path, key), f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}"
+        (*sec.path, key),
+        f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}",
     )
     return None
 
@@ -313,18 +322,28 @@ def _pool(sec: Section, base: Path, model_key: str | None, *, role: str) -> Pool
     if profile is None:
         have = ", ".join(f"{p.model} on {p.gpus_per_instance} GPUs" for p in hardware.profiles) or "none"
         sec.checker.report(
-            where, f"{hardware.file} has no profile for model '{model_key}' on {int(gpus)} GPUs per instance (it has: {have})"
+            where,
+            f"{hardware.file} has no profile for model '{model_key}' on {int(gpus)} GPUs per instance (it has: {have})",
         )
         return None
     if role == "prfaas" and profile.kv_cache is None:
-        sec.checker.report(where, f"{hardware.file}: the '{model_key}' profile has no kv_cache points, needed for the PrfaaS pool")
+        sec.checker.report(
+            where,
+            f"{hardware.file}: the '{model_key}' profile has no kv_cache points, needed for the PrfaaS pool",
+        )
         return None
     if role == "local" and profile.decode is None:
-        sec.checker.report(where, f"{hardware.file}: the '{model_key}' profile has no decode capacity, needed for the local pool")
+        sec.checker.report(
+            where,
+            f"{hardware.file}: the '{model_key}' profile has no decode capacity, needed for the local pool",
+        )
         return None
     return Pool(
-        hardware_key=hw_path.stem, accelerator=hardware.accelerator, gpus_per_instance=int(gpus),
-        instances=int(instances), profile=profile,
+        hardware_key=hw_path.stem,
+        accelerator=hardware.accelerator,
+        gpus_per_instance=int(gpus),
+        instances=int(instances),
+        profile=profile,
     )
 
 
@@ -351,8 +370,13 @@ def resolve_scenario_path(name: str | None) -> Path:
     if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in (builtin_root() / "workloads").glob("*.yaml"))
-    raise InputError(Problem(field="SCENARIO", message=f"no scenario file or built-in scenario named '{name}'"
-                             f"{suggest(name, known)}; built-in: {', '.join(known)}"))
+    raise InputError(
+        Problem(
+            field="SCENARIO",
+            message=f"no scenario file or built-in scenario named '{name}'"
+            f"{suggest(name, known)}; built-in: {', '.join(known)}",
+        )
+    )
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -372,11 +396,17 @@ def load_scenario(path: Path) -> Scenario:
         except InputError as exc:
             checker.problems.extend(exc.problems)
     traffic = root.sub("traffic", required=("input_length", "output_length"), optional=("arrival",))
-    input_sec = traffic.sub("input_length", required=("distribution",), optional=(
-        "mu", "sigma", "min_tokens", "max_tokens", "tokens", "trace", "prefix_cache"))
+    input_sec = traffic.sub(
+        "input_length",
+        required=("distribution",),
+        optional=("mu", "sigma", "min_tokens", "max_tokens", "tokens", "trace", "prefix_cache"),
+    )
     input_len = None if input_sec.dead else _length_distribution(input_sec, base, role="input")
-    output_sec = traffic.sub("output_length", required=("distribution",), optional=(
-        "mu", "sigma", "min_tokens", "max_tokens", "tokens", "trace"))
+    output_sec = traffic.sub(
+        "output_length",
+        required=("distribution",),
+        optional=("mu", "sigma", "min_tokens", "max_tokens", "tokens", "trace"),
+    )
     output_len = None if output_sec.dead else _length_distribution(output_sec, base, role="output")
     arrival = Arrival(process="poisson")
     if traffic.has("arrival"):
@@ -384,7 +414,10 @@ def load_scenario(path: Path) -> Scenario:
         process = arr.string("process", choices=("poisson", "renewal"))
         scv = arr.number("interarrival_scv", gt=0, default=1.0)
         if process == "poisson" and scv is not None and scv != 1.0:
-            checker.report((*arr.path, "interarrival_scv"), f"a poisson process has scv 1, got {scv:g}; use process: renewal")
+            checker.report(
+                (*arr.path, "interarrival_scv"),
+                f"a poisson process has scv 1, got {scv:g}; use process: renewal",
+            )
         if process is not None and scv is not None:
             arrival = Arrival(process=process, interarrival_scv=scv)
     slo_sec = root.sub("slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s",))
@@ -425,12 +458,24 @@ def with_overrides(
 ) -> Scenario:
     """Apply command-line overrides, checking each like its YAML field (errors name the option)."""
     problems = []
-    if bandwidth_gbit_per_s is not None and not (bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")):
-        problems.append(Problem(field="--bandwidth-gbit-per-s", message=f"must be a finite number > 0, got {bandwidth_gbit_per_s}"))
+    if bandwidth_gbit_per_s is not None and not (
+        bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")
+    ):
+        problems.append(
+            Problem(
+                field="--bandwidth-gbit-per-s",
+                message=f"must be a finite number > 0, got {bandwidth_gbit_per_s}",
+            )
+        )
     if n_prfaas is not None and n_prfaas < 1:
         problems.append(Problem(field="--n-prfaas", message=f"must be >= 1, got {n_prfaas}"))
     if n_local is not None and n_local < 2:
-        problems.append(Problem(field="--n-local", message=f"must be >= 2 (one prefill and one decode instance), got {n_local}"))
+        problems.append(
+            Problem(
+                field="--n-local",
+                message=f"must be >= 2 (one prefill and one decode instance), got {n_local}",
+            )
+        )
     if problems:
         raise InputError(problems)
     if bandwidth_gbit_per_s is not None:
@@ -440,4 +485,3 @@ def with_overrides(
     if n_local is not None:
         scenario = replace(scenario, local=replace(scenario.local, instances=n_local))
     return scenario
-

@@ -49,7 +49,9 @@ class Document:
         return None
 
 
-def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], problems: list[Problem], file: str) -> None:
+def _walk(
+    node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], problems: list[Problem], file: str
+) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -143,7 +145,9 @@ class Checker:
     def report(self, path: KeyPath, message: str) -> None:
         """Record one problem at ``path``."""
         self.problems.append(
-            Problem(file=self.doc.file, line=self.doc.line_of(path), field=dotted(path) or None, message=message)
+            Problem(
+                file=self.doc.file, line=self.doc.line_of(path), field=dotted(path) or None, message=message
+            )
         )
 
     def root(self, *, required: Iterable[str] = (), optional: Iterable[str] = ()) -> Section:
@@ -220,7 +224,9 @@ class Section:
             self.checker.report(path, "must not be empty")
         return [((*path, i), item) for i, item in enumerate(value)]
 
-    def string(self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None) -> str | None:
+    def string(
+        self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None
+    ) -> str | None:
         """A string field, optionally one of ``choices``."""
         if not self.has(key):
             return default
@@ -251,7 +257,9 @@ class Section:
         """A finite number within bounds (``integer=True`` demands a whole number)."""
         if not self.has(key):
             return default
-        return check_number(self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer)
+        return check_number(
+            self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer
+        )
 
 
 def check_number(

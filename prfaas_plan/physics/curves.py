@@ -59,10 +59,12 @@ class PolyCurve:
 
     def expect(self, lengths: LengthDistribution, lower: ArrayLike, upper: ArrayLike) -> NDArray[np.float64]:
         """E[y(L) * 1{lower < L <= upper}] in closed form: sum_k c_k * E[L^k; lower < L <= upper]."""
-        total: NDArray[np.float64] = np.zeros(np.broadcast(np.asarray(lower), np.asarray(upper)).shape)
+        a = np.asarray(lower, dtype=np.float64)
+        b = np.asarray(upper, dtype=np.float64)
+        total = np.zeros(np.broadcast(a, b).shape, dtype=np.float64)
         for k, c in enumerate(self.coefficients):
             if c != 0.0:
-                total = total + c * np.asarray(lengths.partial_moment(k, lower, upper), dtype=np.float64)
+                total += c * np.asarray(lengths.partial_moment(k, a, b), dtype=np.float64)
         return total
 
     def describe(self, unit: str) -> str:

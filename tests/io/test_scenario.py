@@ -9,7 +9,9 @@ import pytest
 
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.scenario import load_hardware, load_scenario, resolve_scenario_path, with_overrides
-from tests.conftest import PAPER_SCENARIO, REPO, run_cli
+from prfaas_plan.optimize import search
+from prfaas_plan.throughput import stage_model
+from tests.conftest import PAPER_SCENARIO, REPO, SHARED, run_cli
 
 PAPER_TEXT = PAPER_SCENARIO.read_text()
 
@@ -38,20 +40,52 @@ def _line_of(path: Path, needle: str) -> int:
     [
         ("    sigma: 1.00", "    sigma: -1.0", "traffic.input_length.sigma", "must be > 0, got -1.0"),
         ("    sigma: 1.00", "    sigma: .nan", "traffic.input_length.sigma", "must be a finite number"),
-        ("    sigma: 1.00", "    sigma: wide", "traffic.input_length.sigma", "expected a number, got string 'wide'"),
-        ("    max_tokens: 131072", "    max_tokens: 100", "traffic.input_length.max_tokens", "must be > min_tokens"),
+        (
+            "    sigma: 1.00",
+            "    sigma: wide",
+            "traffic.input_length.sigma",
+            "expected a number, got string 'wide'",
+        ),
+        (
+            "    max_tokens: 131072",
+            "    max_tokens: 100",
+            "traffic.input_length.max_tokens",
+            "must be > min_tokens",
+        ),
         ("    instances: 4 ", "    instances: 0 ", "deployment.prfaas.instances", "must be >= 1, got 0"),
-        ("    instances: 8 ", "    instances: 1 ", "deployment.local.instances", "one prefill and one decode"),
+        (
+            "    instances: 8 ",
+            "    instances: 1 ",
+            "deployment.local.instances",
+            "one prefill and one decode",
+        ),
         ("    instances: 4 ", "    instances: 2.5 ", "deployment.prfaas.instances", "expected an integer"),
-        ("    bandwidth_gbit_per_s: 100", "    bandwidth_gbit_per_s: 0", "deployment.link.bandwidth_gbit_per_s", "> 0"),
-        ("    bandwidth_gbit_per_s: 100", "    bandwidth_gbps: 100", "deployment.link.bandwidth_gbps",
-         "unknown key 'bandwidth_gbps' (did you mean 'bandwidth_gbit_per_s'?)"),
+        (
+            "    bandwidth_gbit_per_s: 100",
+            "    bandwidth_gbit_per_s: 0",
+            "deployment.link.bandwidth_gbit_per_s",
+            "> 0",
+        ),
+        (
+            "    bandwidth_gbit_per_s: 100",
+            "    bandwidth_gbps: 100",
+            "deployment.link.bandwidth_gbps",
+            "unknown key 'bandwidth_gbps' (did you mean 'bandwidth_gbit_per_s'?)",
+        ),
         ("    hardware: h200", "    hardware: h-200", "deployment.prfaas.hardware", "did you mean 'h200'?"),
         ("model: paper-1t-hybrid", "model: paper-1t", "model", "no model card named 'paper-1t'"),
-        ("    distribution: lognormal", "    distribution: log-normal", "traffic.input_length.distribution",
-         "did you mean 'lognormal'?"),
-        ("    gpus_per_instance: 8\n    instances: 4", "    gpus_per_instance: 4\n    instances: 4",
-         "deployment.prfaas.hardware", "no profile for model 'paper-1t-hybrid' on 4 GPUs"),
+        (
+            "    distribution: lognormal",
+            "    distribution: log-normal",
+            "traffic.input_length.distribution",
+            "did you mean 'lognormal'?",
+        ),
+        (
+            "    gpus_per_instance: 8\n    instances: 4",
+            "    gpus_per_instance: 4\n    instances: 4",
+            "deployment.prfaas.hardware",
+            "no profile for model 'paper-1t-hybrid' on 4 GPUs",
+        ),
     ],
 )
 def test_each_bad_field_is_named_with_file_and_line(
@@ -69,7 +103,9 @@ def test_each_bad_field_is_named_with_file_and_line(
 
 def test_all_problems_are_collected_not_just_the_first(tmp_path: Path) -> None:
     """Two bad fields in one file give two problems."""
-    text = PAPER_TEXT.replace("    sigma: 1.00", "    sigma: -1").replace("bandwidth_gbit_per_s: 100", "bandwidth_gbit_per_s: -5")
+    text = PAPER_TEXT.replace("    sigma: 1.00", "    sigma: -1").replace(
+        "bandwidth_gbit_per_s: 100", "bandwidth_gbit_per_s: -5"
+    )
     path = tmp_path / "two.yaml"
     path.write_text(text)
     problems = _problems(path)
@@ -111,7 +147,9 @@ def test_profile_errors_name_the_profile_file(tmp_path: Path) -> None:
     path = _scenario(tmp_path, "name: paper-case-study", "name: edited")
     problems = _problems(path)
     line = _line_of(profile, "latency_s: -0.72")
-    assert any(f"h200.yaml:{line} profiles[0].prefill.points[1].latency_s: must be > 0" in p for p in problems), problems
+    assert any(
+        f"h200.yaml:{line} profiles[0].prefill.points[1].latency_s: must be > 0" in p for p in problems
+    ), problems
 
 
 def test_a_fit_that_turns_down_is_rejected(tmp_path: Path) -> None:
@@ -142,7 +180,10 @@ def test_overrides_are_checked(paper_scenario) -> None:  # type: ignore[no-untyp
     [
         (["optimize", "no/such/file.yaml"], "file not found"),
         (["optimize", "--bandwidth-gbit-per-s", "-3"], "--bandwidth-gbit-per-s: must be a finite number > 0"),
-        (["evaluate", "--threshold", "19400", "--n-pd-prefill", "6", "--n-pd-decode", "5"], "exceed the local pool"),
+        (
+            ["evaluate", "--threshold", "19400", "--n-pd-prefill", "6", "--n-pd-decode", "5"],
+            "exceed the local pool",
+        ),
     ],
 )
 def test_cli_bad_input_exits_2_without_traceback(args: list[str], needle: str) -> None:
@@ -159,3 +200,20 @@ def test_cli_infeasible_plan_exits_1_naming_the_constraint() -> None:
     result = run_cli("evaluate", "--threshold", "19400", "--n-pd-prefill", "0", "--n-pd-decode", "8")
     assert result.returncode == 1
     assert "pd_prefill" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(not (SHARED / "data" / "traces").is_dir(), reason="shared traces not present")
+def test_empirical_trace_scenario_optimises(tmp_path: Path) -> None:
+    """An input-length distribution read from the Mooncake trace, net of prefix-cache hits, plans end to end."""
+    trace = SHARED / "data" / "traces" / "conversation_trace.jsonl"
+    text = PAPER_TEXT.replace(
+        "    distribution: lognormal\n    mu: 9.90\n    sigma: 1.00\n    min_tokens: 128\n    max_tokens: 131072",
+        f"    distribution: empirical\n    trace: {trace}\n    prefix_cache: true",
+    )
+    path = tmp_path / "trace.yaml"
+    path.write_text(text)
+    scenario = load_scenario(path)
+    assert scenario.traffic.input_length.mean_tokens == pytest.approx(7_539, abs=1)  # SOURCES.md uncached mean
+    model = stage_model(scenario)
+    plan = search(model)
+    assert plan.throughput_req_per_s > 0 and 0 < plan.offload_fraction < 1

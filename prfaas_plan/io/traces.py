@@ -1,0 +1,405 @@
+"""Read request traces into ``Trace`` specs: Mooncake JSONL and Azure LLM inference 2023 CSV.
+
+Formats (see shared/data/traces/SOURCES.md):
+
+- ``.jsonl``, Mooncake FAST'25 traces: one JSON object per line with ``timestamp`` (milliseconds since the
+  trace start), ``input_length`` and ``output_length`` (tokens) and, optionally, ``hash_ids``, the ids of
+  the request's 512-token prefix blocks.
+- ``.csv``, Azure LLM inference trace 2023: header ``TIMESTAMP,ContextTokens,GeneratedTokens``, with
+  ``TIMESTAMP`` a wall-clock time "YYYY-MM-DD HH:MM:SS.fffffff" (100 ns digits).
+
+Every bad line is reported (up to ``MAX_PROBLEMS``), each with the file, its 1-based line and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.spec.trace import Trace
+
+#: Tokens per prefix block in Mooncake's ``hash_ids`` (Mooncake FAST25-release/README.md; SOURCES.md checks
+#: len(hash_ids) == ceil(input_length / 512) on every row of both traces).
+MOONCAKE_BLOCK_TOKENS = 512
+#: At most this many problems are listed one by one; the rest are counted in one closing problem.
+MAX_PROBLEMS = 20
+
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_MS_PER_S = 1000.0
+_S_PER_DAY = 86_400
+
+_JSON_DECODE = json.JSONDecoder().raw_decode
+#: (timestamp ms, input tokens, output tokens) of one Mooncake line, None where the field is missing or bad.
+_Fields = tuple[float | None, int | None, int | None]
+_WALL_CLOCK = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}):(\d{2}(?:\.\d{1,9})?)")
+
+
+@dataclass(slots=True)
+class _Problems:
+    """Collects problems of one file, listing the first ``MAX_PROBLEMS`` and counting the rest."""
+
+    file: str
+    listed: list[Problem] = field(default_factory=list)
+    unlisted: int = 0
+
+    def add(self, line: int | None, field_name: str | None, message: str) -> None:
+        if len(self.listed) < MAX_PROBLEMS:
+            self.listed.append(Problem(message=message, file=self.file, line=line, field=field_name))
+        else:
+            self.unlisted += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.listed)
+
+    def raise_if_any(self) -> None:
+        if not self.listed:
+            return
+        problems = list(self.listed)
+        if self.unlisted:
+            problems.append(Problem(message=f"... and {self.unlisted} more problems", file=self.file))
+        raise InputError(problems)
+
+
+def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> Trace:
+    """Read a request trace, choosing the format by extension: ``.jsonl`` Mooncake, ``.csv`` Azure 2023.
+
+    Arrival times become seconds since the first request. With ``prefix_cache=True`` (Mooncake only) the
+    cached tokens of each request are those an infinite prefix cache would hold, replaying the trace in
+    arrival order: a block hits only if it and every block before it in the request appeared in an earlier
+    request; cached = min(hits · 512, input_length). Without it, ``cached_tokens`` is None.
+
+    Raises ``InputError`` listing every bad line (file, 1-based line, field): a missing file or column,
+    malformed JSON, non-numeric or negative lengths, timestamps that go backwards, or an empty trace.
+    """
+    file = os.fspath(path)
+    suffix = Path(file).suffix.lower()
+    if suffix not in (".jsonl", ".csv"):
+        raise InputError(
+            Problem(
+                message=f"unknown trace format {suffix or '(no extension)'!r}: "
+                "expected .jsonl (Mooncake) or .csv (Azure 2023)",
+                file=file,
+            )
+        )
+    if prefix_cache and suffix == ".csv":
+        raise InputError(
+            Problem(
+                message="prefix caching needs block hashes, which Azure CSV traces do not carry; "
+                "use a Mooncake .jsonl trace or turn prefix caching off",
+                file=file,
+            )
+        )
+    problems = _Problems(file)
+    try:
+        # utf-8-sig: tolerate a byte-order mark, which spreadsheet tools like to add.
+        with open(file, encoding="utf-8-sig", newline="") as handle:
+            if suffix == ".jsonl":
+                trace = _read_mooncake(handle, file, problems, prefix_cache=prefix_cache)
+            else:
+                trace = _read_azure(handle, file, problems)
+    except FileNotFoundError:
+        raise InputError(Problem(message="no such file", file=file)) from None
+    except UnicodeDecodeError as error:
+        raise InputError(Problem(message=f"not UTF-8 text ({error.reason})", file=file)) from None
+    except OSError as error:
+        raise InputError(Problem(message=f"cannot read: {error.strerror or error}", file=file)) from None
+    problems.raise_if_any()
+    assert trace is not None  # a trace is None only when problems were recorded
+    return trace
+
+
+# -- Mooncake JSONL ------------------------------------------------------------------------------------------
+
+
+def _read_mooncake(
+    lines: Iterable[str], file: str, problems: _Problems, *, prefix_cache: bool
+) -> Trace | None:
+    timestamps_ms: list[float] = []
+    inputs: list[int] = []
+    outputs: list[int] = []
+    cached: list[int] = []
+    seen_blocks: set[Any] = set()
+    latest_ms = -math.inf
+    latest_line = 0
+    for line_no, text in enumerate(lines, start=1):
+        stripped = text.strip()
+        if not stripped:
+            continue
+        try:
+            # raw_decode skips json.loads's Python-level wrapper, a third of the time on a million lines.
+            record, end = _JSON_DECODE(stripped)
+            if end != len(stripped):
+                raise json.JSONDecodeError("Extra data", stripped, end)
+        except json.JSONDecodeError as error:
+            problems.add(line_no, None, f"malformed JSON: {error.msg} (column {error.colno})")
+            continue
+        fields: _Fields | None = _well_formed_fields(record, latest_ms)
+        if fields is None:
+            fields = _checked_fields(record, line_no, problems, latest_ms, latest_line)
+            if fields is None:
+                continue
+        time_ms, input_length, output_length = fields
+        if time_ms is not None:
+            latest_ms, latest_line = time_ms, line_no
+        hits = _prefix_hits(record, line_no, problems, seen_blocks) if prefix_cache else 0
+        if problems or time_ms is None or input_length is None or output_length is None or hits is None:
+            # Once any problem is known the trace will be refused; keep scanning only to report the rest.
+            continue
+        timestamps_ms.append(time_ms)
+        inputs.append(input_length)
+        outputs.append(output_length)
+        cached.append(min(hits * MOONCAKE_BLOCK_TOKENS, input_length))
+    if problems:
+        return None
+    if not inputs:
+        problems.add(None, None, "trace has no requests")
+        return None
+    times = np.array(timestamps_ms, dtype=np.float64)
+    return _trace(
+        file,
+        arrival_s=(times - times[0]) / _MS_PER_S,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cached_tokens=cached if prefix_cache else None,
+    )
+
+
+def _well_formed_fields(record: Any, latest_ms: float) -> tuple[float, int, int] | None:
+    """(timestamp ms, input, output) of a line that needs no checking, or None to take the checked path."""
+    try:
+        timestamp = record["timestamp"]
+        input_length = record["input_length"]
+        output_length = record["output_length"]
+    except (KeyError, TypeError):
+        return None
+    if (
+        type(input_length) is int
+        and type(output_length) is int
+        and input_length >= 0
+        and output_length >= 0
+        and (type(timestamp) is int or type(timestamp) is float)
+        and math.isfinite(timestamp)
+        and timestamp >= latest_ms
+    ):
+        return float(timestamp), input_length, output_length
+    return None
+
+
+def _checked_fields(
+    record: Any, line: int, problems: _Problems, latest_ms: float, latest_line: int
+) -> _Fields | None:
+    """Check one decoded line field by field, recording a problem for each bad field.
+
+    Returns None when the line is not an object at all, otherwise (timestamp ms, input, output) with None
+    for each field that is missing or bad.
+    """
+    if not isinstance(record, dict):
+        problems.add(line, None, f"expected a JSON object, got {type(record).__name__}")
+        return None
+    for key in MOONCAKE_KEYS:
+        if key not in record:
+            problems.add(line, key, "missing key")
+    time_ms: float | None = None
+    if "timestamp" in record:
+        timestamp = record["timestamp"]
+        if (
+            isinstance(timestamp, bool)
+            or not isinstance(timestamp, int | float)
+            or not math.isfinite(timestamp)
+        ):
+            problems.add(line, "timestamp", f"must be a number of milliseconds, got {timestamp!r}")
+        elif timestamp < latest_ms:
+            problems.add(
+                line,
+                "timestamp",
+                f"goes backwards: {timestamp:g} ms is earlier than {latest_ms:g} ms "
+                f"on line {latest_line} (requests must be in arrival order)",
+            )
+        else:
+            time_ms = float(timestamp)
+    input_length = _json_count(record, "input_length", line, problems)
+    output_length = _json_count(record, "output_length", line, problems)
+    return time_ms, input_length, output_length
+
+
+def _json_count(record: dict[str, Any], key: str, line: int, problems: _Problems) -> int | None:
+    """A non-negative integer token count from a JSON value (integral floats such as 512.0 accepted).
+
+    None, with a problem recorded, when the value is bad; None without one when the key is missing (the
+    missing key has been reported already).
+    """
+    if key not in record:
+        return None
+    value = record[key]
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    problems.add(line, key, f"must be a non-negative integer number of tokens, got {value!r}")
+    return None
+
+
+def _prefix_hits(record: dict[str, Any], line: int, problems: _Problems, seen_blocks: set[Any]) -> int | None:
+    """Leading blocks of this request already seen in earlier requests; then remember all its blocks."""
+    hashes = record.get("hash_ids")
+    if hashes is None:
+        problems.add(line, "hash_ids", "missing key (prefix caching needs the block hashes)")
+        return None
+    hits = 0
+    try:
+        if not isinstance(hashes, list):
+            raise TypeError
+        for block in hashes:
+            if block not in seen_blocks:
+                break
+            hits += 1
+        seen_blocks.update(hashes)
+    except TypeError:  # not a list, or an element that cannot be an id (a list or an object)
+        problems.add(line, "hash_ids", "must be a list of block ids")
+        return None
+    return hits
+
+
+# -- Azure 2023 CSV ------------------------------------------------------------------------------------------
+
+
+def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace | None:
+    reader = csv.reader(handle)
+    header = next(reader, None)
+    if header is None:
+        problems.add(None, None, f"empty file: expected a header row {','.join(AZURE_COLUMNS)}")
+        return None
+    position = {name.strip(): index for index, name in enumerate(header)}
+    for column in AZURE_COLUMNS:
+        if column not in position:
+            problems.add(reader.line_num, column, f"missing column (header has {', '.join(header)})")
+    if problems:
+        return None
+    i_time, i_input, i_output = (position[column] for column in AZURE_COLUMNS)
+    width = max(i_time, i_input, i_output) + 1
+    days: list[int] = []
+    seconds: list[float] = []
+    inputs: list[int] = []
+    outputs: list[int] = []
+    latest: tuple[int, float] | None = None
+    latest_text, latest_line = "", 0
+    for row in reader:
+        line = reader.line_num
+        if not row:
+            continue
+        if len(row) < width:
+            problems.add(line, None, f"expected {len(header)} comma-separated fields, got {len(row)}")
+            continue
+        stamp = _wall_clock(row[i_time])
+        input_length = _text_count(row[i_input], AZURE_COLUMNS[1], line, problems)
+        output_length = _text_count(row[i_output], AZURE_COLUMNS[2], line, problems)
+        if stamp is None:
+            problems.add(
+                line, AZURE_COLUMNS[0], f"not a timestamp 'YYYY-MM-DD HH:MM:SS[.fffffff]': {row[i_time]!r}"
+            )
+            continue
+        if latest is not None and stamp < latest:
+            problems.add(
+                line,
+                AZURE_COLUMNS[0],
+                f"goes backwards: {row[i_time].strip()} is earlier than {latest_text} on line {latest_line} "
+                "(requests must be in arrival order)",
+            )
+            continue
+        latest, latest_text, latest_line = stamp, row[i_time].strip(), line
+        if input_length is None or output_length is None or problems:
+            continue
+        days.append(stamp[0])
+        seconds.append(stamp[1])
+        inputs.append(input_length)
+        outputs.append(output_length)
+    if problems:
+        return None
+    if not inputs:
+        problems.add(None, None, "trace has no requests")
+        return None
+    # Day and second-of-day are kept apart until here: as one float since year 1 they would lose the
+    # 100 ns digits (float64 resolves about 8 µs at 6e10 s).
+    day_array = np.array(days, dtype=np.int64)
+    second_array = np.array(seconds, dtype=np.float64)
+    arrival_s = (day_array - day_array[0]) * float(_S_PER_DAY) + (second_array - second_array[0])
+    return _trace(file, arrival_s=arrival_s, input_tokens=inputs, output_tokens=outputs, cached_tokens=None)
+
+
+def _wall_clock(text: str) -> tuple[int, float] | None:
+    """(proleptic Gregorian day ordinal, seconds since midnight) of "YYYY-MM-DD HH:MM:SS[.f...]", or None.
+
+    Parsed by hand: ``datetime.fromisoformat`` on Python 3.11 accepts at most 6 fractional digits and the
+    Azure traces have 7.
+    """
+    match = _WALL_CLOCK.fullmatch(text.strip())
+    if match is None:
+        return None
+    minute = _minute_start(match[1])
+    second = float(match[2])
+    if minute is None or second >= 60.0:
+        return None
+    return minute[0], minute[1] + second
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute_start(text: str) -> tuple[int, int] | None:
+    """(day ordinal, seconds from midnight to the minute) of "YYYY-MM-DD HH:MM"; cached, since sorted
+    traces repeat each minute many times."""
+    try:
+        day = date(int(text[0:4]), int(text[5:7]), int(text[8:10])).toordinal()
+    except ValueError:
+        return None
+    hour, minute = int(text[11:13]), int(text[14:16])
+    if hour > 23 or minute > 59:
+        return None
+    return day, hour * 3600 + minute * 60
+
+
+def _text_count(text: str, column: str, line: int, problems: _Problems) -> int | None:
+    """A non-negative integer token count from a CSV cell."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        problems.add(line, column, f"must be a non-negative integer number of tokens, got {text!r}")
+        return None
+    return value
+
+
+# -- shared --------------------------------------------------------------------------------------------------
+
+
+def _trace(
+    file: str,
+    *,
+    arrival_s: npt.NDArray[np.float64],
+    input_tokens: list[int],
+    output_tokens: list[int],
+    cached_tokens: list[int] | None,
+) -> Trace:
+    arrays: dict[str, Any] = {
+        "arrival_s": arrival_s,
+        "input_tokens": np.array(input_tokens, dtype=np.int64),
+        "output_tokens": np.array(output_tokens, dtype=np.int64),
+        "cached_tokens": None if cached_tokens is None else np.array(cached_tokens, dtype=np.int64),
+    }
+    for array in arrays.values():
+        if array is not None:
+            array.setflags(write=False)
+    return Trace(source=file, **arrays)

@@ -1,0 +1,74 @@
+"""A request trace: arrival times and per-request token counts, as read from a file by ``io.traces``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trace:
+    """A recorded sequence of requests in arrival order.
+
+    ``arrival_s`` is seconds since the first request (so it starts at 0 and never decreases);
+    ``input_tokens``, ``output_tokens`` and ``cached_tokens`` are per-request token counts. ``cached_tokens``
+    is None when the trace format carries no prefix information (or prefix caching was not asked for).
+    Arrays are excluded from equality: two traces compare equal when they come from the same source.
+    """
+
+    source: str
+    arrival_s: npt.NDArray[np.float64] = field(compare=False, repr=False)
+    input_tokens: npt.NDArray[np.int64] = field(compare=False, repr=False)
+    output_tokens: npt.NDArray[np.int64] = field(compare=False, repr=False)
+    cached_tokens: npt.NDArray[np.int64] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n = self.arrival_s.shape[0]
+        arrays = [self.input_tokens, self.output_tokens]
+        if self.cached_tokens is not None:
+            arrays.append(self.cached_tokens)
+        if self.arrival_s.ndim != 1 or any(a.shape != (n,) for a in arrays):
+            raise ValueError("trace arrays must be one-dimensional and of equal length")
+
+    @property
+    def n_requests(self) -> int:
+        """Number of requests in the trace."""
+        return int(self.arrival_s.shape[0])
+
+    @property
+    def uncached_tokens(self) -> npt.NDArray[np.int64]:
+        """Input tokens to prefill: input − cached, or all of the input when there is no cache information."""
+        if self.cached_tokens is None:
+            return self.input_tokens
+        return self.input_tokens - self.cached_tokens
+
+    @property
+    def duration_s(self) -> float:
+        """Span from the first to the last arrival (s); 0 for a single request."""
+        if self.n_requests == 0:
+            return 0.0
+        return float(self.arrival_s[-1] - self.arrival_s[0])
+
+    @property
+    def mean_rate_req_per_s(self) -> float:
+        """Mean arrival rate n / duration_s (req/s), as in the traces' SOURCES.md; NaN if the span is 0."""
+        duration = self.duration_s
+        return self.n_requests / duration if duration > 0.0 else math.nan
+
+    @property
+    def interarrival_scv(self) -> float:
+        """Squared coefficient of variation of the gaps between consecutive arrivals, Var[g] / E[g]^2.
+
+        Population variance (ddof = 0); 1 for a Poisson process, 0 for evenly spaced arrivals. NaN with fewer
+        than two gaps or when every request arrives at the same instant.
+        """
+        gaps = np.diff(self.arrival_s)
+        if gaps.size < 2:
+            return math.nan
+        mean = float(gaps.mean())
+        if mean <= 0.0:
+            return math.nan
+        return float(gaps.var()) / (mean * mean)
