@@ -225,15 +225,12 @@ class TruncatedLogNormal(LengthDistribution):
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mu) and math.isfinite(self.sigma) and self.sigma > 0.0):
-            raise ValueError(
-                f"lognormal needs finite mu and sigma > 0, got mu={self.mu!r} sigma={self.sigma!r}"
-            )
+            raise ValueError(f"lognormal needs finite mu and sigma > 0, got mu={self.mu!r} sigma={self.sigma!r}")
         _check_length("lower_tokens", self.lower_tokens)
         _check_length("upper_tokens", self.upper_tokens)
         if not 0.0 < self.lower_tokens < self.upper_tokens:
             raise ValueError(
-                f"lognormal needs 0 < lower_tokens < upper_tokens, "
-                f"got [{self.lower_tokens}, {self.upper_tokens}]"
+                f"lognormal needs 0 < lower_tokens < upper_tokens, got [{self.lower_tokens}, {self.upper_tokens}]"
             )
         if not self._normaliser() > 0.0:
             raise ValueError(f"{self.describe()} puts no probability mass (in float64) inside its bounds")
@@ -460,6 +457,5 @@ class Empirical(LengthDistribution):
     def describe(self) -> str:
         """E.g. ``empirical(n=12031, mean=12035, [1, 126195])``."""
         return (
-            f"empirical(n={self.n_values}, mean={self.mean_tokens:.6g}, "
-            f"[{self.lower_tokens:g}, {self.upper_tokens:g}])"
+            f"empirical(n={self.n_values}, mean={self.mean_tokens:.6g}, [{self.lower_tokens:g}, {self.upper_tokens:g}])"
         )

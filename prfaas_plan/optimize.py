@@ -90,9 +90,7 @@ def _optional(value: float) -> float | None:
     return None if not np.isfinite(value) else float(value)
 
 
-def evaluate(
-    model: StageModel, threshold_tokens: float, n_pd_prefill: int, label: str = "plan"
-) -> PlanEvaluation:
+def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, label: str = "plan") -> PlanEvaluation:
     """Score one plan (t, N_p, N_d = N_local - N_p) with Eqs. 3-6 and the unloaded TTFT.
 
     Raises InfeasibleError when the plan cannot carry any load, naming the stage that has no capacity.
@@ -104,9 +102,7 @@ def evaluate(
     p = float(route.offload_fraction)
     reasons = []
     if n_pd_decode < 1:
-        reasons.append(
-            f"pd_decode: no decode instances (N_p = {n_pd_prefill} of {model.n_local} local instances)"
-        )
+        reasons.append(f"pd_decode: no decode instances (N_p = {n_pd_prefill} of {model.n_local} local instances)")
     if p < 1 and n_pd_prefill < 1:
         reasons.append(
             f"pd_prefill: no local prefill instances, but {1 - p:.1%} of requests (L <= {threshold_tokens:,.0f} "
@@ -150,9 +146,7 @@ def evaluate(
     )
 
 
-def _prefill_side(
-    model: StageModel, thresholds: np.ndarray, n_p: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _prefill_side(model: StageModel, thresholds: np.ndarray, n_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Offload bound A = Θ_prfaas/p and local bound B = Θ_pd-p/(1-p) at thresholds (rows: N_p)."""
     route = routing(model.lengths, thresholds)
     bounds = stage_bounds(stage_throughputs(model, route, n_p), route)
@@ -204,15 +198,11 @@ def best_thresholds(
     # Polish the Eq. 7 crossing A(t) = B(t) where it lies inside the final bracket.
     a_lo, b_lo = _prefill_side(model, lo[:, None], n_p)
     a_hi, b_hi = _prefill_side(model, hi[:, None], n_p)
-    crossing = (np.sign(a_lo - b_lo) != np.sign(a_hi - b_hi)).ravel() & np.isfinite(
-        a_lo * b_lo * a_hi * b_hi
-    ).ravel()
+    crossing = (np.sign(a_lo - b_lo) != np.sign(a_hi - b_hi)).ravel() & np.isfinite(a_lo * b_lo * a_hi * b_hi).ravel()
     if np.any(crossing):
         left, right = lo.copy(), hi.copy()
         sign_left = np.sign(a_lo - b_lo).ravel()
-        steps = int(
-            np.ceil(np.log2(max(float(np.max(hi - lo)), _CROSSING_TOL_TOKENS) / _CROSSING_TOL_TOKENS))
-        )
+        steps = int(np.ceil(np.log2(max(float(np.max(hi - lo)), _CROSSING_TOL_TOKENS) / _CROSSING_TOL_TOKENS)))
         for _ in range(steps):
             mid = 0.5 * (left + right)
             a_mid, b_mid = _prefill_side(model, mid[:, None], n_p)
@@ -239,9 +229,7 @@ def search(model: StageModel, resolution_tokens: float = 10.0, label: str = "prf
     decode = (model.n_local - n_p) * model.decode_req_per_s_per_instance
     lam = np.fmin(f_best, decode)
     if not np.any(lam > 0):
-        raise InfeasibleError(
-            "no threshold and split carries load: every plan leaves a routed stage without capacity"
-        )
+        raise InfeasibleError("no threshold and split carries load: every plan leaves a routed stage without capacity")
     top = np.max(lam)
     ties = np.flatnonzero(lam >= top * (1 - 1e-12))
     k = int(ties[np.argmax(f_best[ties])])
@@ -260,9 +248,7 @@ def best_split_without_offload(model: StageModel, label: str) -> PlanEvaluation:
     t_all_local = model.lengths.upper_tokens
     n_p = np.arange(1, model.n_local)
     if n_p.size == 0:
-        raise InfeasibleError(
-            "pd_prefill/pd_decode: the local pool cannot hold one prefill and one decode instance"
-        )
+        raise InfeasibleError("pd_prefill/pd_decode: the local pool cannot hold one prefill and one decode instance")
     route = routing(model.lengths, t_all_local)
     lam = max_throughput(stage_bounds(stage_throughputs(model, route, n_p[:, None]), route)).ravel()
     best = evaluate(model, t_all_local, int(n_p[int(np.argmax(lam))]), label=label)
@@ -305,7 +291,5 @@ def plan_comparison(
                 "(deployment.local.instances)",
             )
         )
-    plan = evaluate(
-        replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given"
-    )
+    plan = evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
     return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)

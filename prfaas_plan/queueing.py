@@ -315,9 +315,7 @@ def _check_mg1(
     return arrival_rate_per_s, service_mean_s, service_second_moment_s2, rho
 
 
-def mg1_wait_mean_s(
-    arrival_rate_per_s: float, service_mean_s: float, service_second_moment_s2: float
-) -> float:
+def mg1_wait_mean_s(arrival_rate_per_s: float, service_mean_s: float, service_second_moment_s2: float) -> float:
     """Pollaczek–Khinchine mean wait in queue ``W_q = λ E[S²] / (2 (1 - ρ))`` (s), ``ρ = λ E[S]``.
 
     Exact for M/G/1 FCFS. Inputs: ``E[S]`` (s) and ``E[S²]`` (s²), ``E[S²] = E[S]² (1 + cs²)``.
@@ -351,8 +349,7 @@ def mg1_wait_second_moment_s2(
     lower_bound_s3 = service_second_moment_s2**2 / service_mean_s
     if service_third_moment_s3 < lower_bound_s3 * (1.0 - _MOMENT_RTOL):
         raise ModelDomainError(
-            f"service_third_moment_s3 must be >= E[S²]²/E[S] = {lower_bound_s3:.6g}, "
-            f"got {service_third_moment_s3:.6g}"
+            f"service_third_moment_s3 must be >= E[S²]²/E[S] = {lower_bound_s3:.6g}, got {service_third_moment_s3:.6g}"
         )
     wait_mean_s = arrival_rate_per_s * service_second_moment_s2 / (2.0 * (1.0 - rho))
     return 2.0 * wait_mean_s**2 + arrival_rate_per_s * service_third_moment_s3 / (3.0 * (1.0 - rho))
@@ -390,9 +387,7 @@ def mg1_wait(
 # --------------------------------------------------------------------------------------------------------
 
 
-def whitt_correction_factor(
-    servers: int, server_utilisation: float, arrival_scv: float, service_scv: float
-) -> float:
+def whitt_correction_factor(servers: int, server_utilisation: float, arrival_scv: float, service_scv: float) -> float:
     """Whitt's factor ``φ(ρ, ca², cs², c)`` in ``W_q(GI/G/c) ≈ φ · (ca² + cs²)/2 · W_q(M/M/c)``.
 
     With ``γ = min(0.24, (1-ρ)(c-1)(√(4+5c) - 2) / (16 c ρ))``, ``φ1 = 1 + γ``,
@@ -414,9 +409,7 @@ def whitt_correction_factor(
     service_scv = _check_non_negative("service_scv", service_scv)
     if arrival_scv + service_scv == 0.0:
         raise ModelDomainError("arrival_scv + service_scv must be > 0 (D/D/c never waits), got 0")
-    gamma = min(
-        0.24, (1.0 - rho) * (servers - 1) * (math.sqrt(4.0 + 5.0 * servers) - 2.0) / (16.0 * servers * rho)
-    )
+    gamma = min(0.24, (1.0 - rho) * (servers - 1) * (math.sqrt(4.0 + 5.0 * servers) - 2.0) / (16.0 * servers * rho))
     phi1 = 1.0 + gamma
     phi3 = (1.0 - 4.0 * gamma) * math.exp(-2.0 * (1.0 - rho) / (3.0 * rho))
     phi4 = min(1.0, 0.5 * (phi1 + phi3))
@@ -486,9 +479,7 @@ def ggc_wait_mean_s(
 
     Source: Allen (1990), Sec. 6.4 (Allen–Cunneen); Whitt (1993), Eq. 2.24 (default).
     """
-    return ggc_wait(
-        servers, arrival_rate_per_s, service_mean_s, arrival_scv, service_scv, approximation
-    ).mean_s
+    return ggc_wait(servers, arrival_rate_per_s, service_mean_s, arrival_scv, service_scv, approximation).mean_s
 
 
 def ggc_wait_quantile_s(

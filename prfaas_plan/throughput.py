@@ -33,16 +33,34 @@ Array = NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageModel:
-    """Everything Eqs. 1-8 need, with the profile curves fitted once."""
+    """Everything Eqs. 1-8 need (and the latency models after them), with the profile curves fitted once.
+
+    Curves map an uncached length (tokens) to seconds or bytes; use them only through ``curve(l)`` and
+    ``curve.expect(lengths, lo, hi, power)`` so that fitted and roofline-derived curves are interchangeable.
+    """
 
     lengths: LengthDistribution
     prfaas_prefill: PolyCurve
     local_prefill: PolyCurve
     kv_bytes: PolyCurve
-    decode_req_per_s_per_instance: float
+    decode_max_batch: int
+    decode_step_time_s: float
+    output_tokens_mean: float
     link_bandwidth_bytes_per_s: float
     n_prfaas: int
     n_local: int
+    #: "after_prefill" or "layerwise" (see spec.scenario.Link).
+    transfer: str = "after_prefill"
+    #: Per-instance intra-cluster KV bandwidth of the local pool, bytes/s; None = not modelled.
+    local_kv_transfer_bytes_per_s: float | None = None
+    #: Arrival process: squared coefficient of variation of inter-arrival times (1 = Poisson).
+    interarrival_scv: float = 1.0
+    ttft_includes_first_decode_step: bool = False
+
+    @property
+    def decode_req_per_s_per_instance(self) -> float:
+        """Θ_pd-d of one decode instance (Eq. 5 with N_d = 1): BS_max / (T_decode · L_out), req/s."""
+        return decode_rate_req_per_s(self.decode_max_batch, self.decode_step_time_s, self.output_tokens_mean)
 
 
 def decode_rate_req_per_s(max_batch: int, step_time_s: float, output_tokens_mean: float) -> float:
@@ -70,12 +88,16 @@ def stage_model(scenario: Scenario) -> StageModel:
         prfaas_prefill=fit_profile(scenario.prfaas.profile.prefill),
         local_prefill=fit_profile(scenario.local.profile.prefill),
         kv_bytes=fit_profile(kv),
-        decode_req_per_s_per_instance=decode_rate_req_per_s(
-            decode.max_batch, decode.step_time_s, scenario.traffic.output_length.mean_tokens
-        ),
+        decode_max_batch=decode.max_batch,
+        decode_step_time_s=decode.step_time_s,
+        output_tokens_mean=scenario.traffic.output_length.mean_tokens,
         link_bandwidth_bytes_per_s=scenario.link.bandwidth_bytes_per_s,
         n_prfaas=scenario.prfaas.instances,
         n_local=scenario.local.instances,
+        transfer=scenario.link.transfer,
+        local_kv_transfer_bytes_per_s=scenario.local.kv_transfer_bytes_per_s,
+        interarrival_scv=scenario.traffic.arrival.interarrival_scv,
+        ttft_includes_first_decode_step=scenario.slo.ttft_includes_first_decode_step,
     )
 
 

@@ -54,11 +54,7 @@ class RouteLatency:
 
 def _mean(lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float) -> float:
     lo, hi = lengths.lower_tokens, lengths.upper_tokens
-    total = (
-        float(route.local_prefill.expect(lengths, lo - 1.0, threshold_tokens))
-        if threshold_tokens >= lo
-        else 0.0
-    )
+    total = float(route.local_prefill.expect(lengths, lo - 1.0, threshold_tokens)) if threshold_tokens >= lo else 0.0
     if threshold_tokens < hi:
         assert route.offload_prefill is not None and route.offload_kv_bytes is not None
         t = max(threshold_tokens, lo - 1.0)

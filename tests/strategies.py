@@ -39,9 +39,7 @@ def kv_curves() -> st.SearchStrategy[PolyCurve]:
 def length_distributions() -> st.SearchStrategy[TruncatedLogNormal]:
     """Truncated log-normal uncached input lengths: medians from ~150 to ~60K tokens."""
     return st.builds(
-        lambda mu, sigma, low, span: TruncatedLogNormal(
-            mu=mu, sigma=sigma, lower_tokens=low, upper_tokens=low * span
-        ),
+        lambda mu, sigma, low, span: TruncatedLogNormal(mu=mu, sigma=sigma, lower_tokens=low, upper_tokens=low * span),
         st.floats(5.0, 11.0),
         st.floats(0.3, 2.0),
         st.floats(16.0, 512.0),
@@ -50,14 +48,17 @@ def length_distributions() -> st.SearchStrategy[TruncatedLogNormal]:
 
 
 def stage_models() -> st.SearchStrategy[StageModel]:
-    """Complete stage models: 1-8 PrfaaS instances, 2-16 local instances, 1-400 Gbit/s links."""
+    """Complete stage models: 1-8 PrfaaS instances, 2-16 local instances, 1-400 Gbit/s links, 0.05-5 req/s of
+    decode per instance (BS_max 20 at 25 ms per step, the output length set to match)."""
     return st.builds(
         lambda lengths, fast, slow, kv, decode, bw, n_prfaas, n_local: StageModel(
             lengths=lengths,
             prfaas_prefill=fast,
             local_prefill=slow,
             kv_bytes=kv,
-            decode_req_per_s_per_instance=decode,
+            decode_max_batch=20,
+            decode_step_time_s=0.025,
+            output_tokens_mean=800.0 / decode,
             link_bandwidth_bytes_per_s=bw * GBIT_PER_S,
             n_prfaas=n_prfaas,
             n_local=n_local,

@@ -96,8 +96,6 @@ def test_installed_entry_point_runs_the_builtin_scenario_anywhere(tmp_path: Path
     """After `pip install .` the console script finds the built-in scenario and profiles from any directory."""
     exe = shutil.which("prfaas-plan")
     assert exe is not None
-    result = subprocess.run(
-        [exe, "optimize", "--json"], capture_output=True, text=True, cwd=tmp_path, check=False
-    )
+    result = subprocess.run([exe, "optimize", "--json"], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["plan"]["n_prfaas"] == 4

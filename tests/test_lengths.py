@@ -29,9 +29,7 @@ def lognormals(draw: st.DrawFn) -> TruncatedLogNormal:
     log_lo = min(max(mu + sigma * z_lo, 0.0), LOG_MAX)
     log_hi = min(max(mu + sigma * z_hi, 0.0), LOG_MAX)
     assume(log_hi - log_lo > 0.01)
-    return TruncatedLogNormal(
-        mu=mu, sigma=sigma, lower_tokens=math.exp(log_lo), upper_tokens=math.exp(log_hi)
-    )
+    return TruncatedLogNormal(mu=mu, sigma=sigma, lower_tokens=math.exp(log_lo), upper_tokens=math.exp(log_hi))
 
 
 @st.composite
@@ -129,9 +127,7 @@ def _lognormal_moment_by_quadrature(dist: TruncatedLogNormal, k: int, a: float, 
 
 @PROPERTY
 @given(dist=lognormals(), k=st.integers(0, 2), data=st.data())
-def test_lognormal_partial_moment_matches_quadrature(
-    dist: TruncatedLogNormal, k: int, data: st.DataObject
-) -> None:
+def test_lognormal_partial_moment_matches_quadrature(dist: TruncatedLogNormal, k: int, data: st.DataObject) -> None:
     """E[L^k; a < L <= b] in closed form equals the numerical integral of x^k times the density."""
     a, b = sorted((data.draw(points), data.draw(points)))
     expected = _lognormal_moment_by_quadrature(dist, k, a, b)
@@ -173,9 +169,7 @@ def test_fixed_partial_moment_is_an_indicator(tokens: float, k: int, a: float, b
 
 @PROPERTY
 @given(dist=distributions, k=st.integers(0, 4), data=st.data())
-def test_empty_or_reversed_interval_has_no_moment(
-    dist: LengthDistribution, k: int, data: st.DataObject
-) -> None:
+def test_empty_or_reversed_interval_has_no_moment(dist: LengthDistribution, k: int, data: st.DataObject) -> None:
     """M_k(a, b) = 0 whenever a >= b."""
     b, a = sorted((_point_for(data.draw, dist), _point_for(data.draw, dist)))
     assert dist.partial_moment(k, a, b) == 0.0
@@ -282,9 +276,7 @@ def test_law_of_total_expectation(dist: LengthDistribution, data: st.DataObject)
     """p·E[L | L > t] + (1 − p)·E[L | L <= t] = E[L] with p = P(L > t)."""
     assume(dist.lower_tokens < dist.upper_tokens)
     # A point inside the support, so that both conditioning events usually have positive probability.
-    t = dist.lower_tokens + data.draw(st.floats(0.0, 1.0, exclude_max=True)) * (
-        dist.upper_tokens - dist.lower_tokens
-    )
+    t = dist.lower_tokens + data.draw(st.floats(0.0, 1.0, exclude_max=True)) * (dist.upper_tokens - dist.lower_tokens)
     p = dist.sf(t)
     assume(0.0 < p < 1.0)
     total = p * dist.mean_above(t) + (1.0 - p) * dist.mean_below(t)

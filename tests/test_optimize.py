@@ -34,9 +34,7 @@ def _scaled(curve: PolyCurve, factor: float) -> PolyCurve:
 
 @SETTINGS
 @given(stage_models(), st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 15)), min_size=5, max_size=12))
-def test_optimum_is_never_below_any_plan_of_its_search_space(
-    model: StageModel, plans: list[tuple[float, int]]
-) -> None:
+def test_optimum_is_never_below_any_plan_of_its_search_space(model: StageModel, plans: list[tuple[float, int]]) -> None:
     """Λ(optimum) >= Λ(t, N_p) for every sampled plan, the naive baseline (t = 0, N_p = 0) included."""
     best = search(model).throughput_req_per_s
     candidates = [(0.0, 0)] + [(float(model.lengths.quantile(q)), n_p % model.n_local) for q, n_p in plans]

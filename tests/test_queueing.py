@@ -82,9 +82,7 @@ APPROXIMATIONS: tuple[GGcApproximation, ...] = ("whitt", "allen_cunneen")
 
 def _erlang_c_by_factorials(servers: int, offered_load_erlangs: float) -> float:
     head = sum(offered_load_erlangs**k / math.factorial(k) for k in range(servers))
-    tail = (
-        offered_load_erlangs**servers / math.factorial(servers) * servers / (servers - offered_load_erlangs)
-    )
+    tail = offered_load_erlangs**servers / math.factorial(servers) * servers / (servers - offered_load_erlangs)
     return tail / (head + tail)
 
 
@@ -197,9 +195,7 @@ def test_takacs_second_moment_mm1() -> None:
     """Takács for M/M/1 (E[S³] = 6/μ³): E[W²] = 2ρ / (μ² (1-ρ)²), and the gamma fit is the exponential law."""
     service_mean_s, rho = 2.0, 0.6
     arrival_rate_per_s = rho / service_mean_s
-    second = mg1_wait_second_moment_s2(
-        arrival_rate_per_s, service_mean_s, 2 * service_mean_s**2, 6 * service_mean_s**3
-    )
+    second = mg1_wait_second_moment_s2(arrival_rate_per_s, service_mean_s, 2 * service_mean_s**2, 6 * service_mean_s**3)
     assert second == pytest.approx(2 * rho * service_mean_s**2 / (1 - rho) ** 2, rel=1e-12)
     fit = mg1_wait(arrival_rate_per_s, service_mean_s, 2 * service_mean_s**2, 6 * service_mean_s**3)
     exact = mmc_wait(1, arrival_rate_per_s, service_mean_s)
@@ -365,9 +361,7 @@ def _interarrival_times_s(
     return rng.gamma(shape, 1.0 / (arrival_rate_per_s * shape), count)
 
 
-def _service_times_s(
-    rng: np.random.Generator, count: int, service_mean_s: float, service_scv: float
-) -> np.ndarray:
+def _service_times_s(rng: np.random.Generator, count: int, service_mean_s: float, service_scv: float) -> np.ndarray:
     """Deterministic (cs² = 0) or lognormal service times with mean E[S] and SCV cs²."""
     if service_scv == 0.0:
         return np.full(count, service_mean_s)
@@ -539,9 +533,9 @@ def test_wait_is_non_decreasing_in_arrival_rate(
         _waits(servers, lam_low, service_mean_s, ca2, cs2, how),
         _waits(servers, lam_high, service_mean_s, ca2, cs2, how),
     )
-    assert mmc_wait_mean_s(servers, lam_low, service_mean_s) <= mmc_wait_mean_s(
-        servers, lam_high, service_mean_s
-    ) * (1 + 1e-9)
+    assert mmc_wait_mean_s(servers, lam_low, service_mean_s) <= mmc_wait_mean_s(servers, lam_high, service_mean_s) * (
+        1 + 1e-9
+    )
 
 
 @PROPERTY_SETTINGS
@@ -612,9 +606,7 @@ def test_more_variability_never_decreases_waiting_whitt(
 
 
 @PROPERTY_SETTINGS
-@given(
-    servers_st, st.floats(1e-6, 0.99), service_mean_st, scv_st, scv_st, st.floats(1e-3, 1e3), approximation_st
-)
+@given(servers_st, st.floats(1e-6, 0.99), service_mean_st, scv_st, scv_st, st.floats(1e-3, 1e3), approximation_st)
 def test_scaling_all_rates_scales_waits_inversely(
     servers: int,
     rho: float,

@@ -29,9 +29,7 @@ ScenarioArg = Annotated[
 BandwidthOpt = Annotated[
     float | None, typer.Option("--bandwidth-gbit-per-s", help="Override the cross-datacenter link bandwidth.")
 ]
-NPrfaasOpt = Annotated[
-    int | None, typer.Option("--n-prfaas", help="Override the number of PrfaaS instances.")
-]
+NPrfaasOpt = Annotated[int | None, typer.Option("--n-prfaas", help="Override the number of PrfaaS instances.")]
 NLocalOpt = Annotated[
     int | None,
     typer.Option("--n-local", help="Override the local PD pool's instance count (split into N_p + N_d)."),
@@ -106,9 +104,7 @@ def optimize(
 @app.command()
 def evaluate(
     scenario: ScenarioArg = None,
-    threshold: Annotated[
-        float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")
-    ] = ...,  # type: ignore[assignment]
+    threshold: Annotated[float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")] = ...,  # type: ignore[assignment]
     n_pd_prefill: Annotated[int, typer.Option("--n-pd-prefill", help="Local prefill instances N_p.")] = ...,  # type: ignore[assignment]
     n_pd_decode: Annotated[int, typer.Option("--n-pd-decode", help="Local decode instances N_d.")] = ...,  # type: ignore[assignment]
     bandwidth_gbit_per_s: BandwidthOpt = None,
@@ -148,9 +144,7 @@ def evaluate(
 def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -> None:
     problems = []
     if not threshold >= 0 or threshold == float("inf"):
-        problems.append(
-            Problem(field="--threshold", message=f"must be a finite number >= 0, got {threshold}")
-        )
+        problems.append(Problem(field="--threshold", message=f"must be a finite number >= 0, got {threshold}"))
     if n_pd_prefill < 0:
         problems.append(Problem(field="--n-pd-prefill", message=f"must be >= 0, got {n_pd_prefill}"))
     if n_pd_decode < 1:

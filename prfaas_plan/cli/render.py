@@ -67,9 +67,7 @@ def _rows(base: float) -> list[Row]:
     ]
 
 
-def comparison_table(
-    scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)"
-) -> Table:
+def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)") -> Table:
     """The plan beside homogeneous PD and naive heterogeneous PD."""
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
     bandwidth = scenario.link.bandwidth_bytes_per_s / GBIT_PER_S

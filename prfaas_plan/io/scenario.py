@@ -24,7 +24,7 @@ from prfaas_plan.spec.hardware import (
     ProfilePoints,
     Provenance,
 )
-from prfaas_plan.spec.scenario import Arrival, Link, ModelCard, Pool, Scenario, Slo, Traffic
+from prfaas_plan.spec.scenario import TRANSFER_MODES, Arrival, Link, ModelCard, Pool, Scenario, Slo, Traffic
 from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
 
 PROVENANCES = ("measured", "derived", "assumed")
@@ -82,8 +82,7 @@ def _profile_points(sec: Section, value_key: str, scale: float) -> ProfilePoints
     if len(pts[0]) < degree + 1:
         sec.checker.report(
             (*sec.path, "points"),
-            f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least "
-            f"{int(degree) + 1}",
+            f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least {int(degree) + 1}",
         )
         return None
     prov: Provenance = provenance  # type: ignore[assignment]
@@ -420,32 +419,55 @@ def load_scenario(path: Path) -> Scenario:
             )
         if process is not None and scv is not None:
             arrival = Arrival(process=process, interarrival_scv=scv)
-    slo_sec = root.sub("slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s",))
+    slo_sec = root.sub(
+        "slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s", "ttft_includes_first_decode_step")
+    )
     tokens_per_s = slo_sec.number("decode_tokens_per_s", gt=0)
     ttft_p90 = slo_sec.number("ttft_p90_s", gt=0)
+    first_step = slo_sec.boolean("ttft_includes_first_decode_step", default=False)
     deployment = root.sub("deployment", required=("prfaas", "local", "link"))
     pool_keys = ("hardware", "gpus_per_instance", "instances")
     model_key = model.key if model is not None else None
     prfaas = _pool(deployment.sub("prfaas", required=pool_keys), base, model_key, role="prfaas")
-    local = _pool(deployment.sub("local", required=pool_keys), base, model_key, role="local")
-    link_sec = deployment.sub("link", required=("bandwidth_gbit_per_s",))
+    local_sec = deployment.sub("local", required=pool_keys, optional=("kv_transfer_gbit_per_s",))
+    local = _pool(local_sec, base, model_key, role="local")
+    rdma = local_sec.number("kv_transfer_gbit_per_s", gt=0)
+    if local is not None and rdma is not None:
+        local = replace(local, kv_transfer_bytes_per_s=rdma * GBIT_PER_S)
+    link_sec = deployment.sub("link", required=("bandwidth_gbit_per_s",), optional=("transfer",))
     bandwidth = link_sec.number("bandwidth_gbit_per_s", gt=0)
+    transfer = link_sec.string("transfer", choices=TRANSFER_MODES, default="after_prefill")
     if input_len is not None:
         for pool, key in ((prfaas, "prfaas"), (local, "local")):
             if pool is not None:
                 _check_shapes(checker, pool, input_len, ("deployment", key))
     checker.raise_if_any()
-    assert None not in (name, model, input_len, output_len, tokens_per_s, prfaas, local, bandwidth)
+    assert None not in (
+        name,
+        model,
+        input_len,
+        output_len,
+        tokens_per_s,
+        prfaas,
+        local,
+        bandwidth,
+        transfer,
+        first_step,
+    )
     return Scenario(
         name=str(name),
         description=str(description),
         file=doc.file,
         model=model,  # type: ignore[arg-type]
         traffic=Traffic(input_length=input_len, output_length=output_len, arrival=arrival),  # type: ignore[arg-type]
-        slo=Slo(decode_tokens_per_s=tokens_per_s, ttft_p90_s=ttft_p90),  # type: ignore[arg-type]
+        slo=Slo(
+            decode_tokens_per_s=tokens_per_s,  # type: ignore[arg-type]
+            ttft_p90_s=ttft_p90,
+            ttft_includes_first_decode_step=bool(first_step),
+        ),
         prfaas=prfaas,  # type: ignore[arg-type]
         local=local,  # type: ignore[arg-type]
-        link=Link(bandwidth_bytes_per_s=bandwidth * GBIT_PER_S),  # type: ignore[operator]
+        link=Link(bandwidth_bytes_per_s=bandwidth * GBIT_PER_S, transfer=str(transfer)),  # type: ignore[operator]
     )
 
 
@@ -458,9 +480,7 @@ def with_overrides(
 ) -> Scenario:
     """Apply command-line overrides, checking each like its YAML field (errors name the option)."""
     problems = []
-    if bandwidth_gbit_per_s is not None and not (
-        bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")
-    ):
+    if bandwidth_gbit_per_s is not None and not (bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")):
         problems.append(
             Problem(
                 field="--bandwidth-gbit-per-s",
@@ -479,7 +499,9 @@ def with_overrides(
     if problems:
         raise InputError(problems)
     if bandwidth_gbit_per_s is not None:
-        scenario = replace(scenario, link=Link(bandwidth_bytes_per_s=bandwidth_gbit_per_s * GBIT_PER_S))
+        scenario = replace(
+            scenario, link=replace(scenario.link, bandwidth_bytes_per_s=bandwidth_gbit_per_s * GBIT_PER_S)
+        )
     if n_prfaas is not None:
         scenario = replace(scenario, prfaas=replace(scenario.prfaas, instances=n_prfaas))
     if n_local is not None:

@@ -125,9 +125,7 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> T
 # -- Mooncake JSONL ------------------------------------------------------------------------------------------
 
 
-def _read_mooncake(
-    lines: Iterable[str], file: str, problems: _Problems, *, prefix_cache: bool
-) -> Trace | None:
+def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, prefix_cache: bool) -> Trace | None:
     timestamps_ms: list[float] = []
     inputs: list[int] = []
     outputs: list[int] = []
@@ -199,9 +197,7 @@ def _well_formed_fields(record: Any, latest_ms: float) -> tuple[float, int, int]
     return None
 
 
-def _checked_fields(
-    record: Any, line: int, problems: _Problems, latest_ms: float, latest_line: int
-) -> _Fields | None:
+def _checked_fields(record: Any, line: int, problems: _Problems, latest_ms: float, latest_line: int) -> _Fields | None:
     """Check one decoded line field by field, recording a problem for each bad field.
 
     Returns None when the line is not an object at all, otherwise (timestamp ms, input, output) with None
@@ -216,11 +212,7 @@ def _checked_fields(
     time_ms: float | None = None
     if "timestamp" in record:
         timestamp = record["timestamp"]
-        if (
-            isinstance(timestamp, bool)
-            or not isinstance(timestamp, int | float)
-            or not math.isfinite(timestamp)
-        ):
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int | float) or not math.isfinite(timestamp):
             problems.add(line, "timestamp", f"must be a number of milliseconds, got {timestamp!r}")
         elif timestamp < latest_ms:
             problems.add(
@@ -308,9 +300,7 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace 
         input_length = _text_count(row[i_input], AZURE_COLUMNS[1], line, problems)
         output_length = _text_count(row[i_output], AZURE_COLUMNS[2], line, problems)
         if stamp is None:
-            problems.add(
-                line, AZURE_COLUMNS[0], f"not a timestamp 'YYYY-MM-DD HH:MM:SS[.fffffff]': {row[i_time]!r}"
-            )
+            problems.add(line, AZURE_COLUMNS[0], f"not a timestamp 'YYYY-MM-DD HH:MM:SS[.fffffff]': {row[i_time]!r}")
             continue
         if latest is not None and stamp < latest:
             problems.add(

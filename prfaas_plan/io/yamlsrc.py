@@ -49,9 +49,7 @@ class Document:
         return None
 
 
-def _walk(
-    node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], problems: list[Problem], file: str
-) -> None:
+def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], problems: list[Problem], file: str) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -145,9 +143,7 @@ class Checker:
     def report(self, path: KeyPath, message: str) -> None:
         """Record one problem at ``path``."""
         self.problems.append(
-            Problem(
-                file=self.doc.file, line=self.doc.line_of(path), field=dotted(path) or None, message=message
-            )
+            Problem(file=self.doc.file, line=self.doc.line_of(path), field=dotted(path) or None, message=message)
         )
 
     def root(self, *, required: Iterable[str] = (), optional: Iterable[str] = ()) -> Section:
@@ -224,9 +220,7 @@ class Section:
             self.checker.report(path, "must not be empty")
         return [((*path, i), item) for i, item in enumerate(value)]
 
-    def string(
-        self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None
-    ) -> str | None:
+    def string(self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None) -> str | None:
         """A string field, optionally one of ``choices``."""
         if not self.has(key):
             return default
@@ -244,6 +238,16 @@ class Section:
                 return None
         return value
 
+    def boolean(self, key: str, *, default: bool) -> bool | None:
+        """A true/false field."""
+        if not self.has(key):
+            return default
+        value = self.data[key]
+        if not isinstance(value, bool):
+            self.checker.report((*self.path, key), f"expected true or false, got {_type_name(value)}")
+            return None
+        return value
+
     def number(
         self,
         key: str,
@@ -257,9 +261,7 @@ class Section:
         """A finite number within bounds (``integer=True`` demands a whole number)."""
         if not self.has(key):
             return default
-        return check_number(
-            self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer
-        )
+        return check_number(self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer)
 
 
 def check_number(

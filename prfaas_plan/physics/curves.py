@@ -57,12 +57,20 @@ class PolyCurve:
         """Residuals divided by the given values."""
         return tuple(r / v for r, v in zip(self.residuals, self.points_values, strict=True))
 
-    def expect(self, lengths: LengthDistribution, lower: ArrayLike, upper: ArrayLike) -> NDArray[np.float64]:
-        """E[y(L) * 1{lower < L <= upper}] in closed form: sum_k c_k * E[L^k; lower < L <= upper]."""
+    def expect(
+        self, lengths: LengthDistribution, lower: ArrayLike, upper: ArrayLike, power: int = 1
+    ) -> NDArray[np.float64]:
+        """E[y(L)^power * 1{lower < L <= upper}] in closed form: the polynomial y^power expanded into the
+        distribution's partial moments E[L^k; lower < L <= upper] (power 1 or 2; k <= 4 is supported)."""
         a = np.asarray(lower, dtype=np.float64)
         b = np.asarray(upper, dtype=np.float64)
+        coefficients: tuple[float, ...] | NDArray[np.float64] = self.coefficients
+        if power == 2:
+            coefficients = np.convolve(self.coefficients, self.coefficients)
+        elif power != 1:
+            raise ValueError(f"power must be 1 or 2, got {power}")
         total = np.zeros(np.broadcast(a, b).shape, dtype=np.float64)
-        for k, c in enumerate(self.coefficients):
+        for k, c in enumerate(coefficients):
             if c != 0.0:
                 total += c * np.asarray(lengths.partial_moment(k, a, b), dtype=np.float64)
         return total

@@ -37,10 +37,15 @@ class Traffic:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Slo:
-    """Service-level objectives. ``decode_tokens_per_s`` is the per-request decode rate (1 / TPOT)."""
+    """Service-level objectives. ``decode_tokens_per_s`` is the per-request decode rate (1 / TPOT).
+
+    ``ttft_includes_first_decode_step``: whether TTFT ends after the first decode step (True) or when the KV
+    cache is ready at the decode instance (False, what the paper's Table 6 figures imply).
+    """
 
     decode_tokens_per_s: float
     ttft_p90_s: float | None = None
+    ttft_includes_first_decode_step: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +57,9 @@ class Pool:
     gpus_per_instance: int
     instances: int
     profile: InstanceProfile
+    #: Per-instance bandwidth of the intra-cluster KV transfer (RDMA), bytes/s; None = not modelled (the
+    #: paper's Eq. 4 assumes it never binds and its TTFT figures omit it).
+    kv_transfer_bytes_per_s: float | None = None
 
     @property
     def gpus(self) -> int:
@@ -59,11 +67,20 @@ class Pool:
         return self.gpus_per_instance * self.instances
 
 
+TRANSFER_MODES = ("after_prefill", "layerwise")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
-    """The cross-datacenter link from the PrfaaS cluster to the local PD cluster."""
+    """The cross-datacenter link from the PrfaaS cluster to the local PD cluster.
+
+    ``transfer``: how much of a KV transfer a request sees. ``after_prefill``: the whole transfer starts when
+    the prefill ends (what the paper's TTFT figures imply). ``layerwise``: layer-wise pipelining overlaps the
+    transfer with the prefill, so only the part that outlasts the prefill is visible.
+    """
 
     bandwidth_bytes_per_s: float
+    transfer: str = "after_prefill"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

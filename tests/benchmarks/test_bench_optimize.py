@@ -26,13 +26,9 @@ def test_search_alone(benchmark: BenchmarkFixture, paper_model: StageModel) -> N
     assert plan.n_pd_prefill == 3
 
 
-def test_search_with_baselines(
-    benchmark: BenchmarkFixture, paper_scenario: Scenario, paper_model: StageModel
-) -> None:
+def test_search_with_baselines(benchmark: BenchmarkFixture, paper_scenario: Scenario, paper_model: StageModel) -> None:
     """The search plus both baselines and the unloaded TTFT of all three plans."""
-    result = benchmark(
-        compare, paper_model, paper_scenario.prfaas.gpus, paper_scenario.local.gpus_per_instance
-    )
+    result = benchmark(compare, paper_model, paper_scenario.prfaas.gpus, paper_scenario.local.gpus_per_instance)
     assert result.homogeneous_pd.n_pd_prefill == 9
 
 

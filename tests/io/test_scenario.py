@@ -147,9 +147,9 @@ def test_profile_errors_name_the_profile_file(tmp_path: Path) -> None:
     path = _scenario(tmp_path, "name: paper-case-study", "name: edited")
     problems = _problems(path)
     line = _line_of(profile, "latency_s: -0.72")
-    assert any(
-        f"h200.yaml:{line} profiles[0].prefill.points[1].latency_s: must be > 0" in p for p in problems
-    ), problems
+    assert any(f"h200.yaml:{line} profiles[0].prefill.points[1].latency_s: must be > 0" in p for p in problems), (
+        problems
+    )
 
 
 def test_a_fit_that_turns_down_is_rejected(tmp_path: Path) -> None:

@@ -131,9 +131,7 @@ def test_prefix_cache_counts_only_leading_blocks_seen_in_earlier_requests(tmp_pa
 
 def test_mooncake_times_are_seconds_since_the_first_request(tmp_path: Path) -> None:
     """Millisecond timestamps become seconds relative to the first; blank lines are ignored."""
-    path = _jsonl(
-        tmp_path / "t.jsonl", [_request(5000), "", _request(5500), _request(5500.0, 512.0), _request(7000)]
-    )
+    path = _jsonl(tmp_path / "t.jsonl", [_request(5000), "", _request(5500), _request(5500.0, 512.0), _request(7000)])
     trace = read_trace(path)
     assert trace.arrival_s.tolist() == [0.0, 0.5, 0.5, 2.0]
     assert trace.input_tokens.tolist() == [1000, 1000, 512, 1000]

@@ -18,9 +18,7 @@ from prfaas_plan.throughput import StageModel
 pytestmark = pytest.mark.validation
 
 
-def test_h20_points_are_the_curve_backed_out_of_table6(
-    paper_scenario: Scenario, paper_model: StageModel
-) -> None:
+def test_h20_points_are_the_curve_backed_out_of_table6(paper_scenario: Scenario, paper_model: StageModel) -> None:
     """The fitted H20 curve equals the solution of the three Table 6 constraints within 1 % at 1K-128K."""
     lengths = paper_scenario.traffic.input_length
     mean = lengths.mean_tokens

@@ -55,9 +55,8 @@ def test_gains_match_table6(table6: Comparison) -> None:
     base = table6.homogeneous_pd.throughput_req_per_s
     assert table6.plan.throughput_req_per_s / base == pytest.approx(1.54, abs=0.02)
     assert table6.naive_heterogeneous.throughput_req_per_s / base == pytest.approx(1.16, abs=0.02)
-    assert (
-        table6.plan.throughput_req_per_s / table6.naive_heterogeneous.throughput_req_per_s
-        == pytest.approx(1.32, abs=0.02)
+    assert table6.plan.throughput_req_per_s / table6.naive_heterogeneous.throughput_req_per_s == pytest.approx(
+        1.32, abs=0.02
     )
 
 
