@@ -14,6 +14,7 @@ from typing import Any
 
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.models import load_model_card
 from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
 from prfaas_plan.spec.hardware import (
@@ -24,7 +25,7 @@ from prfaas_plan.spec.hardware import (
     ProfilePoints,
     Provenance,
 )
-from prfaas_plan.spec.scenario import TRANSFER_MODES, Arrival, Link, ModelCard, Pool, Scenario, Slo, Traffic
+from prfaas_plan.spec.scenario import TRANSFER_MODES, Arrival, Link, Pool, Scenario, Slo, Traffic
 from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
 
 PROVENANCES = ("measured", "derived", "assumed")
@@ -182,19 +183,6 @@ def load_hardware(path: Path) -> HardwareProfile:
         source=str(source),
     )
     return HardwareProfile(accelerator=accelerator, profiles=tuple(profiles), file=doc.file)
-
-
-def load_model_card(path: Path) -> ModelCard:
-    """Read one ``workloads/models/*.yaml`` model card."""
-    doc = load_yaml(path, _display(path))
-    checker = Checker(doc)
-    root = checker.root(required=("model",))
-    sec = root.sub("model", required=("name", "source"), optional=("parameters_b",))
-    name = sec.string("name")
-    params = sec.number("parameters_b", gt=0)
-    source = sec.string("source")
-    checker.raise_if_any()
-    return ModelCard(key=path.stem, name=str(name), parameters_b=params, source=str(source))
 
 
 # --------------------------------------------------------------------------------------------- scenario
@@ -391,7 +379,7 @@ def load_scenario(path: Path) -> Scenario:
     model = None
     if model_path is not None:
         try:
-            model = load_model_card(model_path)
+            model = load_model_card(model_path, _display(model_path))
         except InputError as exc:
             checker.problems.extend(exc.problems)
     traffic = root.sub("traffic", required=("input_length", "output_length"), optional=("arrival",))

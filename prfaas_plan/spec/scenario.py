@@ -6,16 +6,23 @@ from dataclasses import dataclass
 
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile
+from prfaas_plan.spec.model import Architecture
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCard:
-    """A model as far as the throughput model needs it (architecture arrives with the roofline models)."""
+    """A model card: its name and sources, and its architecture when known (needed by roofline pools).
+
+    ``inferred`` marks dimensions that were not published but backed out of other evidence.
+    """
 
     key: str
     name: str
     parameters_b: float | None = None
+    active_parameters_b: float | None = None
     source: str = ""
+    inferred: bool = False
+    architecture: Architecture | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,123 @@
+"""Bytes a model holds: weights, the KV cache that grows with length, fixed per-request state, and what
+crosses the link for a request.
+
+Formulas (shared/reference/models.md §2-3):
+
+- GQA layer, per token: kv_heads · (head_dim + v_head_dim) · kv bytes.
+- MLA layer, per token: (kv_lora_rank + qk_rope_head_dim) · kv bytes (the compressed latent and the
+  decoupled RoPE key are what vLLM and SGLang cache).
+- Sliding-window layer: min(length, window) tokens of GQA-shaped KV: fixed once length >= window.
+- Linear-attention layer: heads · key_head_dim · value_head_dim recurrent state (state dtype) plus
+  (conv_kernel - 1) past inputs of the q, k, v channels, 2·key_heads·key_head_dim + heads·value_head_dim,
+  in the conv-state dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from prfaas_plan.spec.model import Architecture, Attention, Ffn
+
+
+def _gqa_token_bytes(att: Attention, kv_bytes: float) -> float:
+    return att.kv_heads * (att.head_dim + att.v_head_dim) * kv_bytes
+
+
+def kv_bytes_per_token(arch: Architecture) -> float:
+    """Bytes of KV cache added per token by the layers whose cache grows with length (GQA and MLA)."""
+    kvb = arch.dtypes.bytes_of("kv_cache")
+    total = 0.0
+    for group in arch.layers:
+        att = group.attention
+        if att.kind == "gqa":
+            total += group.count * _gqa_token_bytes(att, kvb)
+        elif att.kind == "mla":
+            total += group.count * (att.kv_lora_rank + att.qk_rope_head_dim) * kvb
+    return total
+
+
+def linear_state_bytes(arch: Architecture) -> float:
+    """Recurrent plus convolution state of all linear-attention layers, per request (length-independent)."""
+    total = 0.0
+    for group in arch.layers:
+        att = group.attention
+        if att.kind == "linear":
+            channels = 2 * att.key_heads * att.key_head_dim + att.heads * att.value_head_dim
+            state = att.heads * att.key_head_dim * att.value_head_dim * arch.dtypes.bytes_of("state")
+            conv = channels * (att.conv_kernel - 1) * arch.dtypes.bytes_of("conv_state")
+            total += group.count * (state + conv)
+    return total
+
+
+def window_bytes(arch: Architecture, length_tokens: ArrayLike) -> NDArray[np.float64]:
+    """Sliding-window KV held for a sequence of ``length_tokens``: min(length, window) tokens per SWA layer."""
+    length = np.asarray(length_tokens, dtype=np.float64)
+    kvb = arch.dtypes.bytes_of("kv_cache")
+    total = np.zeros_like(length)
+    for group in arch.layers:
+        att = group.attention
+        if att.kind == "swa":
+            total = total + group.count * np.minimum(length, att.window) * _gqa_token_bytes(att, kvb)
+    return total
+
+
+def cache_bytes(arch: Architecture, length_tokens: ArrayLike) -> NDArray[np.float64]:
+    """Everything a request of ``length_tokens`` leaves in the cache: growing KV + SWA windows + linear state."""
+    length = np.asarray(length_tokens, dtype=np.float64)
+    return kv_bytes_per_token(arch) * length + window_bytes(arch, length) + linear_state_bytes(arch)
+
+
+def transfer_bytes(arch: Architecture, cached_tokens: ArrayLike, new_tokens: ArrayLike) -> NDArray[np.float64]:
+    """Bytes that cross the link for a request with c cached and l new tokens: the incremental KV of the
+    growing layers (l tokens), the SWA windows as they stand after c + l tokens, and the linear states.
+
+    The decode side is assumed to hold (or fetch from its own prefix cache) the KV of the c cached tokens.
+    """
+    c = np.asarray(cached_tokens, dtype=np.float64)
+    l = np.asarray(new_tokens, dtype=np.float64)
+    return kv_bytes_per_token(arch) * l + window_bytes(arch, c + l) + linear_state_bytes(arch)
+
+
+def _attention_params(att: Attention, h: int) -> float:
+    if att.kind in ("gqa", "swa"):
+        return h * (att.heads * att.head_dim + att.kv_heads * (att.head_dim + att.v_head_dim)) + (
+            att.heads * att.v_head_dim * h
+        )
+    if att.kind == "mla":
+        qk = att.qk_nope_head_dim + att.qk_rope_head_dim
+        q = h * att.q_lora_rank + att.q_lora_rank * att.heads * qk if att.q_lora_rank else h * att.heads * qk
+        kv = h * (att.kv_lora_rank + att.qk_rope_head_dim) + att.kv_lora_rank * att.heads * (
+            att.qk_nope_head_dim + att.v_head_dim
+        )
+        return q + kv + att.heads * att.v_head_dim * h
+    channels = 2 * att.key_heads * att.key_head_dim + att.heads * att.value_head_dim
+    proj = h * (2 * att.key_heads * att.key_head_dim + 2 * att.heads * att.value_head_dim + 2 * att.heads)
+    return proj + channels * att.conv_kernel + att.heads * att.value_head_dim * h
+
+
+def _ffn_params(ffn: Ffn, h: int, *, active: bool) -> float:
+    if ffn.kind == "dense":
+        return 3.0 * h * ffn.intermediate
+    experts = ffn.active_experts if active else ffn.experts
+    return (
+        h * ffn.experts
+        + experts * 3.0 * h * ffn.expert_intermediate
+        + (ffn.shared_experts * 3.0 * h * ffn.shared_intermediate)
+    )
+
+
+def parameter_count(arch: Architecture, *, active: bool = False) -> float:
+    """Parameters (all, or those active for one token) including embeddings, norms and the LM head."""
+    h = arch.hidden_size
+    total = arch.vocab_size * h * (1 if arch.tie_embeddings else 2) + h
+    for group in arch.layers:
+        total += group.count * (
+            _attention_params(group.attention, h) + _ffn_params(group.ffn, h, active=active) + 2 * h
+        )
+    return float(total)
+
+
+def weight_bytes(arch: Architecture) -> float:
+    """Bytes of all weights in the weights dtype."""
+    return parameter_count(arch) * arch.dtypes.bytes_of("weights")

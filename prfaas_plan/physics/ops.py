@@ -1,0 +1,302 @@
+"""FLOPs and bytes of a forward pass, operation by operation, from a model card (the counting contract).
+
+These counts are what the roofline prices and what the reference kernel (``prfaas_plan/reference``) must
+reproduce exactly. Conventions:
+
+- A matrix product (m x k) @ (k x n) costs 2·m·k·n FLOPs ("matmul"). Element-wise work (norms, activations,
+  gates, the recurrent state's decay, the short convolution, softmax) is counted separately ("elementwise")
+  and not priced as tensor-core work.
+- Bytes: a matmul reads its weight once (k·n·weight bytes) and reads its input and writes its output in the
+  activation dtype (bf16). Cache traffic (KV written for new tokens, cached KV read, recurrent and conv
+  state read and written) is counted in the operation that touches it.
+- Prefill of ``l`` new tokens after ``c`` cached ones, causal: new token i (1..l) attends to c + i positions
+  (at most ``window`` for sliding-window layers). The LM head runs on the last token only.
+- MLA: prefill decompresses the latents of all c + l tokens (W_kv_b) and attends head by head; a decode
+  step uses the absorbed form (queries projected into the latent space, attention over the c + 1 latents).
+- Linear attention (gated-DeltaNet form): projections q, k (key_heads·key_head_dim each), v and an output
+  gate z (heads·value_head_dim each), decay and beta gates (heads each), a depthwise causal convolution of
+  ``conv_kernel`` taps over the q, k, v channels, and per token and value head the delta-rule recurrence
+  S <- g·S + k·(beta·(v - S^T k))^T, o = S^T q: three products of 2·dk·dv FLOPs (S^T k, the rank-1
+  update, S^T q) plus dk·dv element-wise for the decay.
+- MoE: a router matmul, ``active_experts`` routed experts per token and the shared experts, each a gated
+  FFN (3 matrices). Weight bytes count each *touched* expert once; the expected number of distinct experts
+  touched by n tokens is E·(1 - (1 - k/E)^n) unless the caller knows it.
+
+All functions are vectorised over the token counts (numpy broadcasting) so a search can price every length
+of a grid at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from prfaas_plan.spec.model import Architecture, Attention, Ffn
+
+Array = NDArray[np.float64]
+ACTIVATION_BYTES = 2.0  # activations flow in bf16 (vLLM/SGLang default for bf16 and fp8 checkpoints)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Op:
+    """One priced operation of a forward pass (summed over the layers of a group)."""
+
+    name: str
+    matmul_flops: Array
+    elementwise_flops: Array
+    weight_bytes: Array
+    activation_bytes: Array
+    cache_bytes: Array
+
+    @property
+    def bytes(self) -> Array:
+        """All bytes moved to or from memory by the operation."""
+        return self.weight_bytes + self.activation_bytes + self.cache_bytes
+
+
+def _a(x: ArrayLike) -> Array:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _matmul(
+    name: str,
+    tokens: Array,
+    k: float,
+    n: float,
+    w_bytes: float,
+    count: int,
+    extra_ew: Array | float = 0.0,
+    cache: Array | float = 0.0,
+) -> Op:
+    """``count`` layers of a (tokens x k) @ (k x n) product with its weight read once per layer."""
+    return Op(
+        name=name,
+        matmul_flops=count * 2.0 * tokens * k * n,
+        elementwise_flops=count * _a(extra_ew) + 0 * tokens,
+        weight_bytes=count * k * n * w_bytes + 0 * tokens,
+        activation_bytes=count * tokens * (k + n) * ACTIVATION_BYTES,
+        cache_bytes=count * _a(cache) + 0 * tokens,
+    )
+
+
+def causal_pairs(cached: ArrayLike, new: ArrayLike, window: int = 0) -> Array:
+    """Sum over new tokens i = 1..l of the positions token i attends to: min(c + i, window) or c + i.
+
+    Without a window: l·c + l(l+1)/2. With one: the same sum with every term capped at ``window``.
+    """
+    c, l = _a(cached), _a(new)
+    full = l * c + l * (l + 1) / 2
+    if window <= 0:
+        return full
+    # Terms c+1 .. c+l; those above the window contribute `window` each.
+    uncapped_last = np.clip(window - c, 0, l)  # how many terms are still below the cap
+    below = uncapped_last * c + uncapped_last * (uncapped_last + 1) / 2
+    return below + (l - uncapped_last) * window
+
+
+def expected_experts_touched(experts: int, active: int, tokens: ArrayLike) -> Array:
+    """E·(1 - (1 - k/E)^n): expected distinct experts hit by n tokens routing uniformly to k of E each."""
+    n = _a(tokens)
+    return experts * (1.0 - (1.0 - active / experts) ** n)
+
+
+def _attention_ops(
+    att: Attention, h: int, count: int, arch: Architecture, tokens: Array, cached: Array, *, decode: bool, batch: Array
+) -> list[Op]:
+    """Operations of ``count`` attention layers for ``tokens`` new tokens (``batch`` sequences, each with
+    ``cached`` tokens in cache; prefill has batch 1 and tokens = l, a decode step tokens = batch)."""
+    wb = arch.dtypes.bytes_of("weights")
+    kvb = arch.dtypes.bytes_of("kv_cache")
+    per_seq_new = tokens / batch
+    ops: list[Op] = []
+    if att.kind in ("gqa", "swa"):
+        dk, dv, heads, kvh = att.head_dim, att.v_head_dim, att.heads, att.kv_heads
+        window = att.window if att.kind == "swa" else 0
+        pairs = batch * causal_pairs(cached, per_seq_new, window)
+        visible_cached = np.minimum(cached, window) if window else cached
+        kv_read = batch * visible_cached * kvh * (dk + dv) * kvb
+        kv_write = tokens * kvh * (dk + dv) * kvb
+        ops.append(_matmul(f"{att.kind}.qkv", tokens, h, heads * dk + kvh * (dk + dv), wb, count, cache=kv_write))
+        ops.append(
+            Op(
+                name=f"{att.kind}.core",
+                matmul_flops=count * 2.0 * heads * (dk + dv) * pairs,
+                elementwise_flops=count * 5.0 * heads * pairs,  # scale, mask, max, exp, sum per score
+                weight_bytes=0 * tokens,
+                activation_bytes=count * tokens * (heads * (dk + dv)) * ACTIVATION_BYTES,
+                cache_bytes=count * kv_read,
+            )
+        )
+        ops.append(_matmul(f"{att.kind}.out", tokens, heads * dv, h, wb, count))
+    elif att.kind == "mla":
+        heads, nope, rope, dv, rank = (
+            att.heads,
+            att.qk_nope_head_dim,
+            att.qk_rope_head_dim,
+            att.v_head_dim,
+            att.kv_lora_rank,
+        )
+        latent = (rank + rope) * kvb
+        if att.q_lora_rank:
+            ops.append(_matmul("mla.q_a", tokens, h, att.q_lora_rank, wb, count))
+            ops.append(_matmul("mla.q_b", tokens, att.q_lora_rank, heads * (nope + rope), wb, count))
+        else:
+            ops.append(_matmul("mla.q", tokens, h, heads * (nope + rope), wb, count))
+        ops.append(_matmul("mla.kv_a", tokens, h, rank + rope, wb, count, cache=tokens * latent))
+        pairs = batch * causal_pairs(cached, per_seq_new)
+        context = batch * (cached + per_seq_new)
+        if not decode:
+            # Decompress every latent in context, then attend per head.
+            ops.append(
+                _matmul("mla.kv_b", context, rank, heads * (nope + dv), wb, count, cache=batch * cached * latent)
+            )
+            ops.append(
+                Op(
+                    name="mla.core",
+                    matmul_flops=count * 2.0 * heads * (nope + rope + dv) * pairs,
+                    elementwise_flops=count * 5.0 * heads * pairs,
+                    weight_bytes=0 * tokens,
+                    activation_bytes=count * tokens * heads * (nope + rope + dv) * ACTIVATION_BYTES,
+                    cache_bytes=0 * tokens,
+                )
+            )
+        else:
+            # Absorbed: q_nope -> latent via W_kv_b's key half, attend over latents, values back through its
+            # value half. Both halves of W_kv_b are read once.
+            ops.append(_matmul("mla.absorb_q", tokens, nope, rank, 0.0, count * heads))
+            ops.append(
+                Op(
+                    name="mla.core",
+                    matmul_flops=count * 2.0 * heads * (rank + rope + rank) * pairs,
+                    elementwise_flops=count * 5.0 * heads * pairs,
+                    weight_bytes=count * rank * heads * (nope + dv) * wb + 0 * tokens,
+                    activation_bytes=count * tokens * heads * (rank + rope + rank) * ACTIVATION_BYTES,
+                    cache_bytes=count * batch * cached * latent,
+                )
+            )
+            ops.append(_matmul("mla.absorb_v", tokens, rank, dv, 0.0, count * heads))
+        ops.append(_matmul("mla.out", tokens, heads * dv, h, wb, count))
+    elif att.kind == "linear":
+        heads, kh, dk, dv = att.heads, att.key_heads, att.key_head_dim, att.value_head_dim
+        channels = 2 * kh * dk + heads * dv
+        state = heads * dk * dv * arch.dtypes.bytes_of("state")
+        conv_state = channels * (att.conv_kernel - 1) * arch.dtypes.bytes_of("conv_state")
+        proj_out = 2 * kh * dk + 2 * heads * dv + 2 * heads  # q, k, v, z, decay, beta
+        ops.append(_matmul("linear.proj", tokens, h, proj_out, wb, count))
+        ops.append(
+            Op(
+                name="linear.conv",
+                matmul_flops=0 * tokens,
+                elementwise_flops=count * 2.0 * tokens * channels * att.conv_kernel,
+                weight_bytes=count * channels * att.conv_kernel * wb + 0 * tokens,
+                activation_bytes=count * 2.0 * tokens * channels * ACTIVATION_BYTES,
+                cache_bytes=count * 2.0 * batch * conv_state + 0 * tokens,
+            )
+        )
+        ops.append(
+            Op(
+                name="linear.recurrence",
+                matmul_flops=count * 6.0 * tokens * heads * dk * dv,
+                elementwise_flops=count * tokens * heads * dk * dv,
+                weight_bytes=0 * tokens,
+                activation_bytes=count * tokens * (2 * kh * dk + 2 * heads * dv) * ACTIVATION_BYTES,
+                cache_bytes=count * 2.0 * batch * state + 0 * tokens,
+            )
+        )
+        ops.append(_matmul("linear.out", tokens, heads * dv, h, wb, count))
+    return ops
+
+
+def _ffn_ops(
+    ffn: Ffn, h: int, count: int, arch: Architecture, tokens: Array, experts_touched: Array | None
+) -> list[Op]:
+    wb = arch.dtypes.bytes_of("weights")
+    if ffn.kind == "dense":
+        return [
+            _matmul("ffn.dense", tokens, h, 3 * ffn.intermediate, wb, count, extra_ew=4.0 * tokens * ffn.intermediate)
+        ]
+    touched = (
+        experts_touched
+        if experts_touched is not None
+        else expected_experts_touched(ffn.experts, ffn.active_experts, tokens)
+    )
+    routed = tokens * ffn.active_experts
+    ops = [
+        _matmul("moe.router", tokens, h, ffn.experts, wb, count, extra_ew=3.0 * tokens * ffn.experts),
+        Op(
+            name="moe.experts",
+            matmul_flops=count * 2.0 * routed * h * 3 * ffn.expert_intermediate,
+            elementwise_flops=count * 4.0 * routed * ffn.expert_intermediate,
+            weight_bytes=count * touched * h * 3 * ffn.expert_intermediate * wb,
+            activation_bytes=count * routed * (h + 3 * ffn.expert_intermediate + h) * ACTIVATION_BYTES,
+            cache_bytes=0 * tokens,
+        ),
+    ]
+    if ffn.shared_experts:
+        width = ffn.shared_experts * ffn.shared_intermediate
+        ops.append(_matmul("moe.shared", tokens, h, 3 * width, wb, count, extra_ew=4.0 * tokens * width))
+    return ops
+
+
+def forward_ops(
+    arch: Architecture,
+    *,
+    cached: ArrayLike,
+    new: ArrayLike,
+    batch: ArrayLike = 1,
+    decode: bool = False,
+    experts_touched: ArrayLike | None = None,
+) -> list[Op]:
+    """All operations of one forward pass.
+
+    Prefill: ``batch`` = 1 sequence with ``cached`` tokens in cache and ``new`` tokens to process; the LM
+    head runs on the last token. Decode step: ``batch`` sequences, each with ``cached`` tokens in cache and
+    one new token (``new`` = 1); the LM head runs on every sequence. Vectorised over ``cached``/``new``.
+    """
+    b = _a(batch)
+    c = _a(cached)
+    tokens = b * _a(new)
+    h = arch.hidden_size
+    touched = None if experts_touched is None else _a(experts_touched)
+    ops: list[Op] = [
+        Op(
+            name="embed",
+            matmul_flops=0 * tokens,
+            elementwise_flops=0 * tokens,
+            weight_bytes=tokens * h * arch.dtypes.bytes_of("weights"),  # one row gathered per token
+            activation_bytes=tokens * h * ACTIVATION_BYTES,
+            cache_bytes=0 * tokens,
+        )
+    ]
+    for group in arch.layers:
+        norms = Op(
+            name="norm",
+            matmul_flops=0 * tokens,
+            elementwise_flops=group.count * 2 * 4.0 * tokens * h,  # two RMSNorms per layer, ~4 FLOPs/element
+            weight_bytes=group.count * 2.0 * h * arch.dtypes.bytes_of("weights") + 0 * tokens,
+            activation_bytes=group.count * 2 * 2.0 * tokens * h * ACTIVATION_BYTES,
+            cache_bytes=0 * tokens,
+        )
+        ops.append(norms)
+        ops += _attention_ops(group.attention, h, group.count, arch, tokens, c, decode=decode, batch=b)
+        ops += _ffn_ops(group.ffn, h, group.count, arch, tokens, touched)
+    head_tokens = b  # last token of each sequence
+    ops.append(
+        _matmul(
+            "lm_head",
+            head_tokens,
+            h,
+            arch.vocab_size,
+            arch.dtypes.bytes_of("weights"),
+            1,
+            extra_ew=4.0 * head_tokens * h,
+        )
+    )
+    return ops
+
+
+def total(ops: list[Op], field: str) -> Array:
+    """Sum one field (``matmul_flops``, ``elementwise_flops``, ``bytes``, ...) over operations."""
+    return np.sum(np.broadcast_arrays(*(getattr(op, field) for op in ops)), axis=0)

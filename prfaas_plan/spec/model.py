@@ -1,0 +1,106 @@
+"""What a model's architecture is: layers by type, FFN, vocabulary and dtypes (a model card).
+
+Only what the physics needs: shapes and dtypes. Counting (bytes, FLOPs) lives in ``physics/``.
+Attention kinds:
+
+- ``gqa``: full causal attention, ``heads`` query heads sharing ``kv_heads`` key/value heads.
+- ``mla``: multi-head latent attention; the cache holds the compressed latent (``kv_lora_rank``) plus the
+  decoupled RoPE key (``qk_rope_head_dim``) per token.
+- ``swa``: sliding-window attention (GQA shapes) over the last ``window`` tokens; its cache stops growing
+  at the window.
+- ``linear``: linear attention with a recurrent matrix state per value head (``key_head_dim`` x
+  ``value_head_dim``) and a short causal convolution over q, k and v (gated DeltaNet, KDA, Lightning).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
+ATTENTION_KINDS = ("gqa", "mla", "swa", "linear")
+FFN_KINDS = ("dense", "moe")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attention:
+    """One attention block's shapes. Fields not used by ``kind`` are zero."""
+
+    kind: str
+    heads: int
+    # gqa / swa
+    kv_heads: int = 0
+    head_dim: int = 0
+    v_head_dim: int = 0
+    window: int = 0
+    # mla
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    # linear
+    key_heads: int = 0
+    key_head_dim: int = 0
+    value_head_dim: int = 0
+    conv_kernel: int = 0
+
+    @property
+    def grows_with_length(self) -> bool:
+        """Whether this layer's cache grows with every token (full attention and MLA)."""
+        return self.kind in ("gqa", "mla")
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Query/key width per head: head_dim (GQA/SWA) or nope + rope (MLA)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.kind == "mla" else self.head_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ffn:
+    """A feed-forward block: dense (gated, 3 matrices) or mixture of experts with optional shared experts."""
+
+    kind: str
+    intermediate: int = 0
+    experts: int = 0
+    active_experts: int = 0
+    expert_intermediate: int = 0
+    shared_experts: int = 0
+    shared_intermediate: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerGroup:
+    """``count`` identical decoder layers."""
+
+    count: int
+    attention: Attention
+    ffn: Ffn
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dtypes:
+    """Storage dtypes: weights, KV cache, recurrent state, conv state (names from ``DTYPE_BYTES``)."""
+
+    weights: str = "bf16"
+    kv_cache: str = "bf16"
+    state: str = "fp32"
+    conv_state: str = "bf16"
+
+    def bytes_of(self, which: str) -> float:
+        """Bytes per element of one of the four storage classes."""
+        return DTYPE_BYTES[getattr(self, which)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Architecture:
+    """A decoder-only model: embeddings, layer groups, final norm, LM head."""
+
+    hidden_size: int
+    vocab_size: int
+    layers: tuple[LayerGroup, ...]
+    dtypes: Dtypes
+    tie_embeddings: bool = False
+
+    @property
+    def n_layers(self) -> int:
+        """Total decoder layers."""
+        return sum(group.count for group in self.layers)
