@@ -74,9 +74,9 @@ def transfer_bytes(arch: Architecture, cached_tokens: ArrayLike, new_tokens: Arr
 
     The decode side is assumed to hold (or fetch from its own prefix cache) the KV of the c cached tokens.
     """
-    c = np.asarray(cached_tokens, dtype=np.float64)
-    l = np.asarray(new_tokens, dtype=np.float64)
-    return kv_bytes_per_token(arch) * l + window_bytes(arch, c + l) + linear_state_bytes(arch)
+    cached = np.asarray(cached_tokens, dtype=np.float64)
+    new = np.asarray(new_tokens, dtype=np.float64)
+    return kv_bytes_per_token(arch) * new + window_bytes(arch, cached + new) + linear_state_bytes(arch)
 
 
 def _attention_params(att: Attention, h: int) -> float:
@@ -110,7 +110,7 @@ def _ffn_params(ffn: Ffn, h: int, *, active: bool) -> float:
 def parameter_count(arch: Architecture, *, active: bool = False) -> float:
     """Parameters (all, or those active for one token) including embeddings, norms and the LM head."""
     h = arch.hidden_size
-    total = arch.vocab_size * h * (1 if arch.tie_embeddings else 2) + h
+    total = float(arch.vocab_size * h * (1 if arch.tie_embeddings else 2) + h)
     for group in arch.layers:
         total += group.count * (
             _attention_params(group.attention, h) + _ffn_params(group.ffn, h, active=active) + 2 * h

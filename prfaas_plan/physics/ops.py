@@ -86,14 +86,13 @@ def causal_pairs(cached: ArrayLike, new: ArrayLike, window: int = 0) -> Array:
 
     Without a window: l·c + l(l+1)/2. With one: the same sum with every term capped at ``window``.
     """
-    c, l = _a(cached), _a(new)
-    full = l * c + l * (l + 1) / 2
+    c, n = _a(cached), _a(new)
+    full = n * c + n * (n + 1) / 2
     if window <= 0:
         return full
-    # Terms c+1 .. c+l; those above the window contribute `window` each.
-    uncapped_last = np.clip(window - c, 0, l)  # how many terms are still below the cap
-    below = uncapped_last * c + uncapped_last * (uncapped_last + 1) / 2
-    return below + (l - uncapped_last) * window
+    # Terms c+1 .. c+n; those above the window contribute `window` each.
+    below_cap = np.clip(window - c, 0, n)  # how many terms are still below the cap
+    return below_cap * c + below_cap * (below_cap + 1) / 2 + (n - below_cap) * window
 
 
 def expected_experts_touched(experts: int, active: int, tokens: ArrayLike) -> Array:
