@@ -298,4 +298,4 @@ def forward_ops(
 
 def total(ops: list[Op], field: str) -> Array:
     """Sum one field (``matmul_flops``, ``elementwise_flops``, ``bytes``, ...) over operations."""
-    return np.sum(np.broadcast_arrays(*(getattr(op, field) for op in ops)), axis=0)
+    return np.asarray(np.sum(np.broadcast_arrays(*(getattr(op, field) for op in ops)), axis=0), dtype=np.float64)
