@@ -12,7 +12,8 @@ is the Eq. 7 crossing. The best split is then the row with the largest Λ (ties:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -84,6 +85,8 @@ class Comparison:
     plan: PlanEvaluation
     homogeneous_pd: PlanEvaluation
     naive_heterogeneous: PlanEvaluation
+    #: Where each input of the stage model came from (StageModel.sources).
+    sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 def _optional(value: float) -> float | None:
@@ -262,7 +265,7 @@ def _with_baselines(
         homogeneous_model(model, prfaas_gpus, local_gpus_per_instance), label="homogeneous-pd"
     )
     naive = evaluate(model, 0.0, 0, label="naive-heterogeneous")
-    return Comparison(plan=plan, homogeneous_pd=homogeneous, naive_heterogeneous=naive)
+    return Comparison(plan=plan, homogeneous_pd=homogeneous, naive_heterogeneous=naive, sources=model.sources)
 
 
 def compare(

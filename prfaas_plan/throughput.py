@@ -16,14 +16,16 @@ prefill traffic). Egress at Λ is Λ · p · S_kv(l_long) (digest §1.8).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.physics.curves import PolyCurve, fit_profile
+from prfaas_plan.physics.curves import Curve
+from prfaas_plan.physics.derived import pool_costs
 from prfaas_plan.spec.scenario import Scenario
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
@@ -40,9 +42,9 @@ class StageModel:
     """
 
     lengths: LengthDistribution
-    prfaas_prefill: PolyCurve
-    local_prefill: PolyCurve
-    kv_bytes: PolyCurve
+    prfaas_prefill: Curve
+    local_prefill: Curve
+    kv_bytes: Curve
     decode_max_batch: int
     decode_step_time_s: float
     output_tokens_mean: float
@@ -56,6 +58,8 @@ class StageModel:
     #: Arrival process: squared coefficient of variation of inter-arrival times (1 = Poisson).
     interarrival_scv: float = 1.0
     ttft_includes_first_decode_step: bool = False
+    #: Where each input came from (quantity -> provenance line), for reports.
+    sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def decode_req_per_s_per_instance(self) -> float:
@@ -69,27 +73,31 @@ def decode_rate_req_per_s(max_batch: int, step_time_s: float, output_tokens_mean
 
 
 def stage_model(scenario: Scenario) -> StageModel:
-    """Fit the profile curves of a scenario and collect the constants of Eqs. 3-5.
+    """Derive each pool's costs (measured fit, calibrated roofline or roofline) and collect Eqs. 3-5's constants.
 
-    Raises InfeasibleError when the local decode profile cannot meet the TPOT SLO at its stated batch.
+    Raises InfeasibleError when the local decode capacity cannot meet the TPOT SLO, or no request fits.
     """
-    decode = scenario.local.profile.decode
-    kv = scenario.prfaas.profile.kv_cache
-    # The loader guarantees both exist (it reports a missing one as an input error with its file).
-    assert decode is not None and kv is not None
-    slo_step_s = 1.0 / scenario.slo.decode_tokens_per_s
-    if decode.step_time_s > slo_step_s * (1 + 1e-9):
+    tpot_s = 1.0 / scenario.slo.decode_tokens_per_s
+    lengths = scenario.traffic.input_length
+    context = lengths.mean_tokens + scenario.traffic.output_length.mean_tokens / 2
+    prfaas = pool_costs(scenario.prfaas, scenario.model, context_tokens=context, tpot_s=tpot_s)
+    local = pool_costs(scenario.local, scenario.model, context_tokens=context, tpot_s=tpot_s)
+    # The loader guarantees measured pools carry these; derived pools always produce them.
+    assert prfaas.kv_bytes is not None
+    if local.decode_max_batch is None or local.decode_step_time_s is None or local.decode_max_batch < 1:
+        raise InfeasibleError(f"pd_decode: {local.decode_source}")
+    if local.decode_step_time_s > tpot_s * (1 + 1e-9):
         raise InfeasibleError(
-            f"TPOT SLO: the decode profile's step time {decode.step_time_s * 1e3:.1f} ms at batch "
-            f"{decode.max_batch} exceeds 1/{scenario.slo.decode_tokens_per_s:g} tok/s = {slo_step_s * 1e3:.1f} ms"
+            f"TPOT SLO: the decode step time {local.decode_step_time_s * 1e3:.1f} ms at batch "
+            f"{local.decode_max_batch} exceeds 1/{scenario.slo.decode_tokens_per_s:g} tok/s = {tpot_s * 1e3:.1f} ms"
         )
     return StageModel(
-        lengths=scenario.traffic.input_length,
-        prfaas_prefill=fit_profile(scenario.prfaas.profile.prefill),
-        local_prefill=fit_profile(scenario.local.profile.prefill),
-        kv_bytes=fit_profile(kv),
-        decode_max_batch=decode.max_batch,
-        decode_step_time_s=decode.step_time_s,
+        lengths=lengths,
+        prfaas_prefill=prfaas.prefill,
+        local_prefill=local.prefill,
+        kv_bytes=prfaas.kv_bytes,
+        decode_max_batch=local.decode_max_batch,
+        decode_step_time_s=local.decode_step_time_s,
         output_tokens_mean=scenario.traffic.output_length.mean_tokens,
         link_bandwidth_bytes_per_s=scenario.link.bandwidth_bytes_per_s,
         n_prfaas=scenario.prfaas.instances,
@@ -98,6 +106,12 @@ def stage_model(scenario: Scenario) -> StageModel:
         local_kv_transfer_bytes_per_s=scenario.local.kv_transfer_bytes_per_s,
         interarrival_scv=scenario.traffic.arrival.interarrival_scv,
         ttft_includes_first_decode_step=scenario.slo.ttft_includes_first_decode_step,
+        sources={
+            f"prefill ({scenario.prfaas.hardware_key}, PrfaaS)": prfaas.prefill_source,
+            f"prefill ({scenario.local.hardware_key}, local)": local.prefill_source,
+            "kv_cache": prfaas.kv_source,
+            f"decode ({scenario.local.hardware_key})": local.decode_source,
+        },
     )
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
 
-from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
+from prfaas_plan.cli.common import emit as _emit
+from prfaas_plan.cli.common import handled as _handled
+from prfaas_plan.cli.kv import kv
+from prfaas_plan.errors import InputError, Problem
 
 app = typer.Typer(
     add_completion=False,
@@ -40,34 +39,11 @@ ResolutionOpt = Annotated[
 ]
 
 
-@contextmanager
-def _handled() -> Iterator[None]:
-    """Expected errors become one line per problem on stderr: exit 2 for bad input, 1 for infeasible plans."""
-    try:
-        yield
-    except InputError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        raise typer.Exit(2) from None
-    except InfeasibleError as exc:
-        print("infeasible: no load can be carried; binding constraint:", file=sys.stderr)
-        for reason in exc.reasons:
-            print(f"  {reason}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    except PlanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
-
-
 def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
     from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
 
     scenario = load_scenario(resolve_scenario_path(name))
     return with_overrides(scenario, bandwidth_gbit_per_s=bandwidth, n_prfaas=n_prfaas, n_local=n_local)
-
-
-def _emit(payload: dict[str, Any]) -> None:
-    print(json.dumps(payload, indent=2))
 
 
 @app.command()
@@ -155,20 +131,20 @@ def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -
 
 @app.command()
 def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
-    """Show the curves fitted through the profile points of a scenario's pools, with residuals.
+    """Show how each pool's cost curves fit their points: polynomial residuals for measured profiles, and for
+    calibrated roofline pools the fitted efficiencies with leave-one-out errors.
 
-    Example: prfaas-plan fit workloads/paper-case-study.yaml
+    Example: prfaas-plan fit paper-case-study-roofline
     """
-    from prfaas_plan.io.report import curve_to_dict
-    from prfaas_plan.throughput import stage_model
+    from prfaas_plan.io.report import fit_report_to_dict
+    from prfaas_plan.physics.derived import pool_fit_reports
 
     with _handled():
         spec = _scenario(scenario, None, None, None)
-        model = stage_model(spec)
         curves = [
-            curve_to_dict(f"prefill {spec.prfaas.hardware_key}", model.prfaas_prefill, "s"),
-            curve_to_dict(f"prefill {spec.local.hardware_key}", model.local_prefill, "s"),
-            curve_to_dict(f"kv_cache {spec.prfaas.hardware_key}", model.kv_bytes, "MiB"),
+            fit_report_to_dict(report)
+            for pool, role in ((spec.prfaas, "prfaas"), (spec.local, "local"))
+            for report in pool_fit_reports(pool, spec.model, role)
         ]
     if json_output:
         _emit({"scenario": spec.name, "fits": curves})
@@ -176,6 +152,9 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     from prfaas_plan.cli.render import console, fit_table
 
     console().print(fit_table(curves))
+
+
+app.command()(kv)
 
 
 def main() -> None:

@@ -86,21 +86,22 @@ def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: 
 
 def provenance_note(prov: dict[str, str]) -> str:
     """A footnote naming the inputs that are not measurements."""
-    soft = [f"{k}: {v}" for k, v in prov.items() if v != "measured"]
+    soft = [f"{k}: {v}" for k, v in prov.items() if not v.startswith("measured")]
     text = "TTFT is unloaded (no queueing), as in the paper's Table 6."
     if soft:
-        text += " Not measured: " + "; ".join(soft) + " (see the profile files)."
+        text += " Not measured: " + "; ".join(soft) + "."
     return text
 
 
 def fit_table(curves: list[dict[str, Any]]) -> Table:
-    """Fitted profile curves with each point's residual."""
-    table = Table(title="Profile fits (least squares)", title_justify="left")
-    for col in ("curve", "provenance", "length (tokens)", "given", "fitted", "residual"):
-        table.add_column(col, justify="right" if col not in ("curve", "provenance") else "left")
+    """Fitted or calibrated curves with each point's residual (and leave-one-out error where computed)."""
+    table = Table(title="Profile fits", title_justify="left")
+    for col in ("curve", "provenance", "length (tokens)", "given", "fitted", "residual", "leave-one-out"):
+        table.add_column(col, justify="left" if col in ("curve", "provenance") else "right")
     for curve in curves:
         unit = curve["unit"]
         for i, point in enumerate(curve["points"]):
+            loo = point.get("leave_one_out_relative_error")
             table.add_row(
                 curve["curve"] if i == 0 else "",
                 curve["provenance"] if i == 0 else "",
@@ -108,8 +109,26 @@ def fit_table(curves: list[dict[str, Any]]) -> Table:
                 f"{point['given']:.4g} {unit}",
                 f"{point['fitted']:.4g} {unit}",
                 f"{point['residual']:+.3g} {unit} ({point['relative_residual']:+.1%})",
+                "" if loo is None else f"{point['leave_one_out']:.4g} {unit} ({loo:+.1%})",
             )
+        params = ", ".join(f"{k} {v:.4g}" for k, v in curve["parameters"].items())
+        table.add_row("", f"[dim]{curve['method']}[/dim]", "", "", "", f"[dim]{params}[/dim]", "")
         table.add_section()
+    return table
+
+
+def kv_table(payload: dict[str, Any]) -> Table:
+    """The paper's Table 3 layout: S_kv, T_prefill and Φ_kv per length."""
+    table = Table(title=f"{payload['model']} on {payload['hardware']}", title_justify="left")
+    for col in ("length (tokens)", "S_kv (MiB)", "T_prefill (s)", "Φ_kv (Gbit/s)"):
+        table.add_column(col, justify="right")
+    for row in payload["rows"]:
+        table.add_row(
+            f"{row['length_tokens']:,.0f}",
+            f"{row['kv_bytes'] / 2**20:,.1f}",
+            f"{row['prefill_s']:.3f}",
+            f"{row['kv_gbit_per_s']:.2f}",
+        )
     return table
 
 

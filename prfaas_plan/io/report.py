@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from prfaas_plan.optimize import Comparison, PlanEvaluation
-from prfaas_plan.physics.curves import PolyCurve
+from prfaas_plan.physics.derived import FitReport, KvRow
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S, MIB
 
@@ -62,48 +62,52 @@ def comparison_to_dict(scenario: Scenario, comparison: Comparison) -> dict[str, 
             "plan": comparison.plan.throughput_req_per_s / base,
             "naive_heterogeneous": comparison.naive_heterogeneous.throughput_req_per_s / base,
         },
-        "provenance": provenance(scenario),
+        "provenance": dict(comparison.sources),
     }
     return out
 
 
-def provenance(scenario: Scenario) -> dict[str, str]:
-    """Where each profile input of the model came from: measured, derived or assumed."""
-    prfaas, local = scenario.prfaas.profile, scenario.local.profile
-    out: dict[str, str] = {
-        f"prfaas_prefill ({scenario.prfaas.hardware_key})": prfaas.prefill.provenance,
-        f"local_prefill ({scenario.local.hardware_key})": local.prefill.provenance,
-    }
-    if prfaas.kv_cache is not None:
-        out[f"kv_cache ({scenario.prfaas.hardware_key})"] = prfaas.kv_cache.provenance
-    if local.decode is not None:
-        out[f"decode ({scenario.local.hardware_key})"] = local.decode.provenance
-    return out
-
-
-def curve_to_dict(name: str, curve: PolyCurve, unit: str) -> dict[str, Any]:
-    """A fitted profile curve with its points and residuals (``unit`` is 's' or 'MiB')."""
-    scale = MIB if unit == "MiB" else 1.0
+def fit_report_to_dict(report: FitReport) -> dict[str, Any]:
+    """A fit report with each point's residual (and leave-one-out prediction); sizes in MiB."""
+    scale = MIB if report.unit == "bytes" else 1.0
+    unit = "MiB" if report.unit == "bytes" else report.unit
+    points = []
+    for i, (length, given, fitted) in enumerate(zip(report.lengths_tokens, report.given, report.fitted, strict=True)):
+        point: dict[str, Any] = {
+            "length_tokens": length,
+            "given": given / scale,
+            "fitted": fitted / scale,
+            "residual": (fitted - given) / scale,
+            "relative_residual": fitted / given - 1,
+        }
+        if report.leave_one_out:
+            point["leave_one_out"] = report.leave_one_out[i] / scale
+            point["leave_one_out_relative_error"] = report.leave_one_out[i] / given - 1
+        points.append(point)
     return {
-        "curve": name,
+        "curve": report.name,
+        "method": report.method,
+        "provenance": report.provenance,
         "unit": unit,
-        "provenance": curve.provenance,
-        "coefficients_ascending": [c / scale for c in curve.coefficients],
-        "points": [
+        "parameters": dict(report.parameters),
+        "points": points,
+        "source": report.source,
+    }
+
+
+def kv_rows_to_dict(model: str, hardware: str, rows: list[KvRow]) -> dict[str, Any]:
+    """The ``kv --json`` object: per length S_kv (bytes), T_prefill (s) and Φ_kv (Gbit/s)."""
+    return {
+        "model": model,
+        "hardware": hardware,
+        "rows": [
             {
-                "length_tokens": length,
-                "given": value / scale,
-                "fitted": (value + res) / scale,
-                "residual": res / scale,
-                "relative_residual": rel,
+                "length_tokens": row.length_tokens,
+                "kv_bytes": row.kv_bytes,
+                "prefill_s": row.prefill_s,
+                "kv_gbit_per_s": row.kv_bytes_per_s / GBIT_PER_S,
+                "source": row.source,
             }
-            for length, value, res, rel in zip(
-                curve.points_tokens,
-                curve.points_values,
-                curve.residuals,
-                curve.relative_residuals,
-                strict=True,
-            )
+            for row in rows
         ],
-        "source": curve.source,
     }

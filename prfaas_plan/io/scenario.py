@@ -24,8 +24,19 @@ from prfaas_plan.spec.hardware import (
     InstanceProfile,
     ProfilePoints,
     Provenance,
+    RooflineParams,
 )
-from prfaas_plan.spec.scenario import TRANSFER_MODES, Arrival, Link, Pool, Scenario, Slo, Traffic
+from prfaas_plan.spec.scenario import (
+    POOL_METHODS,
+    TRANSFER_MODES,
+    Arrival,
+    Link,
+    ModelCard,
+    Pool,
+    Scenario,
+    Slo,
+    Traffic,
+)
 from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
 
 PROVENANCES = ("measured", "derived", "assumed")
@@ -287,55 +298,110 @@ def _resolve(
     return None
 
 
-def _pool(sec: Section, base: Path, model_key: str | None, *, role: str) -> Pool | None:
-    hw_path = _resolve(sec, "hardware", base, _HARDWARE_DIRS, "hardware profile")
+_POOL_KEYS = ("hardware", "gpus_per_instance", "instances")
+_POOL_OPTIONAL = ("method", "calibrate_from", "roofline")
+_ROOFLINE_KEYS = ("compute_efficiency", "memory_efficiency", "communication_efficiency", "overhead_s", "source")
+
+
+def _roofline_params(sec: Section) -> RooflineParams:
+    if not sec.has("roofline"):
+        return RooflineParams()
+    r = sec.sub("roofline", optional=_ROOFLINE_KEYS)
+    default = RooflineParams()
+    values = {
+        key: r.number(key, gt=0, le=1, default=getattr(default, key))
+        for key in ("compute_efficiency", "memory_efficiency", "communication_efficiency")
+    }
+    overhead = r.number("overhead_s", ge=0, default=default.overhead_s)
+    source = r.string("source", default="scenario roofline overrides")
+    if None in values.values() or overhead is None:
+        return default
+    return RooflineParams(overhead_s=overhead, source=str(source), **values)  # type: ignore[arg-type]
+
+
+def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:
+    path = _resolve(sec, key, base, _HARDWARE_DIRS, "hardware profile")
+    if path is None:
+        return None
+    try:
+        return load_hardware(path)
+    except InputError as exc:
+        sec.checker.problems.extend(exc.problems)
+        return None
+
+
+def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Pool | None:
+    hardware = _load_hardware_at(sec, "hardware", base)
     gpus = sec.number("gpus_per_instance", ge=1, integer=True)
     instances = sec.number("instances", ge=1, integer=True)
+    method = sec.string("method", choices=POOL_METHODS, default="measured")
+    params = _roofline_params(sec)
     if role == "local" and instances is not None and instances < 2:
         sec.checker.report(
             (*sec.path, "instances"),
             f"must be >= 2: the local pool needs at least one prefill and one decode instance, got {instances:g}",
         )
         return None
-    if hw_path is None or gpus is None or instances is None or model_key is None:
+    if hardware is None or gpus is None or instances is None or model is None or method is None:
         return None
-    try:
-        hardware = load_hardware(hw_path)
-    except InputError as exc:
-        sec.checker.problems.extend(exc.problems)
-        return None
-    profile = hardware.find(model_key, int(gpus))
+    profile = hardware.find(model.key, int(gpus))
     where = (*sec.path, "hardware")
-    if profile is None:
-        have = ", ".join(f"{p.model} on {p.gpus_per_instance} GPUs" for p in hardware.profiles) or "none"
+    if method != "measured" and model.architecture is None:
         sec.checker.report(
-            where,
-            f"{hardware.file} has no profile for model '{model_key}' on {int(gpus)} GPUs per instance (it has: {have})",
+            (*sec.path, "method"), f"'{method}' needs the model card '{model.key}' to have an architecture"
         )
         return None
-    if role == "prfaas" and profile.kv_cache is None:
-        sec.checker.report(
-            where,
-            f"{hardware.file}: the '{model_key}' profile has no kv_cache points, needed for the PrfaaS pool",
-        )
-        return None
-    if role == "local" and profile.decode is None:
-        sec.checker.report(
-            where,
-            f"{hardware.file}: the '{model_key}' profile has no decode capacity, needed for the local pool",
-        )
-        return None
+    calibration, calibration_accelerator = None, None
+    if method == "calibrated":
+        source = hardware
+        if sec.has("calibrate_from"):
+            source = _load_hardware_at(sec, "calibrate_from", base)  # type: ignore[assignment]
+            if source is None:
+                return None
+        candidates = [p for p in source.profiles if p.model == model.key]
+        if not candidates:
+            sec.checker.report(
+                (*sec.path, "calibrate_from" if sec.has("calibrate_from") else "method"),
+                f"{source.file} has no measured prefill points for model '{model.key}' to calibrate against",
+            )
+            return None
+        calibration, calibration_accelerator = candidates[0], source.accelerator
+    if method == "measured":
+        if profile is None:
+            have = ", ".join(f"{p.model} on {p.gpus_per_instance} GPUs" for p in hardware.profiles) or "none"
+            sec.checker.report(
+                where,
+                f"{hardware.file} has no profile for model '{model.key}' on {int(gpus)} GPUs per instance "
+                f"(it has: {have}); use method: roofline or calibrated to derive one",
+            )
+            return None
+        if role == "prfaas" and profile.kv_cache is None:
+            sec.checker.report(
+                where, f"{hardware.file}: the '{model.key}' profile has no kv_cache points, needed for the PrfaaS pool"
+            )
+            return None
+        if role == "local" and profile.decode is None:
+            sec.checker.report(
+                where, f"{hardware.file}: the '{model.key}' profile has no decode capacity, needed for the local pool"
+            )
+            return None
     return Pool(
-        hardware_key=hw_path.stem,
+        hardware_key=hardware.accelerator.key,
         accelerator=hardware.accelerator,
         gpus_per_instance=int(gpus),
         instances=int(instances),
         profile=profile,
+        method=method,
+        roofline=params,
+        calibration=calibration,
+        calibration_accelerator=calibration_accelerator,
     )
 
 
 def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution, pool_path: KeyPath) -> None:
     profile = pool.profile
+    if pool.method != "measured" or profile is None:
+        return
     curves = [("prefill", profile.prefill)] + ([("kv_cache", profile.kv_cache)] if profile.kv_cache else [])
     for name, points in curves:
         for message in shape_problems(fit_profile(points), lengths.lower_tokens, lengths.upper_tokens):
@@ -344,6 +410,75 @@ def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution
                 f"{pool.hardware_key} profile '{profile.model}' {name}: {message} (within the input-length range "
                 f"{lengths.lower_tokens:,.0f}-{lengths.upper_tokens:,.0f} tokens); adjust its points or fit_degree",
             )
+
+
+def _named(name: str, dirs: tuple[str, ...], what: str, option: str) -> Path:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    for sub in dirs:
+        candidate = builtin_root() / sub / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for sub in dirs for p in (builtin_root() / sub).glob("*.yaml")})
+    raise InputError(
+        Problem(field=option, message=f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
+    )
+
+
+def load_named_model(name: str) -> ModelCard:
+    """A model card by file path or built-in name (``workloads/models/NAME.yaml``)."""
+    path = _named(name, ("workloads/models",), "model card", "--model")
+    return load_model_card(path, _display(path))
+
+
+def load_named_hardware(name: str) -> HardwareProfile:
+    """A hardware profile by file path or built-in name (``hardware_profiles/NAME.yaml``)."""
+    return load_hardware(_named(name, ("hardware_profiles",), "hardware profile", "--hardware"))
+
+
+def pool_for(model: str, hardware: str, gpus: int, method: str) -> tuple[Pool, ModelCard]:
+    """A one-instance pool of ``hardware`` x ``gpus`` for ``model`` costed by ``method`` (command-line use).
+
+    ``calibrated`` fits the roofline to the hardware file's own measured prefill points for the model.
+    """
+    if method not in POOL_METHODS:
+        raise InputError(Problem(field="--method", message=f"must be one of {', '.join(POOL_METHODS)}, got '{method}'"))
+    card = load_named_model(model)
+    profile_file = load_named_hardware(hardware)
+    profile = profile_file.find(card.key, gpus)
+    if method == "measured" and (profile is None or profile.kv_cache is None):
+        raise InputError(
+            Problem(
+                file=profile_file.file,
+                field="profiles",
+                message=f"no measured prefill and kv_cache points for model '{card.key}' on {gpus} GPUs",
+            )
+        )
+    if method != "measured" and card.architecture is None:
+        raise InputError(Problem(field="--model", message=f"model card '{card.key}' has no architecture section"))
+    calibration = None
+    if method == "calibrated":
+        calibration = next((p for p in profile_file.profiles if p.model == card.key), None)
+        if calibration is None:
+            raise InputError(
+                Problem(
+                    file=profile_file.file,
+                    field="profiles",
+                    message=f"no measured points for model '{card.key}' to calibrate the roofline against",
+                )
+            )
+    pool = Pool(
+        hardware_key=profile_file.accelerator.key,
+        accelerator=profile_file.accelerator,
+        gpus_per_instance=gpus,
+        instances=1,
+        profile=profile,
+        method=method,
+        calibration=calibration,
+        calibration_accelerator=profile_file.accelerator if calibration else None,
+    )
+    return pool, card
 
 
 def resolve_scenario_path(name: str | None) -> Path:
@@ -414,11 +549,9 @@ def load_scenario(path: Path) -> Scenario:
     ttft_p90 = slo_sec.number("ttft_p90_s", gt=0)
     first_step = slo_sec.boolean("ttft_includes_first_decode_step", default=False)
     deployment = root.sub("deployment", required=("prfaas", "local", "link"))
-    pool_keys = ("hardware", "gpus_per_instance", "instances")
-    model_key = model.key if model is not None else None
-    prfaas = _pool(deployment.sub("prfaas", required=pool_keys), base, model_key, role="prfaas")
-    local_sec = deployment.sub("local", required=pool_keys, optional=("kv_transfer_gbit_per_s",))
-    local = _pool(local_sec, base, model_key, role="local")
+    prfaas = _pool(deployment.sub("prfaas", required=_POOL_KEYS, optional=_POOL_OPTIONAL), base, model, role="prfaas")
+    local_sec = deployment.sub("local", required=_POOL_KEYS, optional=(*_POOL_OPTIONAL, "kv_transfer_gbit_per_s"))
+    local = _pool(local_sec, base, model, role="local")
     rdma = local_sec.number("kv_transfer_gbit_per_s", gt=0)
     if local is not None and rdma is not None:
         local = replace(local, kv_transfer_bytes_per_s=rdma * GBIT_PER_S)

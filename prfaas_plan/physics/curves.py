@@ -123,3 +123,69 @@ def shape_problems(curve: PolyCurve, lower_tokens: float, upper_tokens: float) -
         where = float(grid[np.argmax(slope < -1e-9 * scale)])
         problems.append(f"the fitted curve decreases with length near {where:,.0f} tokens")
     return problems
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TabulatedCurve:
+    """y(l) piecewise linear between knots (tokens), constant-slope extrapolation beyond the end knots.
+
+    Used for curves computed rather than fitted (roofline prefill times, KV sizes with sliding windows).
+    Expectations are exact for the piecewise-linear curve: on each segment y = α + β·l, so
+    E[y^p; segment] expands into the distribution's partial moments of order <= 2p.
+    """
+
+    knots_tokens: tuple[float, ...]
+    knot_values: tuple[float, ...]
+    provenance: Provenance
+    source: str
+
+    def _segments(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        x = np.asarray(self.knots_tokens, dtype=np.float64)
+        y = np.asarray(self.knot_values, dtype=np.float64)
+        slope = np.diff(y) / np.diff(x)
+        intercept = y[:-1] - slope * x[:-1]
+        return x, intercept, slope
+
+    def __call__(self, length_tokens: ArrayLike) -> NDArray[np.float64]:
+        """Evaluate at one or many lengths (linear extrapolation outside the knots)."""
+        x, intercept, slope = self._segments()
+        at = np.asarray(length_tokens, dtype=np.float64)
+        i = np.clip(np.searchsorted(x, at, side="right") - 1, 0, slope.size - 1)
+        return np.asarray(intercept[i] + slope[i] * at, dtype=np.float64)
+
+    def expect(
+        self, lengths: LengthDistribution, lower: ArrayLike, upper: ArrayLike, power: int = 1
+    ) -> NDArray[np.float64]:
+        """E[y(L)^power * 1{lower < L <= upper}] (power 1 or 2), exact for the piecewise-linear curve."""
+        if power not in (1, 2):
+            raise ValueError(f"power must be 1 or 2, got {power}")
+        x, intercept, slope = self._segments()
+        a = np.asarray(lower, dtype=np.float64)[..., None]
+        b = np.asarray(upper, dtype=np.float64)[..., None]
+        edges_lo = np.concatenate(([-np.inf], x[1:-1]))
+        edges_hi = np.concatenate((x[1:-1], [np.inf]))
+        seg_lo = np.maximum(a, edges_lo)
+        seg_hi = np.minimum(b, edges_hi)
+        m0 = np.asarray(lengths.partial_moment(0, seg_lo, seg_hi), dtype=np.float64)
+        m1 = np.asarray(lengths.partial_moment(1, seg_lo, seg_hi), dtype=np.float64)
+        if power == 1:
+            parts = intercept * m0 + slope * m1
+        else:
+            m2 = np.asarray(lengths.partial_moment(2, seg_lo, seg_hi), dtype=np.float64)
+            parts = intercept**2 * m0 + 2 * intercept * slope * m1 + slope**2 * m2
+        return np.asarray(np.sum(parts, axis=-1), dtype=np.float64)
+
+    def derivative(self, length_tokens: ArrayLike) -> NDArray[np.float64]:
+        """Slope of the segment containing each length."""
+        x, _, slope = self._segments()
+        at = np.asarray(length_tokens, dtype=np.float64)
+        return np.asarray(slope[np.clip(np.searchsorted(x, at, side="right") - 1, 0, slope.size - 1)])
+
+    def describe(self, unit: str) -> str:
+        """Human form: the knot count and range."""
+        lo, hi = self.knots_tokens[0], self.knots_tokens[-1]
+        return f"piecewise linear over {len(self.knots_tokens)} knots, {lo:,.0f}-{hi:,.0f} tokens ({unit})"
+
+
+#: What the stage model needs of a curve: evaluation and closed-form expectations.
+Curve = PolyCurve | TabulatedCurve

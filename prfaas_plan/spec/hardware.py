@@ -76,3 +76,22 @@ class HardwareProfile:
             if profile.model == model and profile.gpus_per_instance == gpus_per_instance:
                 return profile
         return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RooflineParams:
+    """Achieved fractions of peak and the fixed per-pass overhead.
+
+    Defaults: e_c = 0.6 and e_m = 0.8 are the typical sustained fractions of dense tensor peak and HBM
+    bandwidth for large GEMMs and streaming reads on Hopper-class parts (aiconfigurator's H200 system file
+    scales memory bandwidth by 0.8; shared/reference/peers.md §1.1); e_n = 0.7 for NCCL ring all-reduce
+    bus bandwidth against the NVLink figure; overhead 0 (measured single-request latencies carry a large
+    fixed part, about 0.35-0.45 s on the paper's setup, which only a calibration can supply). Assumed, not
+    measured: calibrate them where measured points exist.
+    """
+
+    compute_efficiency: float = 0.6
+    memory_efficiency: float = 0.8
+    communication_efficiency: float = 0.7
+    overhead_s: float = 0.0
+    source: str = "assumed defaults (see RooflineParams docstring)"

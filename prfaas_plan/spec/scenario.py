@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.spec.hardware import Accelerator, InstanceProfile
+from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 
@@ -55,15 +55,28 @@ class Slo:
     ttft_includes_first_decode_step: bool = False
 
 
+POOL_METHODS = ("measured", "calibrated", "roofline")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pool:
-    """A cluster of identical instances of one accelerator, with the profile of the model on them."""
+    """A cluster of identical instances of one accelerator, and how the model's costs on it are obtained.
+
+    ``method``: ``measured`` (the profile's points), ``roofline`` (from the model card's architecture and the
+    datasheet with ``roofline`` parameters) or ``calibrated`` (roofline with efficiencies fitted to the
+    measured prefill points of ``calibration`` on ``calibration_accelerator``, which may be another pool's
+    hardware). ``profile`` holds measured points when the hardware file has them for this model.
+    """
 
     hardware_key: str
     accelerator: Accelerator
     gpus_per_instance: int
     instances: int
-    profile: InstanceProfile
+    profile: InstanceProfile | None
+    method: str = "measured"
+    roofline: RooflineParams = field(default_factory=RooflineParams)
+    calibration: InstanceProfile | None = None
+    calibration_accelerator: Accelerator | None = None
     #: Per-instance bandwidth of the intra-cluster KV transfer (RDMA), bytes/s; None = not modelled (the
     #: paper's Eq. 4 assumes it never binds and its TTFT figures omit it).
     kv_transfer_bytes_per_s: float | None = None

@@ -1,0 +1,47 @@
+"""``prfaas-plan kv``: KV size, prefill time and KV throughput per length (the paper's Table 3 layout)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.cli.common import emit, handled
+
+_DEFAULT_LENGTHS = [1_000, 8_000, 32_000, 128_000]
+
+
+def kv(
+    model: Annotated[str, typer.Option("--model", help="Model card name (workloads/models/NAME.yaml) or path.")],
+    hardware: Annotated[str, typer.Option("--hardware", help="Hardware profile name or path.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per instance.", min=1)] = 8,
+    length: Annotated[
+        list[int] | None, typer.Option("--length", help="Uncached input length in tokens (repeatable).", min=1)
+    ] = None,
+    method: Annotated[
+        str,
+        typer.Option("--method", help="roofline (datasheet), calibrated (fitted to measured points) or measured."),
+    ] = "roofline",
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """S_kv, T_prefill and Φ_kv = S_kv / T_prefill of one instance at each length.
+
+    Example: prfaas-plan kv --model minimax-m2.5 --hardware h200 --length 32000 --length 128000
+    """
+    from prfaas_plan.io.report import kv_rows_to_dict
+    from prfaas_plan.io.scenario import pool_for
+
+    with handled():
+        pool, card = pool_for(model, hardware, gpus, method)
+        from prfaas_plan.physics.derived import kv_rows
+
+        rows = kv_rows(pool, card, tuple(float(v) for v in (length or _DEFAULT_LENGTHS)))
+        payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.render import console, kv_table
+
+    out = console()
+    out.print(kv_table(payload))
+    out.print(f"source: {rows[0].source}", style="dim")
