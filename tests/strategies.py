@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
 from prfaas_plan.lengths import TruncatedLogNormal
 from prfaas_plan.physics.curves import PolyCurve
+from prfaas_plan.spec.model import Architecture, Attention, Dtypes, Ffn, LayerGroup
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S, MIB
 
@@ -71,4 +74,112 @@ def stage_models() -> st.SearchStrategy[StageModel]:
         st.floats(1.0, 400.0),
         st.integers(1, 8),
         st.integers(2, 16),
+    )
+
+
+def loaded_stage_models() -> st.SearchStrategy[StageModel]:
+    """Stage models with every latency setting drawn: transfer after the prefill or layer-wise, an
+    intra-cluster KV bandwidth of 50-800 Gbit/s or none, the first decode step counted or not, and arrival
+    SCV 0.25-4 (1 = Poisson)."""
+    return st.builds(
+        lambda model, transfer, rdma, first_step, scv: replace(
+            model,
+            transfer=transfer,
+            local_kv_transfer_bytes_per_s=None if rdma is None else rdma * GBIT_PER_S,
+            ttft_includes_first_decode_step=first_step,
+            interarrival_scv=scv,
+        ),
+        stage_models(),
+        st.sampled_from(["after_prefill", "layerwise"]),
+        st.one_of(st.none(), st.floats(50.0, 800.0)),
+        st.booleans(),
+        st.floats(0.25, 4.0),
+    )
+
+
+def attentions() -> st.SearchStrategy[Attention]:
+    """One attention block of any kind with small, valid shapes."""
+    gqa = st.builds(
+        lambda kv, group, dk, dv: Attention(kind="gqa", heads=kv * group, kv_heads=kv, head_dim=dk, v_head_dim=dv),
+        st.integers(1, 8),
+        st.integers(1, 8),
+        st.sampled_from([32, 64, 128]),
+        st.sampled_from([32, 64, 128]),
+    )
+    swa = st.builds(
+        lambda kv, group, dk, window: Attention(
+            kind="swa", heads=kv * group, kv_heads=kv, head_dim=dk, v_head_dim=dk, window=window
+        ),
+        st.integers(1, 8),
+        st.integers(1, 4),
+        st.sampled_from([64, 128]),
+        st.integers(16, 4096),
+    )
+    mla = st.builds(
+        lambda heads, q_rank, rank, nope, rope, dv: Attention(
+            kind="mla",
+            heads=heads,
+            q_lora_rank=q_rank,
+            kv_lora_rank=rank,
+            qk_nope_head_dim=nope,
+            qk_rope_head_dim=rope,
+            v_head_dim=dv,
+        ),
+        st.integers(1, 32),
+        st.sampled_from([0, 256, 1536]),
+        st.sampled_from([128, 512]),
+        st.sampled_from([64, 128]),
+        st.sampled_from([32, 64]),
+        st.sampled_from([64, 128]),
+    )
+    linear = st.builds(
+        lambda kh, group, dk, dv, kernel: Attention(
+            kind="linear", heads=kh * group, key_heads=kh, key_head_dim=dk, value_head_dim=dv, conv_kernel=kernel
+        ),
+        st.integers(1, 16),
+        st.integers(1, 4),
+        st.sampled_from([64, 128]),
+        st.sampled_from([64, 128]),
+        st.integers(2, 4),
+    )
+    return st.one_of(gqa, swa, mla, linear)
+
+
+def ffns() -> st.SearchStrategy[Ffn]:
+    """A dense FFN or a mixture of experts (with or without shared experts)."""
+    dense = st.builds(lambda i: Ffn(kind="dense", intermediate=i), st.integers(256, 16384))
+    moe = st.builds(
+        lambda experts, active, inter, shared: Ffn(
+            kind="moe",
+            experts=experts,
+            active_experts=min(active, experts),
+            expert_intermediate=inter,
+            shared_experts=shared,
+            shared_intermediate=inter if shared else 0,
+        ),
+        st.integers(2, 256),
+        st.integers(1, 8),
+        st.integers(128, 2048),
+        st.integers(0, 1),
+    )
+    return st.one_of(dense, moe)
+
+
+def architectures() -> st.SearchStrategy[Architecture]:
+    """Decoder models of 1-3 layer groups of any attention and FFN kind, in bf16 or fp8."""
+    groups = st.lists(
+        st.builds(
+            lambda n, att, ffn: LayerGroup(count=n, attention=att, ffn=ffn), st.integers(1, 40), attentions(), ffns()
+        ),
+        min_size=1,
+        max_size=3,
+    )
+    return st.builds(
+        lambda hidden, vocab, layers, weights: Architecture(
+            hidden_size=hidden, vocab_size=vocab, layers=tuple(layers), dtypes=Dtypes(weights=weights)
+        ),
+        st.sampled_from([512, 1024, 2048, 4096, 7168]),
+        st.integers(1000, 200_000),
+        groups,
+        st.sampled_from(["bf16", "fp8"]),
     )

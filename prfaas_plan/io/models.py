@@ -51,8 +51,15 @@ def _kind_section(
     if not parent.has(key):
         return None, {}, Section(parent.checker, (*parent.path, key), None, dead=True)
     kind_value = raw.get("kind") if isinstance(raw, dict) else None
-    required, optional = fields.get(str(kind_value), ((), ()))
-    sec = parent.sub(key, required=("kind", *required), optional=optional)
+    if str(kind_value) in fields:
+        required, optional = fields[str(kind_value)]
+        sec = parent.sub(key, required=("kind", *required), optional=optional)
+    else:
+        # Unknown kind: report the kind once, not every shape field as an unknown key.
+        every = tuple(sorted({f for req, opt in fields.values() for f in (*req, *opt)}))
+        sec = parent.sub(key, required=("kind",), optional=every)
+        sec.string("kind", choices=kinds)
+        return None, {}, sec
     kind = sec.string("kind", choices=kinds)
     values: dict[str, int] = {}
     if kind is None:

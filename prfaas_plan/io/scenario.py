@@ -300,7 +300,14 @@ def _resolve(
 
 _POOL_KEYS = ("hardware", "gpus_per_instance", "instances")
 _POOL_OPTIONAL = ("method", "calibrate_from", "roofline")
-_ROOFLINE_KEYS = ("compute_efficiency", "memory_efficiency", "communication_efficiency", "overhead_s", "source")
+_ROOFLINE_KEYS = (
+    "compute_efficiency",
+    "memory_efficiency",
+    "communication_efficiency",
+    "overhead_s",
+    "decode_step_overhead_s",
+    "source",
+)
 
 
 def _roofline_params(sec: Section) -> RooflineParams:
@@ -313,10 +320,11 @@ def _roofline_params(sec: Section) -> RooflineParams:
         for key in ("compute_efficiency", "memory_efficiency", "communication_efficiency")
     }
     overhead = r.number("overhead_s", ge=0, default=default.overhead_s)
+    step = r.number("decode_step_overhead_s", ge=0, default=default.decode_step_overhead_s)
     source = r.string("source", default="scenario roofline overrides")
-    if None in values.values() or overhead is None:
+    if None in values.values() or overhead is None or step is None:
         return default
-    return RooflineParams(overhead_s=overhead, source=str(source), **values)  # type: ignore[arg-type]
+    return RooflineParams(overhead_s=overhead, decode_step_overhead_s=step, source=str(source), **values)  # type: ignore[arg-type]
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:

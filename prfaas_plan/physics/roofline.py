@@ -56,7 +56,8 @@ class Instance:
 
 
 def compute_dtype(arch: Architecture) -> str:
-    """The matmul dtype implied by the weights: fp8/fp4 checkpoints run their GEMMs at that rate."""
+    """The matmul dtype implied by the weights: fp8/fp4 checkpoints run their GEMMs at that rate; int4 (and
+    int8) weight-only checkpoints dequantise to bf16 and run at the bf16 rate."""
     return arch.dtypes.weights if arch.dtypes.weights in ("fp8", "fp4") else "bf16"
 
 
@@ -84,9 +85,18 @@ def communication_s(arch: Architecture, instance: Instance, tokens: Array, param
 
 
 def roofline_time(
-    ops: list[Op], arch: Architecture, instance: Instance, params: RooflineParams, tokens: Array
+    ops: list[Op],
+    arch: Architecture,
+    instance: Instance,
+    params: RooflineParams,
+    tokens: Array,
+    *,
+    overhead_s: float | None = None,
 ) -> RooflineTime:
-    """Price ``ops`` (from physics.ops.forward_ops) on ``instance`` (module docstring)."""
+    """Price ``ops`` (from physics.ops.forward_ops) on ``instance`` (module docstring). The fixed overhead is
+    ``params.overhead_s`` (per prefill request) unless ``overhead_s`` is given (a decode step passes
+    ``params.decode_step_overhead_s``)."""
+    overhead = params.overhead_s if overhead_s is None else overhead_s
     flops_rate = instance.flop_per_s(compute_dtype(arch)) * params.compute_efficiency
     bytes_rate = instance.bytes_per_s * params.memory_efficiency
     compute = [op.matmul_flops / flops_rate for op in ops]
@@ -94,9 +104,9 @@ def roofline_time(
     per_op = np.sum(np.broadcast_arrays(*(np.maximum(c, m) for c, m in zip(compute, memory, strict=True))), axis=0)
     comm = communication_s(arch, instance, tokens, params)
     return RooflineTime(
-        total_s=np.asarray(params.overhead_s + per_op + comm, dtype=np.float64),
+        total_s=np.asarray(overhead + per_op + comm, dtype=np.float64),
         compute_bound_s=np.asarray(np.sum(np.broadcast_arrays(*compute), axis=0), dtype=np.float64),
         memory_bound_s=np.asarray(np.sum(np.broadcast_arrays(*memory), axis=0), dtype=np.float64),
         communication_s=comm,
-        overhead_s=params.overhead_s,
+        overhead_s=overhead,
     )

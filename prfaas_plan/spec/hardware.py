@@ -88,10 +88,15 @@ class RooflineParams:
     bus bandwidth against the NVLink figure; overhead 0 (measured single-request latencies carry a large
     fixed part, about 0.35-0.45 s on the paper's setup, which only a calibration can supply). Assumed, not
     measured: calibrate them where measured points exist.
+
+    ``overhead_s`` is charged once per prefill request (scheduling, launch, sampling: what the paper's 1K
+    latencies mostly are); ``decode_step_overhead_s`` once per decode step (a CUDA-graph replay costs tens of
+    microseconds; 0 by default). A calibration on prefill points fits the first, never the second.
     """
 
     compute_efficiency: float = 0.6
     memory_efficiency: float = 0.8
     communication_efficiency: float = 0.7
     overhead_s: float = 0.0
+    decode_step_overhead_s: float = 0.0
     source: str = "assumed defaults (see RooflineParams docstring)"
