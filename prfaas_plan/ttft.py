@@ -7,94 +7,346 @@ requests):
     TTFT(l) = T_prfaas(l) + S_kv(l) / B_link     for l > t (offloaded; the whole link, no sharing)
     TTFT(l) = T_local(l)                          for l <= t (the intra-cluster RDMA transfer is neglected)
 
-This is NOT a latency under load: no request waits. Queueing delay is a separate capability; every
-output labels these figures "unloaded".
+Scenario settings change the route curves (the defaults are the paper's, above):
+
+- ``transfer = "layerwise"``: the transfer is pipelined with the prefill layer by layer, so only the part
+  that outlasts the prefill is visible: T_prfaas(l) + max(0, S_kv(l)/B - T_prfaas(l)) = max(T_prfaas, S_kv/B);
+- ``local_kv_transfer_bytes_per_s`` (b) given: local requests add the intra-cluster transfer S_kv(l)/b;
+- ``ttft_includes_first_decode_step``: both routes add one decode step T_decode.
+
+This is NOT a latency under load: no request waits. ``prfaas_plan.latency`` adds the queueing delays to
+these same curves (its ``link_stretch`` argument is how sharing the link lengthens a transfer); every
+output labels the figures here "unloaded".
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.physics.curves import PolyCurve
+from prfaas_plan.physics.curves import Curve
+from prfaas_plan.throughput import StageModel
 
-# Route latencies are tabulated on this many lengths to invert them; both are smooth and increasing,
-# so linear interpolation on a grid this fine is accurate to far below a millisecond.
-_GRID_POINTS = 4097
-_BRACKET_PASSES = 3
-_QUANTILE = 0.9
+Array = NDArray[np.float64]
+
+# The inverse of a route curve: the curve is tabulated on this many lengths to bracket the answer in one
+# cell, then safeguarded regula falsi (Illinois) narrows it until the bracket is 1e-12 of the range or the
+# latency at its lower end is within 1e-12 s (relative) of the target (an error far below one token);
+# smooth curves need a few steps, the cap is a guard.
+_INVERSE_NODES = 65
+_INVERSE_RTOL = 1e-12
+_INVERSE_MAX_STEPS = 100
+# Sign changes of S/B - T_prefill (layer-wise transfer) are located on this grid, then by bisection.
+_CROSSING_GRID = 1025
+_CROSSING_STEPS = 60
+# Quantiles are bracketed by nested grids: each pass divides the bracket into 32 parts, so 7 passes
+# narrow it by 32^7 ~ 3e10 (a few nanoseconds on a minute-wide bracket).
+_QUANTILE_POINTS = 33
+_QUANTILE_PASSES = 7
+#: The percentile levels reported for TTFT.
+TTFT_LEVELS = (0.5, 0.9, 0.99)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnloadedTtft:
-    """Mean and a percentile of TTFT over requests with no queueing, seconds."""
+    """Mean and percentiles (P50, P90, P99) of TTFT over requests with no queueing, seconds."""
 
     mean_s: float
+    p50_s: float
     p90_s: float
+    p99_s: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteLatency:
-    """The unloaded TTFT curves of the two routes; ``offload_*`` may be None when nothing is offloaded."""
+    """The zero-load TTFT curves of the two routes, seconds as a function of the uncached length (tokens).
 
-    local_prefill: PolyCurve
-    offload_prefill: PolyCurve | None = None
-    offload_kv_bytes: PolyCurve | None = None
+    ``offload_*`` may be None when nothing is offloaded. ``offload_kv_bytes`` is the model's KV size S_kv(l);
+    the intra-cluster transfer of local requests uses the same curve (the cache does not depend on where it
+    was computed). Every curve must be non-decreasing in l (the loader checks fitted profiles), so each
+    route's TTFT is too, and its inverse is well defined.
+    """
+
+    local_prefill: Curve
+    offload_prefill: Curve | None = None
+    offload_kv_bytes: Curve | None = None
     link_bandwidth_bytes_per_s: float = 1.0
+    #: "after_prefill" (the paper's figures) or "layerwise" (see the module docstring).
+    transfer: str = "after_prefill"
+    #: Per-instance intra-cluster KV bandwidth b of the local pool, bytes/s; None = the transfer is neglected.
+    local_kv_transfer_bytes_per_s: float | None = None
+    #: Added to every request's TTFT: one decode step when the scenario counts it, else 0 (s).
+    first_decode_step_s: float = 0.0
 
-    def offload_s(self, length_tokens: np.ndarray) -> np.ndarray:
-        """T_prfaas(l) + S_kv(l) / B for offloaded requests, seconds."""
-        assert self.offload_prefill is not None and self.offload_kv_bytes is not None
-        return self.offload_prefill(length_tokens) + self.offload_kv_bytes(length_tokens) / (
-            self.link_bandwidth_bytes_per_s
+    def __post_init__(self) -> None:
+        if self.transfer not in ("after_prefill", "layerwise"):
+            raise ValueError(f"transfer must be 'after_prefill' or 'layerwise', got {self.transfer!r}")
+
+    def transfer_s(self, length_tokens: ArrayLike, link_stretch: ArrayLike = 1.0) -> Array:
+        """Cross-datacenter transfer time κ · S_kv(l) / B (s); κ >= 1 is how link sharing lengthens it."""
+        assert self.offload_kv_bytes is not None
+        return np.asarray(link_stretch, dtype=np.float64) * (
+            self.offload_kv_bytes(length_tokens) / self.link_bandwidth_bytes_per_s
         )
 
+    def offload_s(self, length_tokens: ArrayLike, link_stretch: ArrayLike = 1.0) -> Array:
+        """TTFT of an offloaded request with no waiting (s): T_prfaas(l) + κ S_kv(l)/B after the prefill, or
+        max(T_prfaas(l), κ S_kv(l)/B) layer-wise; plus the first decode step where it counts."""
+        assert self.offload_prefill is not None
+        prefill = self.offload_prefill(length_tokens)
+        transfer = self.transfer_s(length_tokens, link_stretch)
+        visible = prefill + transfer if self.transfer == "after_prefill" else np.maximum(prefill, transfer)
+        return np.asarray(visible + self.first_decode_step_s, dtype=np.float64)
 
-def _mean(lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float) -> float:
+    def local_s(self, length_tokens: ArrayLike) -> Array:
+        """TTFT of a local request with no waiting (s): T_local(l) [+ S_kv(l)/b] [+ the first decode step]."""
+        total = self.local_prefill(length_tokens)
+        if self.local_kv_transfer_bytes_per_s is not None:
+            assert self.offload_kv_bytes is not None
+            total = total + self.offload_kv_bytes(length_tokens) / self.local_kv_transfer_bytes_per_s
+        return np.asarray(total + self.first_decode_step_s, dtype=np.float64)
+
+
+def route_latency(model: StageModel) -> RouteLatency:
+    """The route curves of a stage model, with its transfer mode, intra-cluster bandwidth and first-step setting."""
+    return RouteLatency(
+        local_prefill=model.local_prefill,
+        offload_prefill=model.prfaas_prefill,
+        offload_kv_bytes=model.kv_bytes,
+        link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+        transfer=model.transfer,
+        local_kv_transfer_bytes_per_s=model.local_kv_transfer_bytes_per_s,
+        first_decode_step_s=model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0,
+    )
+
+
+def _crossing(f: Callable[[float], float], left: float, right: float) -> float:
+    """A point where the continuous f changes sign inside [left, right] (bisection; f(left), f(right) differ)."""
+    positive_left = f(left) > 0.0
+    for _ in range(_CROSSING_STEPS):
+        mid = 0.5 * (left + right)
+        if (f(mid) > 0.0) == positive_left:
+            left = mid
+        else:
+            right = mid
+    return 0.5 * (left + right)
+
+
+def _layerwise_excess_s(
+    lengths: LengthDistribution, route: RouteLatency, lower: float, upper: float, link_stretch: float
+) -> float:
+    """E[max(0, κ S_kv(L)/B - T_prfaas(L)); lower < L <= upper] (s): the visible part of a layer-wise transfer.
+
+    The set where the transfer outlasts the prefill is a union of intervals, located on a grid and refined
+    by bisection; on each the expectation is the difference of the two curves' closed-form expectations.
+    """
+    assert route.offload_prefill is not None and route.offload_kv_bytes is not None
+    prefill, kv = route.offload_prefill, route.offload_kv_bytes
+    scale = link_stretch / route.link_bandwidth_bytes_per_s
+
+    def excess(length: float) -> float:
+        return float(scale * kv(length) - prefill(length))
+
+    grid = np.linspace(max(lower, lengths.lower_tokens), upper, _CROSSING_GRID)
+    positive = scale * kv(grid) - prefill(grid) > 0.0
+    if not np.any(positive):
+        return 0.0
+    edges = np.flatnonzero(np.diff(positive.astype(np.int8)))
+    starts = ([0] if positive[0] else []) + [int(i) + 1 for i in edges if not positive[i]]
+    ends = [int(i) for i in edges if positive[i]] + ([grid.size - 1] if positive[-1] else [])
+    total = 0.0
+    for i, j in zip(starts, ends, strict=True):
+        a = lower if i == 0 else _crossing(excess, float(grid[i - 1]), float(grid[i]))
+        b = upper if j == grid.size - 1 else _crossing(excess, float(grid[j]), float(grid[j + 1]))
+        total += scale * float(kv.expect(lengths, a, b)) - float(prefill.expect(lengths, a, b))
+    return max(total, 0.0)
+
+
+def route_mean_s(
+    lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float, link_stretch: float = 1.0
+) -> tuple[float, float]:
+    """E[TTFT; local] and E[TTFT; offloaded] with no waiting (s), each weighted by its route's probability.
+
+    Their sum is the mean over all requests. Closed form from the curves' partial expectations; the
+    layer-wise transfer adds E[max(0, κ S/B - T_prfaas)] over the intervals where the transfer is longer.
+    """
     lo, hi = lengths.lower_tokens, lengths.upper_tokens
-    total = float(route.local_prefill.expect(lengths, lo - 1.0, threshold_tokens)) if threshold_tokens >= lo else 0.0
+    below = lo - 1.0
+    local = 0.0
+    if threshold_tokens >= lo:
+        local = float(route.local_prefill.expect(lengths, below, threshold_tokens))
+        if route.local_kv_transfer_bytes_per_s is not None:
+            assert route.offload_kv_bytes is not None
+            kv_local = float(route.offload_kv_bytes.expect(lengths, below, threshold_tokens))
+            local += kv_local / route.local_kv_transfer_bytes_per_s
+        if route.first_decode_step_s:
+            local += route.first_decode_step_s * float(lengths.partial_moment(0, below, threshold_tokens))
+    offload = 0.0
     if threshold_tokens < hi:
         assert route.offload_prefill is not None and route.offload_kv_bytes is not None
-        t = max(threshold_tokens, lo - 1.0)
-        total += float(route.offload_prefill.expect(lengths, t, hi))
-        total += float(route.offload_kv_bytes.expect(lengths, t, hi)) / route.link_bandwidth_bytes_per_s
-    return total
+        t = max(threshold_tokens, below)
+        offload = float(route.offload_prefill.expect(lengths, t, hi))
+        if route.transfer == "after_prefill":
+            offload += link_stretch * (
+                float(route.offload_kv_bytes.expect(lengths, t, hi)) / route.link_bandwidth_bytes_per_s
+            )
+        else:
+            offload += _layerwise_excess_s(lengths, route, t, hi, link_stretch)
+        if route.first_decode_step_s:
+            offload += route.first_decode_step_s * float(lengths.partial_moment(0, t, hi))
+    return local, offload
+
+
+def largest_length_within(latency_s: Callable[[Array], Array], x_s: Array, lower: float, upper: float) -> Array:
+    """sup{l in [lower, upper] : latency(l) <= x} elementwise for a continuous non-decreasing curve (tokens).
+
+    ``lower - 1`` where even ``latency(lower) > x`` (no length qualifies). ``latency_s`` maps lengths of any
+    shape that broadcasts with ``x_s`` (a leading axis is added for the nodes) to latencies. The curve is
+    tabulated on 65 lengths, which brackets each answer in one cell; regula falsi with the Illinois
+    modification (Dowell & Jarratt 1971) then narrows the cell, keeping latency(low) <= x < latency(high);
+    a step that would leave the cell is replaced by bisection. Returns ``low`` once the bracket is 1e-12 of
+    the range or latency(low) is within 1e-12 (relative) of x.
+    """
+    x = np.asarray(x_s, dtype=np.float64)
+    nodes = np.linspace(float(lower), float(upper), _INVERSE_NODES)
+    table = np.broadcast_to(latency_s(nodes.reshape((-1,) + (1,) * x.ndim)), (nodes.size, *x.shape))
+    count = np.sum(table <= x, axis=0)
+    fits_all = count == nodes.size
+    fits_none = count == 0
+    cell = np.clip(count - 1, 0, nodes.size - 2)[None, ...]
+    low = nodes[cell[0]]
+    high = nodes[cell[0] + 1]
+    f_low = np.take_along_axis(table, cell, axis=0)[0] - x
+    f_high = np.take_along_axis(table, cell + 1, axis=0)[0] - x
+    tolerance = _INVERSE_RTOL * max(float(upper) - float(lower), 1.0)
+    latency_tolerance = _INVERSE_RTOL * np.maximum(np.abs(x), 1.0)
+    pending = ~(fits_all | fits_none)
+    last_side = np.zeros(x.shape, dtype=np.int8)
+    for _ in range(_INVERSE_MAX_STEPS):
+        # An element stops as soon as it has converged, so its answer never depends on the other elements.
+        pending &= (high - low > tolerance) & (-f_low > latency_tolerance)
+        if not np.any(pending):
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            trial = low - f_low * (high - low) / (f_high - f_low)
+        trial = np.where((trial > low) & (trial < high), trial, 0.5 * (low + high))
+        f_trial = latency_s(trial) - x
+        to_low = pending & (f_trial <= 0.0)
+        to_high = pending & ~(f_trial <= 0.0)
+        low = np.where(to_low, trial, low)
+        f_low = np.where(to_low, f_trial, f_low)
+        high = np.where(to_high, trial, high)
+        f_high = np.where(to_high, f_trial, f_high)
+        # Illinois: an endpoint kept twice in a row has its function value halved (signs are preserved).
+        side = np.where(to_low, 1, np.where(to_high, -1, 0)).astype(np.int8)
+        f_high = np.where((side == 1) & (last_side == 1), 0.5 * f_high, f_high)
+        f_low = np.where((side == -1) & (last_side == -1), 0.5 * f_low, f_low)
+        last_side = side
+    return np.where(fits_all, float(upper), np.where(fits_none, float(lower) - 1.0, low))
+
+
+def local_mass_below(
+    lengths: LengthDistribution, route: RouteLatency, threshold_tokens: ArrayLike, x_s: ArrayLike
+) -> Array:
+    """P(TTFT <= x, local) = P(L <= min(t, TTFT_local^-1(x))) with no waiting, elementwise (broadcast)."""
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    t = np.asarray(threshold_tokens, dtype=np.float64)
+    x = np.asarray(x_s, dtype=np.float64)
+    shape = np.broadcast_shapes(x.shape, t.shape)
+    if not np.any(t >= lo):
+        return np.zeros(shape)
+    l_star = np.minimum(t, largest_length_within(route.local_s, np.broadcast_to(x, shape), lo, hi))
+    return np.asarray(np.where(l_star >= lo, lengths.cdf(l_star), 0.0), dtype=np.float64)
+
+
+def offload_mass_below(
+    lengths: LengthDistribution,
+    route: RouteLatency,
+    threshold_tokens: ArrayLike,
+    x_s: ArrayLike,
+    link_stretch: ArrayLike = 1.0,
+) -> Array:
+    """P(TTFT <= x, offloaded) = P(t < L <= TTFT_offload^-1(x)) with no waiting, elementwise (broadcast)."""
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    t = np.asarray(threshold_tokens, dtype=np.float64)
+    stretch = np.asarray(link_stretch, dtype=np.float64)
+    x = np.asarray(x_s, dtype=np.float64)
+    shape = np.broadcast_shapes(x.shape, t.shape, stretch.shape)
+    if not np.any(t < hi):
+        return np.zeros(shape)
+    l_star = largest_length_within(lambda length: route.offload_s(length, stretch), np.broadcast_to(x, shape), lo, hi)
+    mass = np.asarray(lengths.cdf(l_star)) - np.asarray(lengths.cdf(t))
+    return np.asarray(np.where(l_star > t, mass, 0.0), dtype=np.float64)
+
+
+def route_mass_below(
+    lengths: LengthDistribution,
+    route: RouteLatency,
+    threshold_tokens: ArrayLike,
+    x_s: ArrayLike,
+    link_stretch: ArrayLike = 1.0,
+) -> tuple[Array, Array]:
+    """P(TTFT <= x, local) and P(TTFT <= x, offloaded) with no waiting, elementwise (broadcast arguments).
+
+    Both route curves are non-decreasing in l, so each inverse is a bracketed root (``largest_length_within``).
+    """
+    local = local_mass_below(lengths, route, threshold_tokens, x_s)
+    offload = offload_mass_below(lengths, route, threshold_tokens, x_s, link_stretch)
+    return local, offload
+
+
+def ttft_bracket(
+    lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float, link_stretch: float = 1.0
+) -> tuple[float, float]:
+    """The smallest and largest zero-wait TTFT over the length range (s): a bracket for every quantile."""
+    ends = np.array([lengths.lower_tokens, lengths.upper_tokens])
+    local = route.local_s(ends)
+    if threshold_tokens >= lengths.upper_tokens:
+        return float(local[0]), float(local[1])
+    offload = route.offload_s(ends, link_stretch)
+    return float(min(local[0], offload[0])), float(max(local[1], offload[1]))
+
+
+def solve_quantiles(cdf: Callable[[Array], Array], levels: ArrayLike, low: float, high: float) -> Array:
+    """For each level q, the smallest x on a nested grid with cdf(x) >= q, inside [low, high] (s).
+
+    ``cdf`` is non-decreasing in x and maps an array of shape (len(levels), points), row i holding
+    candidates for level i, to probabilities of that shape (so one call can serve several distributions,
+    row by row). Each pass divides every bracket into 32 and keeps the cell where the level is crossed;
+    after 7 passes the bracket is ~3e-11 of [low, high]. Returns the upper end of each final bracket.
+    """
+    q = np.asarray(levels, dtype=np.float64)
+    lo = np.full(q.shape, float(low))
+    hi = np.full(q.shape, float(high))
+    fractions = np.linspace(0.0, 1.0, _QUANTILE_POINTS)
+    rows = np.arange(q.size)
+    for _ in range(_QUANTILE_PASSES):
+        xs = lo[:, None] + (hi - lo)[:, None] * fractions[None, :]
+        xs[:, -1] = hi
+        below = cdf(xs) < q[:, None]
+        # The last grid point still below the level, plus one (robust to rounding-level non-monotonicity).
+        last_below = np.where(below.any(axis=1), fractions.size - 1 - np.argmax(below[:, ::-1], axis=1), -1)
+        first_above = np.minimum(last_below + 1, fractions.size - 1)
+        lo, hi = xs[rows, np.maximum(first_above - 1, 0)], xs[rows, first_above]
+    return hi
 
 
 def unloaded_ttft(lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float) -> UnloadedTtft:
-    """Mean and P90 of the zero-load TTFT when requests with L > t are offloaded (digest §1.9).
+    """Mean, P50, P90 and P99 of the zero-load TTFT when requests with L > t are offloaded (digest §1.9).
 
-    The mean is exact (polynomial partial moments). The quantile solves P(TTFT <= x) = 0.9 where
-    P(TTFT <= x) = P(L <= min(t, T_local^-1(x))) + P(t < L <= TTFT_offload^-1(x)); both route curves are
-    increasing in l (checked when profiles load), so each inverse is a monotone interpolation.
+    The mean is exact (closed-form partial expectations). Each quantile solves P(TTFT <= x) = q with
+    P(TTFT <= x) = P(TTFT <= x, local) + P(TTFT <= x, offloaded) from ``route_mass_below``.
     """
-    lo, hi = lengths.lower_tokens, lengths.upper_tokens
-    mean_s = _mean(lengths, route, threshold_tokens)
-    if hi <= lo:  # a point mass: every request sees the same latency
-        return UnloadedTtft(mean_s=mean_s, p90_s=mean_s)
-    grid = np.linspace(lo, hi, _GRID_POINTS)
-    local_curve = route.local_prefill(grid)
-    offload_curve = route.offload_s(grid) if threshold_tokens < hi else None
+    local_mean, offload_mean = route_mean_s(lengths, route, threshold_tokens)
+    low, high = ttft_bracket(lengths, route, threshold_tokens)
 
-    def cdf(x: np.ndarray) -> np.ndarray:
-        prob = np.zeros_like(x)
-        if threshold_tokens >= lo:
-            l_star = np.minimum(threshold_tokens, np.interp(x, local_curve, grid, left=lo - 1.0, right=hi))
-            prob += np.where(l_star >= lo, lengths.cdf(l_star), 0.0)
-        if offload_curve is not None:
-            l_star = np.interp(x, offload_curve, grid, left=lo - 1.0, right=hi)
-            mass = np.asarray(lengths.cdf(l_star)) - float(lengths.cdf(threshold_tokens))
-            prob += np.where(l_star > threshold_tokens, mass, 0.0)
-        return prob
+    def cdf(x: Array) -> Array:
+        local, offload = route_mass_below(lengths, route, threshold_tokens, x)
+        return local + offload
 
-    low = float(local_curve[0]) if offload_curve is None else float(min(local_curve[0], offload_curve[0]))
-    high = float(local_curve[-1]) if offload_curve is None else float(max(local_curve[-1], offload_curve[-1]))
-    # P(TTFT <= x) is non-decreasing in x: bracket the quantile on a grid, then on a grid inside the bracket.
-    for _ in range(_BRACKET_PASSES):
-        xs = np.linspace(low, high, _GRID_POINTS)
-        below = np.flatnonzero(cdf(xs) < _QUANTILE)
-        first_above = 0 if below.size == 0 else min(int(below[-1]) + 1, xs.size - 1)
-        low, high = float(xs[max(first_above - 1, 0)]), float(xs[first_above])
-    return UnloadedTtft(mean_s=mean_s, p90_s=high)
+    p50, p90, p99 = (float(v) for v in solve_quantiles(cdf, TTFT_LEVELS, low, high))
+    return UnloadedTtft(mean_s=local_mean + offload_mean, p50_s=p50, p90_s=p90, p99_s=p99)

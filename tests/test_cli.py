@@ -79,10 +79,21 @@ def test_fit_reports_residuals() -> None:
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    """Each command documents itself and shows an example invocation."""
-    for command in ("optimize", "evaluate", "fit"):
-        result = run_cli(command, "--help")
-        assert result.returncode == 0 and "Example: prfaas-plan" in result.stdout
+    """Each command (and sub-command) documents itself and shows an example invocation."""
+    from prfaas_plan.cli.app import app
+
+    commands = [[c.name or c.callback.__name__] for c in app.registered_commands if c.callback is not None]
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        commands += [
+            [str(group.name), c.name or c.callback.__name__]
+            for c in group.typer_instance.registered_commands
+            if c.callback
+        ]
+    assert len(commands) >= 8
+    for command in commands:
+        result = run_cli(*command, "--help")
+        assert result.returncode == 0 and "Example: prfaas-plan" in result.stdout, command
 
 
 def test_scenario_given_by_path_from_another_directory(tmp_path: Path) -> None:

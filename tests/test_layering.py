@@ -14,10 +14,13 @@ LAYERS = [
     "lengths",
     "spec",
     "physics",
+    "reference",
     "throughput",
     "ttft",
     "queueing",
+    "latency",
     "optimize",
+    "sim",
     "io",
     "cli",
 ]

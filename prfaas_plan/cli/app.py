@@ -9,6 +9,9 @@ import typer
 from prfaas_plan.cli.common import emit as _emit
 from prfaas_plan.cli.common import handled as _handled
 from prfaas_plan.cli.kv import kv
+from prfaas_plan.cli.model import model_app
+from prfaas_plan.cli.simulate import simulate
+from prfaas_plan.cli.validate import validate_app
 from prfaas_plan.errors import InputError, Problem
 
 app = typer.Typer(
@@ -17,6 +20,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation.",
 )
+app.add_typer(model_app, name="model")
+app.add_typer(validate_app, name="validate")
 
 ScenarioArg = Annotated[
     str | None,
@@ -37,6 +42,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object ins
 ResolutionOpt = Annotated[
     float, typer.Option("--resolution-tokens", help="Resolution of the threshold search.", min=0.001)
 ]
+RateOpt = Annotated[
+    float | None,
+    typer.Option("--rate", help="Add TTFT under load at this arrival rate (req/s; every plan at the same rate)."),
+]
+LoadOpt = Annotated[
+    float | None,
+    typer.Option("--load", help="Add TTFT under load at this fraction of each plan's Λ_max (e.g. 0.7)."),
+]
+CurveOpt = Annotated[bool, typer.Option("--curve", help="Add the plan's TTFT percentiles at 10%..95% of its Λ_max.")]
 
 
 def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
@@ -53,28 +67,59 @@ def optimize(
     n_prfaas: NPrfaasOpt = None,
     n_local: NLocalOpt = None,
     resolution_tokens: ResolutionOpt = 10.0,
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective", help="throughput (the paper's Λ_max) or goodput (the largest rate within the TTFT SLO)."
+        ),
+    ] = "throughput",
+    ttft_p90_s: Annotated[
+        float | None,
+        typer.Option("--ttft-p90-s", help="P90 TTFT SLO for --objective goodput (default: the scenario's slo)."),
+    ] = None,
+    rate: RateOpt = None,
+    load: LoadOpt = None,
+    curve: CurveOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Find the routing threshold and prefill/decode split with the highest throughput, beside the baselines.
+    """Find the routing threshold and prefill/decode split with the highest throughput (or goodput: the most
+    traffic whose P90 TTFT meets an SLO), beside the baselines.
 
     Example: prfaas-plan optimize --bandwidth-gbit-per-s 10
+    Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5
     """
-    from prfaas_plan.io.report import comparison_to_dict
-    from prfaas_plan.optimize import compare
+    from prfaas_plan.cli import latency_render as lat
+    from prfaas_plan.io.report import add_loaded, comparison_to_dict, goodput_comparison_to_dict
+    from prfaas_plan.optimize import compare, compare_goodput
     from prfaas_plan.throughput import stage_model
 
     with _handled():
+        lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
-        result = compare(stage_model(spec), spec.prfaas.gpus, spec.local.gpus_per_instance, resolution_tokens)
-        payload = comparison_to_dict(spec, result)
+        slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
+        model = stage_model(spec)
+        pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
+        if slo is not None:
+            scv = spec.traffic.output_length.scv
+            best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
+            payload = goodput_comparison_to_dict(spec, best)
+        else:
+            result = compare(model, *pools, resolution_tokens)
+            view = lat.under_load(model, result, spec, rate, load, curve)
+            payload = add_loaded(comparison_to_dict(spec, result), result, view.loaded, view.curve)
     if json_output:
         _emit(payload)
         return
     from prfaas_plan.cli.render import comparison_table, console, provenance_note
 
     out = console()
+    if slo is not None:
+        out.print(lat.goodput_table(spec, best))
+        out.print(lat.goodput_note(best) + " " + lat.load_note(), style="dim")
+        return
     out.print(comparison_table(spec, result))
     out.print(provenance_note(payload["provenance"]), style="dim")
+    lat.print_under_load(out, result, view, plan_title="PrfaaS-PD (optimised)")
 
 
 @app.command()
@@ -85,28 +130,36 @@ def evaluate(
     n_pd_decode: Annotated[int, typer.Option("--n-pd-decode", help="Local decode instances N_d.")] = ...,  # type: ignore[assignment]
     bandwidth_gbit_per_s: BandwidthOpt = None,
     n_prfaas: NPrfaasOpt = None,
+    rate: RateOpt = None,
+    load: LoadOpt = None,
+    curve: CurveOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Score one given plan (threshold and split) beside the two baselines.
+    """Score one given plan (threshold and split) beside the two baselines, optionally under load.
 
     Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5
+    Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5 --load 0.7 --curve
     """
-    from prfaas_plan.io.report import comparison_to_dict
+    from prfaas_plan.cli import latency_render as lat
+    from prfaas_plan.io.report import add_loaded, comparison_to_dict
     from prfaas_plan.optimize import Comparison, plan_comparison
     from prfaas_plan.throughput import stage_model
 
     with _handled():
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
+        lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)
+        model = stage_model(spec)
         result: Comparison = plan_comparison(
-            stage_model(spec),
+            model,
             spec.prfaas.gpus,
             spec.local.gpus_per_instance,
             threshold,
             n_pd_prefill,
             n_pd_decode,
         )
-        payload = comparison_to_dict(spec, result)
+        view = lat.under_load(model, result, spec, rate, load, curve)
+        payload = add_loaded(comparison_to_dict(spec, result), result, view.loaded, view.curve)
     if json_output:
         _emit(payload)
         return
@@ -115,6 +168,7 @@ def evaluate(
     out = console()
     out.print(comparison_table(spec, result, plan_title="Given plan"))
     out.print(provenance_note(payload["provenance"]), style="dim")
+    lat.print_under_load(out, result, view, plan_title="Given plan")
 
 
 def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -> None:
@@ -155,6 +209,7 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
 
 
 app.command()(kv)
+app.command()(simulate)
 
 
 def main() -> None:

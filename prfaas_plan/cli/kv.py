@@ -22,17 +22,38 @@ def kv(
         str,
         typer.Option("--method", help="roofline (datasheet), calibrated (fitted to measured points) or measured."),
     ] = "roofline",
+    compute_efficiency: Annotated[
+        float | None, typer.Option("--compute-efficiency", help="Roofline e_c (default 0.6).", min=1e-6, max=1.0)
+    ] = None,
+    memory_efficiency: Annotated[
+        float | None, typer.Option("--memory-efficiency", help="Roofline e_m (default 0.8).", min=1e-6, max=1.0)
+    ] = None,
+    overhead_s: Annotated[
+        float | None, typer.Option("--overhead-s", help="Fixed prefill overhead per request (default 0).", min=0.0)
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """S_kv, T_prefill and Φ_kv = S_kv / T_prefill of one instance at each length.
 
     Example: prfaas-plan kv --model minimax-m2.5 --hardware h200 --length 32000 --length 128000
+
+    The roofline options override the default efficiencies, e.g. to carry a calibration from one model to
+    another: --compute-efficiency 0.32 --overhead-s 0.4 (the values fitted to the paper's Table 5).
     """
     from prfaas_plan.io.report import kv_rows_to_dict
     from prfaas_plan.io.scenario import pool_for
 
     with handled():
-        pool, card = pool_for(model, hardware, gpus, method)
+        overrides = {
+            key: value
+            for key, value in (
+                ("compute_efficiency", compute_efficiency),
+                ("memory_efficiency", memory_efficiency),
+                ("overhead_s", overhead_s),
+            )
+            if value is not None
+        }
+        pool, card = pool_for(model, hardware, gpus, method, overrides)
         from prfaas_plan.physics.derived import kv_rows
 
         rows = kv_rows(pool, card, tuple(float(v) for v in (length or _DEFAULT_LENGTHS)))

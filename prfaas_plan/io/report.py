@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from prfaas_plan.optimize import Comparison, PlanEvaluation
+from prfaas_plan.latency import LoadedTtft, TtftSummary
+from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.physics.derived import FitReport, KvRow
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S, MIB
@@ -110,4 +111,107 @@ def kv_rows_to_dict(model: str, hardware: str, rows: list[KvRow]) -> dict[str, A
             }
             for row in rows
         ],
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Under load: TTFT at a rate, the TTFT-vs-load curve, goodput
+# --------------------------------------------------------------------------------------------------------
+
+_SUMMARY_KEYS = ("mean", "p50", "p90", "p99")
+
+
+def ttft_summary_to_dict(summary: TtftSummary | None) -> dict[str, float | None]:
+    """{"mean", "p50", "p90", "p99"} in seconds; every value null when there is no steady state."""
+    if summary is None:
+        return dict.fromkeys(_SUMMARY_KEYS)
+    return {"mean": summary.mean_s, "p50": summary.p50_s, "p90": summary.p90_s, "p99": summary.p99_s}
+
+
+def loaded_to_dict(loaded: LoadedTtft, max_throughput_req_per_s: float | None = None) -> dict[str, Any]:
+    """One plan at one arrival rate: utilisation per stage, mean waits, TTFT overall and per route.
+
+    An unstable plan (some stage at utilisation >= 1) has ``"stable": false``, ``"status": "unstable"``, the
+    stage in ``"unstable_stage"`` and null TTFT figures. A route with no traffic is null in
+    ``ttft_by_route_s``.
+    """
+    fraction = None
+    if max_throughput_req_per_s:
+        fraction = loaded.rate_req_per_s / max_throughput_req_per_s
+    waits = loaded.wait_mean_s
+    return {
+        "rate_req_per_s": loaded.rate_req_per_s,
+        "load_fraction": fraction,
+        "stable": loaded.stable,
+        "status": "stable" if loaded.stable else "unstable",
+        "unstable_stage": loaded.unstable_stage,
+        "stability_limit_req_per_s": _clean(loaded.stability_limit_req_per_s),
+        "utilization": {k: _clean(v) for k, v in loaded.utilization.items()},
+        "wait_mean_s": {k: (None if waits is None else waits[k]) for k in loaded.utilization},
+        "ttft_s": ttft_summary_to_dict(loaded.ttft),
+        "ttft_by_route_s": {
+            route: (None if summary is None and loaded.stable else ttft_summary_to_dict(summary))
+            for route, summary in loaded.by_route.items()
+        },
+    }
+
+
+def add_loaded(
+    payload: dict[str, Any],
+    comparison: Comparison,
+    loaded: dict[str, LoadedTtft] | None,
+    curve: list[LoadedTtft] | None,
+) -> dict[str, Any]:
+    """Add ``"loaded"`` (the plan; each baseline's under its own key) and ``"curve"`` (the plan's TTFT at
+    each load) to a comparison payload."""
+    plans = {
+        "plan": comparison.plan,
+        "homogeneous_pd": comparison.homogeneous_pd,
+        "naive_heterogeneous": comparison.naive_heterogeneous,
+    }
+    if loaded is not None:
+        payload["loaded"] = loaded_to_dict(loaded["plan"], comparison.plan.throughput_req_per_s)
+        for key in ("homogeneous_pd", "naive_heterogeneous"):
+            payload["baselines"][key]["loaded"] = loaded_to_dict(loaded[key], plans[key].throughput_req_per_s)
+    if curve is not None:
+        payload["curve"] = [loaded_to_dict(point, comparison.plan.throughput_req_per_s) for point in curve]
+    return payload
+
+
+def goodput_plan_to_dict(evaluation: GoodputEvaluation) -> dict[str, Any]:
+    """A plan in the ``--json`` schema plus ``"goodput"``: the rate, its stability limit, what limits it."""
+    out = plan_to_dict(evaluation.plan)
+    goodput = evaluation.goodput
+    out["goodput"] = {
+        "rate_req_per_s": goodput.rate_req_per_s,
+        "fraction_of_max_throughput": goodput.rate_req_per_s / evaluation.plan.throughput_req_per_s,
+        "stability_limit_req_per_s": _clean(goodput.stability_limit_req_per_s),
+        "limited_by": goodput.limited_by,
+        "utilization_at_goodput": {k: _clean(v) for k, v in evaluation.utilization_at_goodput.items()},
+    }
+    return out
+
+
+def goodput_comparison_to_dict(scenario: Scenario, comparison: GoodputComparison) -> dict[str, Any]:
+    """``optimize --objective goodput``: the goodput-optimal plan, the throughput-optimal plan and both
+    baselines, each with its goodput, and how far the threshold moved between the two objectives."""
+    best, paper = comparison.plan.plan, comparison.throughput_plan.plan
+    shift = None
+    if best.threshold_tokens is not None and paper.threshold_tokens is not None:
+        shift = best.threshold_tokens - paper.threshold_tokens
+    return {
+        "scenario": scenario.name,
+        "scenario_file": scenario.file,
+        "link_bandwidth_gbit_per_s": scenario.link.bandwidth_bytes_per_s / GBIT_PER_S,
+        "objective": "goodput",
+        "ttft_slo_s": comparison.ttft_slo_s,
+        "ttft_quantile": comparison.quantile,
+        "plan": goodput_plan_to_dict(comparison.plan),
+        "throughput_plan": goodput_plan_to_dict(comparison.throughput_plan),
+        "baselines": {
+            "homogeneous_pd": goodput_plan_to_dict(comparison.homogeneous_pd),
+            "naive_heterogeneous": goodput_plan_to_dict(comparison.naive_heterogeneous),
+        },
+        "threshold_shift_tokens": shift,
+        "provenance": dict(comparison.sources),
     }

@@ -445,10 +445,13 @@ def load_named_hardware(name: str) -> HardwareProfile:
     return load_hardware(_named(name, ("hardware_profiles",), "hardware profile", "--hardware"))
 
 
-def pool_for(model: str, hardware: str, gpus: int, method: str) -> tuple[Pool, ModelCard]:
+def pool_for(
+    model: str, hardware: str, gpus: int, method: str, roofline: dict[str, float] | None = None
+) -> tuple[Pool, ModelCard]:
     """A one-instance pool of ``hardware`` x ``gpus`` for ``model`` costed by ``method`` (command-line use).
 
-    ``calibrated`` fits the roofline to the hardware file's own measured prefill points for the model.
+    ``calibrated`` fits the roofline to the hardware file's own measured prefill points for the model;
+    ``roofline`` overrides fields of the default ``RooflineParams``.
     """
     if method not in POOL_METHODS:
         raise InputError(Problem(field="--method", message=f"must be one of {', '.join(POOL_METHODS)}, got '{method}'"))
@@ -483,6 +486,7 @@ def pool_for(model: str, hardware: str, gpus: int, method: str) -> tuple[Pool, M
         instances=1,
         profile=profile,
         method=method,
+        roofline=RooflineParams(**roofline, source="command-line overrides") if roofline else RooflineParams(),
         calibration=calibration,
         calibration_accelerator=profile_file.accelerator if calibration else None,
     )

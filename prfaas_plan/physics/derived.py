@@ -263,7 +263,14 @@ def pool_costs(
     assert arch is not None  # the loader requires an architecture for roofline and calibrated pools
     instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
     params = pool.roofline
-    label = "roofline, default efficiencies"
+    label = (
+        "roofline, default efficiencies"
+        if params == RooflineParams()
+        else (
+            f"roofline ({params.source}: e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
+            f"overhead {params.overhead_s:.3f} s)"
+        )
+    )
     if pool.method == "calibrated":
         assert pool.calibration is not None and pool.calibration_accelerator is not None
         points = pool.calibration.prefill

@@ -28,7 +28,7 @@ of a grid at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -208,14 +208,19 @@ def _attention_ops(
     return ops
 
 
+def _gated_ffn(name: str, tokens: Array, h: int, intermediate: int, w_bytes: float, count: int) -> Op:
+    """A gated FFN: (h -> 2I) gate and up, element-wise SiLU·mul, then (I -> h) down. Priced as one op whose
+    activations are both products' inputs and outputs: h + 2I, then I + h per token."""
+    op = _matmul(name, tokens, h, 3 * intermediate, w_bytes, count, extra_ew=4.0 * tokens * intermediate)
+    return replace(op, activation_bytes=op.activation_bytes + count * tokens * h * ACTIVATION_BYTES)
+
+
 def _ffn_ops(
     ffn: Ffn, h: int, count: int, arch: Architecture, tokens: Array, experts_touched: Array | None
 ) -> list[Op]:
     wb = arch.dtypes.bytes_of("weights")
     if ffn.kind == "dense":
-        return [
-            _matmul("ffn.dense", tokens, h, 3 * ffn.intermediate, wb, count, extra_ew=4.0 * tokens * ffn.intermediate)
-        ]
+        return [_gated_ffn("ffn.dense", tokens, h, ffn.intermediate, wb, count)]
     touched = (
         experts_touched
         if experts_touched is not None
@@ -235,7 +240,7 @@ def _ffn_ops(
     ]
     if ffn.shared_experts:
         width = ffn.shared_experts * ffn.shared_intermediate
-        ops.append(_matmul("moe.shared", tokens, h, 3 * width, wb, count, extra_ew=4.0 * tokens * width))
+        ops.append(_gated_ffn("moe.shared", tokens, h, width, wb, count))
     return ops
 
 
@@ -282,17 +287,11 @@ def forward_ops(
         ops += _attention_ops(group.attention, h, group.count, arch, tokens, c, decode=decode, batch=b)
         ops += _ffn_ops(group.ffn, h, group.count, arch, tokens, touched)
     head_tokens = b  # last token of each sequence
-    ops.append(
-        _matmul(
-            "lm_head",
-            head_tokens,
-            h,
-            arch.vocab_size,
-            arch.dtypes.bytes_of("weights"),
-            1,
-            extra_ew=4.0 * head_tokens * h,
-        )
+    head = _matmul(
+        "lm_head", head_tokens, h, arch.vocab_size, arch.dtypes.bytes_of("weights"), 1, extra_ew=4.0 * head_tokens * h
     )
+    # The final RMSNorm's gain is read with the head (parameter_count counts it).
+    ops.append(replace(head, weight_bytes=head.weight_bytes + h * arch.dtypes.bytes_of("weights")))
     return ops
 
 

@@ -45,3 +45,13 @@ def test_optimize_end_to_end(benchmark: BenchmarkFixture) -> None:
         ).returncode
 
     assert benchmark.pedantic(run, rounds=5, iterations=1) == 0
+
+
+def test_search_with_roofline_pools(benchmark: BenchmarkFixture) -> None:
+    """The same search when both pools are calibrated-roofline curves (tabulated, 643 knots)."""
+    from prfaas_plan.io.scenario import load_scenario
+    from prfaas_plan.throughput import stage_model
+
+    model = stage_model(load_scenario(REPO / "workloads" / "paper-case-study-roofline.yaml"))
+    plan = benchmark(search, model, 10.0)
+    assert plan.throughput_req_per_s > 0

@@ -1,0 +1,190 @@
+"""``prfaas-plan simulate``: run the discrete-event cluster on a plan and set it beside the closed form."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prfaas_plan.cli.common import emit, handled
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from prfaas_plan.sim.study import Study
+
+#: A progress bar is drawn (on a terminal) for runs of at least this many requests.
+PROGRESS_MIN_REQUESTS = 200_000
+
+
+def simulate(
+    scenario: Annotated[
+        str | None, typer.Argument(help="Scenario YAML file or built-in name (default: paper-case-study).")
+    ] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="Offered arrival rate, req/s.")] = None,
+    load: Annotated[
+        float | None, typer.Option("--load", help="Offered rate as a fraction of the plan's Λ_max (default 0.7).")
+    ] = None,
+    requests: Annotated[int, typer.Option("--requests", help="Requests to simulate (a trace: the first N).")] = 100_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the workload's random numbers.")] = 0,
+    trace: Annotated[
+        str | None, typer.Option("--trace", help="Replay a Mooncake .jsonl or Azure .csv trace (arrivals and lengths).")
+    ] = None,
+    prefix_cache: Annotated[
+        bool, typer.Option("--prefix-cache", help="Mooncake traces: prefill only what an infinite prefix cache misses.")
+    ] = False,
+    records: Annotated[str | None, typer.Option("--records", help="Write one CSV row per request to FILE.")] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Routing threshold t (tokens).", min=0.0)
+    ] = None,
+    n_pd_prefill: Annotated[
+        int | None, typer.Option("--n-pd-prefill", help="Local prefill instances N_p.", min=0)
+    ] = None,
+    n_pd_decode: Annotated[int | None, typer.Option("--n-pd-decode", help="Local decode instances N_d.", min=1)] = None,
+    bandwidth_gbit_per_s: Annotated[
+        float | None, typer.Option("--bandwidth-gbit-per-s", help="Override the link bandwidth.")
+    ] = None,
+    n_prfaas: Annotated[int | None, typer.Option("--n-prfaas", help="Override the PrfaaS instances.")] = None,
+    n_local: Annotated[int | None, typer.Option("--n-local", help="Override the local pool's instances.")] = None,
+    decode_kv_gib: Annotated[
+        float | None,
+        typer.Option("--decode-kv-gib", help="KV memory per decode instance for admission, GiB (default: slots only)."),
+    ] = None,
+    warmup: Annotated[
+        float, typer.Option("--warmup", help="Fraction of requests left out of the figures as warm-up.")
+    ] = 0.1,
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+) -> None:
+    """Simulate the plan optimize chooses (or the one given) and compare with the closed-form figures.
+
+    Example: prfaas-plan simulate --load 0.8 --requests 200000 --records runs.csv
+    """
+    from prfaas_plan.errors import InputError, Problem
+    from prfaas_plan.io.records import study_to_dict, write_records_csv
+    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
+    from prfaas_plan.io.traces import read_trace
+    from prfaas_plan.sim.study import choose_plan, offered_rate, run_study, trace_model
+    from prfaas_plan.throughput import stage_model
+    from prfaas_plan.units import GIB
+
+    with handled():
+        if not 0.0 <= warmup < 1.0:
+            raise InputError(Problem(field="--warmup", message=f"must be in [0, 1), got {warmup}"))
+        if decode_kv_gib is not None and not decode_kv_gib > 0:
+            raise InputError(Problem(field="--decode-kv-gib", message=f"must be > 0, got {decode_kv_gib}"))
+        spec = with_overrides(
+            load_scenario(resolve_scenario_path(scenario)),
+            bandwidth_gbit_per_s=bandwidth_gbit_per_s,
+            n_prfaas=n_prfaas,
+            n_local=n_local,
+        )
+        model = stage_model(spec)
+        replay = read_trace(trace, prefix_cache=prefix_cache) if trace is not None else None
+        if replay is not None:
+            model = trace_model(model, replay)
+        plan = choose_plan(model, threshold, n_pd_prefill, n_pd_decode)
+        target = offered_rate(plan, rate, load)
+        size = min(requests, replay.n_requests) if replay is not None else requests
+        with _progress(size, json_output) as tick:
+            study = run_study(
+                model,
+                plan,
+                rate_req_per_s=target,
+                requests=requests,
+                seed=seed,
+                output_lengths=spec.traffic.output_length if replay is None else None,
+                trace=replay,
+                decode_kv_capacity_bytes=decode_kv_gib * GIB if decode_kv_gib is not None else None,
+                warmup_fraction=warmup,
+                progress=tick,
+            )
+        if records is not None:
+            write_records_csv(records, study.result.records)
+        payload = study_to_dict(study)
+    if not study.closed.stable:
+        print(
+            f"note: offered {study.rate_req_per_s:.3g} req/s is {study.load:.2f} × Λ_max: queues grow for the "
+            f"whole run (capped at {study.requests:,} requests); throughput shows the saturated capacity",
+            file=sys.stderr,
+        )
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.render import console
+
+    out = console()
+    out.print(_table(study, payload))
+    out.print(_footer(study, payload), style="dim")
+
+
+@contextmanager
+def _progress(total: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar on stderr for long runs on a terminal; None (no callback) otherwise."""
+    if quiet or total < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulating", total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def _fmt(value: float | None, spec: str = "{:.3g}") -> str:
+    return "—" if value is None else spec.format(value)
+
+
+def _table(study: Study, payload: dict[str, Any]) -> Table:
+    from rich.table import Table
+
+    sim, closed, rel = payload["simulated"], payload["closed_form"], payload["relative_error"]
+    ci = sim["ci95_half_width"]
+    plan = study.plan
+    title = (
+        f"{plan.label} plan: t = {_fmt(plan.threshold_tokens, '{:,.0f}')}, PrfaaS/PD-P/PD-D = "
+        f"{plan.n_prfaas}/{plan.n_pd_prefill}/{plan.n_pd_decode}; offered {study.rate_req_per_s:.3g} req/s "
+        f"= {study.load:.0%} of Λ_max {plan.throughput_req_per_s:.3g}"
+    )
+    table = Table(title=title)
+    for header in ("", "simulated (±95% CI)", "closed form", "difference"):
+        table.add_column(header, justify="right" if header else "left")
+
+    def row(label: str, sim_value: float | None, half: float | None, closed_value: float | None, key: str) -> None:
+        shown = _fmt(sim_value) + (f" ± {half:.2g}" if half is not None else "")
+        diff = rel.get(key)
+        table.add_row(label, shown, _fmt(closed_value), "—" if diff is None else f"{diff:+.1%}")
+
+    row(
+        "throughput (req/s)",
+        sim["throughput_req_per_s"],
+        ci["throughput_req_per_s"],
+        closed["throughput_req_per_s"],
+        "throughput_req_per_s",
+    )
+    for stat in ("mean", "p50", "p90", "p99"):
+        row(f"TTFT {stat} (s)", sim["ttft_s"][stat], ci["ttft_s"][stat], closed["ttft_s"][stat], f"ttft_{stat}_s")
+    for route, stats in sim["ttft_by_route_s"].items():
+        row(f"  {route} TTFT mean (s)", stats["mean"], None, closed["ttft_by_route_s"][route]["mean"], "")
+    row("egress mean (Gbit/s)", sim["egress_gbit_per_s"]["mean"], None, closed["egress_gbit_per_s"]["mean"], "")
+    row("egress peak 1 s (Gbit/s)", sim["egress_gbit_per_s"]["peak"], None, None, "")
+    for stage, value in sim["utilization"].items():
+        row(f"utilisation {stage}", value, None, closed["utilization"].get(stage), f"utilization_{stage}")
+    bounds = f"{_fmt(closed['max_throughput_req_per_s'])} / {_fmt(closed['max_throughput_mean_service_req_per_s'])}"
+    table.add_row("Λ_max: Eq. 6 / mean service (req/s)", "—", bounds, "—")
+    return table
+
+
+def _footer(study: Study, payload: dict[str, Any]) -> str:
+    sim = payload["simulated"]
+    queues = ", ".join(f"{k} {v:.2f}" for k, v in sim["queue_length"].items() if v is not None)
+    closed = payload["closed_form"]
+    note = "" if closed["stable"] else f"Past the closed form's stability limit ({closed['unstable_stage']}): no TTFT."
+    return (
+        f"{study.requests:,} requests ({sim['measured_requests']:,} measured after warm-up), seed {study.seed}; "
+        f"time-average requests per state: {queues}. {note}\n"
+        f"wall {study.wall_s:.2f} s: {study.requests_per_s:,.0f} requests/s, {study.events_per_s:,.0f} events/s"
+    )

@@ -1,0 +1,198 @@
+"""``prfaas-plan validate kernel``: the physics against the reference kernel, and the roofline against its time."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prfaas_plan.cli.common import emit, handled
+
+if TYPE_CHECKING:
+    from prfaas_plan.reference.checks import CountChecks
+    from prfaas_plan.reference.timing import TimingStudy
+    from prfaas_plan.spec.model import Architecture
+
+validate_app = typer.Typer(
+    no_args_is_help=True,
+    help="Check the planner's physics against a real (small) forward pass.",
+)
+
+DEFAULT_MODEL = "qwen3-next-80b-a3b"
+
+
+@validate_app.command("kernel")
+def kernel(
+    size: Annotated[
+        str, typer.Option("--size", help="Timed card and passes: small (about 20 s), medium or large (minutes).")
+    ] = "small",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help=f"Model card (file or built-in name) to check and time; default: count checks on every built-in "
+            f"card, shrunk, and {DEFAULT_MODEL} timed.",
+        ),
+    ] = None,
+    shrink: Annotated[
+        bool, typer.Option("--shrink", help="Shrink --model to reference size first (default: check it as is).")
+    ] = False,
+    profile_out: Annotated[
+        Path | None,
+        typer.Option("--profile-out", help="Write the measured accelerator profile here (default: a temp dir)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights and tokens.")] = 0,
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Count checks (FLOPs, bytes, cache size, cache sufficiency) of reference passes against the physics, then
+    this machine's peaks written as an accelerator profile, and passes timed against their roofline prediction.
+
+    Example: prfaas-plan validate kernel --json
+    Example: prfaas-plan validate kernel --model deepseek-v3 --shrink --size medium
+    """
+    import numpy as np
+
+    from prfaas_plan.io.profile_writer import write_accelerator_profile
+    from prfaas_plan.io.scenario import load_hardware
+    from prfaas_plan.reference import checks, timing
+
+    with handled():
+        cards, base = _cards(model, shrink, size)
+        rng = np.random.default_rng(seed)
+        verdicts = checks.merge_checks([(key, checks.run_count_checks(arch, rng)) for key, arch in cards])
+        peaks = timing.measure_peaks(base, rng)
+        out = profile_out or Path(tempfile.mkdtemp(prefix="prfaas-plan-")) / "this-machine.yaml"
+        note = "Measured by `prfaas-plan validate kernel`: achieved rates of numpy on this machine."
+        written = write_accelerator_profile(
+            timing.machine_accelerator(peaks, timing.physical_memory_bytes()), out, note
+        )
+        study = timing.run_timing(base, size, load_hardware(written).accelerator, peaks, rng)
+    payload = kernel_payload(verdicts, study, written, [key for key, _ in cards])
+    if json_output:
+        emit(payload)
+        return
+    _render(payload)
+
+
+def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, Architecture]], Architecture]:
+    """The cards to count-check (at reference size) and the one to time; InputError for anything unusable."""
+    from prfaas_plan.errors import InputError, Problem
+    from prfaas_plan.io.models import load_model_card
+    from prfaas_plan.io.scenario import builtin_root, load_named_model
+    from prfaas_plan.physics.memory import parameter_count
+    from prfaas_plan.reference.model import MAX_REFERENCE_PARAMETERS, check_reference_size
+    from prfaas_plan.reference.shrink import shrink_architecture
+    from prfaas_plan.reference.timing import SIZES, timing_architecture
+
+    if size not in SIZES:
+        raise InputError(Problem(field="--size", message=f"must be one of {', '.join(SIZES)}, got {size!r}"))
+    if model is None:
+        found = [load_model_card(p) for p in sorted((builtin_root() / "workloads" / "models").glob("*.yaml"))]
+        named = [(card.key, card.architecture) for card in found if card.architecture is not None]
+        cards = [(key, shrink_architecture(arch)) for key, arch in named]
+        base = dict(named)[DEFAULT_MODEL]
+    else:
+        card = load_named_model(model)
+        if card.architecture is None:
+            raise InputError(Problem(field="--model", message=f"{card.key} has no architecture to run"))
+        base = card.architecture
+        cards = [(card.key, shrink_architecture(base) if shrink else base)]
+    for _, arch in cards:
+        check_reference_size(arch)
+    timed = parameter_count(timing_architecture(base, size))
+    if timed > MAX_REFERENCE_PARAMETERS:
+        raise InputError(
+            Problem(
+                field="--size",
+                message=f"the {size} timed card has {timed / 1e6:,.0f}M parameters, above the reference kernel's "
+                f"limit of {MAX_REFERENCE_PARAMETERS / 1e6:,.0f}M; choose a smaller --size",
+            )
+        )
+    return cards, base
+
+
+def kernel_payload(verdicts: CountChecks, study: TimingStudy, profile: Path, cards: list[str]) -> dict[str, Any]:
+    """The ``--json`` object: count-check verdicts, timing cases, median |ln ratio|, and what backs them."""
+    peaks = study.peaks
+    return {
+        "cards_checked": cards,
+        "count_checks": {
+            "flops_exact": verdicts.flops_exact,
+            "kv_bytes_exact": verdicts.kv_bytes_exact,
+            "cache_sufficient": verdicts.cache_sufficient,
+            "bytes_exact": verdicts.bytes_exact,
+        },
+        "timing": [
+            {
+                "case": r.case,
+                "predicted_s": r.predicted_s,
+                "measured_s": r.measured_s,
+                "ratio": r.ratio,
+                "roofline_s": r.roofline_s,
+                "launch_overhead_s": r.launch_s,
+                "elementwise_s": r.elementwise_s,
+                "launches": r.launches,
+                "bound": r.bound,
+            }
+            for r in study.results
+        ],
+        "median_abs_log_ratio": study.median_abs_log_ratio,
+        "worst_case": study.worst.case,
+        "machine": {
+            "matmul_flop_per_s": peaks.matmul_flop_per_s,
+            "memory_bytes_per_s": peaks.memory_bytes_per_s,
+            "copy_bytes_per_s": peaks.copy_bytes_per_s,
+            "elementwise_flop_per_s": peaks.elementwise_flop_per_s,
+            "launch_overhead_s": peaks.launch_overhead_s,
+            "steady": peaks.steady,
+            "profile": str(profile),
+        },
+        "contract_gaps": list(verdicts.contract_gaps),
+        "problems": list(verdicts.problems),
+    }
+
+
+def _render(payload: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from prfaas_plan.cli.render import console
+
+    out = console()
+    checks = Table(title=f"Count checks on {len(payload['cards_checked'])} card(s) at reference size")
+    checks.add_column("check")
+    checks.add_column("result")
+    for name, ok in payload["count_checks"].items():
+        checks.add_row(name, "[green]pass[/]" if ok else "[red]FAIL[/]")
+    out.print(checks)
+    for line in payload["problems"]:
+        out.print(f"  {line}", style="red")
+    for line in payload["contract_gaps"]:
+        out.print(f"  contract gap (kept out of bytes_exact): {line}", style="dim")
+    m = payload["machine"]
+    timing = Table(
+        title=(
+            f"Reference kernel vs roofline: {m['matmul_flop_per_s'] / 1e9:.1f} GFLOP/s, "
+            f"{m['memory_bytes_per_s'] / 1e9:.1f} GB/s, {m['elementwise_flop_per_s'] / 1e9:.2f} element-wise "
+            f"GFLOP/s, {m['launch_overhead_s'] * 1e6:.1f} µs per launch"
+        )
+    )
+    columns = ("case", "bound", "roofline ms", "launch ms", "elem ms", "predicted ms", "measured ms", "ratio")
+    for column in columns:
+        timing.add_column(column, justify="left" if column in ("case", "bound") else "right")
+    for r in payload["timing"]:
+        timing.add_row(
+            r["case"],
+            r["bound"],
+            *(f"{r[key] * 1e3:.2f}" for key in ("roofline_s", "launch_overhead_s", "elementwise_s", "predicted_s")),
+            f"{r['measured_s'] * 1e3:.2f}",
+            f"{r['ratio']:.2f}",
+        )
+    out.print(timing)
+    out.print(
+        f"median |ln(predicted/measured)| = {payload['median_abs_log_ratio']:.3f}; worst: {payload['worst_case']}. "
+        f"Predicted = roofline (measured peaks, efficiencies 1.0) + launches x launch cost + element-wise FLOPs at "
+        f"the measured element-wise rate. Profile written to {m['profile']}.",
+        style="dim",
+    )

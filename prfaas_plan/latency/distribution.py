@@ -1,0 +1,341 @@
+"""The distribution of TTFT under load, composed from the stage laws of ``stages`` and the route curves of ``ttft``.
+
+A request of uncached length L on route r (offloaded: L > t; local: L <= t) sees
+
+    TTFT = W_r + W_d + g_r(L)
+
+where W_r is the wait of its prefill pool, W_d the wait for a decode slot, and g_r(L) the zero-wait latency
+of ``ttft.RouteLatency`` (prefill + visible transfer [+ first decode step]) with the offloaded transfer
+stretched by the link's sharing factor κ. W_r and W_d are taken as independent, each an atom at zero plus
+an exponential. Then for x >= 0
+
+    P(TTFT <= x, r) = P(W_r = 0) P(W_d = 0) · P(g_r(L) <= x, r) + E[G_r(x - g_r(L)); r]
+
+with G_r(y) = P(0 < W_r + W_d <= y) (a mixture of two exponentials and their hypoexponential
+convolution, closed form). The first term is the zero-load CDF of ``ttft`` (exact inversion of the
+monotone route curve), so at zero load the whole law reduces to ``ttft.unloaded_ttft`` exactly. The second
+is an expectation over L of a continuous function, evaluated by the midpoint rule on an equal-probability
+grid of the route's conditional length law. The overall law is the mixture of the two routes. The mean is
+closed form: E[g_r(L); r] from ``ttft.route_mean_s`` plus the mean waits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from prfaas_plan.latency.stages import (
+    RouteMoments,
+    StageState,
+    Wait,
+    route_moments,
+    stability_limit_req_per_s,
+    stage_state,
+)
+from prfaas_plan.lengths import LengthDistribution
+from prfaas_plan.throughput import STAGES, StageModel
+from prfaas_plan.ttft import (
+    TTFT_LEVELS,
+    RouteLatency,
+    local_mass_below,
+    offload_mass_below,
+    route_latency,
+    route_mean_s,
+    solve_quantiles,
+    ttft_bracket,
+)
+
+Array = NDArray[np.float64]
+
+#: Midpoint-rule points per route for E[G(x - g(L))] of one plan: the integrand is continuous in the
+#: length quantile; tests/test_latency.py checks the result against sampling.
+GRID_POINTS = 2048
+# Waits are bounded by their quantile at this level when bracketing TTFT quantiles.
+_WAIT_BOUND_LEVEL = 1.0 - 1e-9
+# Two conditional-wait means closer than this (relative) are treated as equal (Erlang-2 convolution).
+_EQUAL_MEANS_RTOL = 1e-6
+ROUTES = ("offloaded", "local")
+
+
+def length_grid(lengths: LengthDistribution, lower: ArrayLike, upper: ArrayLike, points: int) -> Array:
+    """Midpoints of ``points`` equal-probability cells of L | lower < L <= upper (tokens, trailing axis).
+
+    u_i = F(lower) + (i - 1/2)/n · (F(upper) - F(lower)), L_i = F^-1(u_i); any length where the interval
+    carries no mass (the caller weights it by zero).
+    """
+    a = np.asarray(lengths.cdf(np.asarray(lower, dtype=np.float64)), dtype=np.float64)[..., None]
+    b = np.asarray(lengths.cdf(np.asarray(upper, dtype=np.float64)), dtype=np.float64)[..., None]
+    u = a + (np.arange(points) + 0.5) / points * (b - a)
+    return np.asarray(lengths.quantile(np.clip(u, 0.0, 1.0)), dtype=np.float64)
+
+
+def positive_wait_cdf(y: Array, first: Wait, second: Wait) -> Array:
+    """G(y) = P(0 < W1 + W2 <= y) for independent atom-plus-exponential waits (0 for y <= 0).
+
+    P(W1 + W2 > y) = π1(1-π2) e^{-y/m1} + (1-π1)π2 e^{-y/m2} + π1π2 H(y), with the hypoexponential
+    survival H(y) = (m1 e^{-y/m1} - m2 e^{-y/m2}) / (m1 - m2) (Erlang-2 e^{-y/m}(1 + y/m) when m1 = m2).
+    Wait parameters carry a trailing axis of length 1 against the grid axis of ``y``.
+    """
+    p1, p2 = first.p_wait[..., None], second.p_wait[..., None]
+    m1 = np.where(p1 > 0, first.conditional_mean_s[..., None], 1.0)
+    m2 = np.where(p2 > 0, second.conditional_mean_s[..., None], 1.0)
+    y_pos = np.maximum(y, 0.0)
+    e1 = np.exp(-y_pos / m1)
+    e2 = np.exp(-y_pos / m2)
+    equal = np.abs(m1 - m2) <= _EQUAL_MEANS_RTOL * np.maximum(m1, m2)
+    m_avg = 0.5 * (m1 + m2)
+    difference = np.where(equal, 1.0, m1 - m2)
+    hypo = np.where(equal, np.exp(-y_pos / m_avg) * (1.0 + y_pos / m_avg), (m1 * e1 - m2 * e2) / difference)
+    survival = p1 * (1.0 - p2) * e1 + (1.0 - p1) * p2 * e2 + p1 * p2 * hypo
+    positive = 1.0 - (1.0 - p1) * (1.0 - p2)
+    return np.asarray(np.where(y > 0, np.maximum(positive - survival, 0.0), 0.0), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteSpread:
+    """E[G(x - g(L)); route] / P(route) for one plan: the midpoint-rule mean over the route's length grid.
+
+    With scalar wait laws, Σ_{g_i < x} e^{-(x - g_i)/m} = exp(LSE_{g_i < x}(g_i/m) - x/m) where LSE is a
+    prefix log-sum-exp over the sorted latencies g_i, so each x costs a binary search instead of n terms
+    (and no term overflows: every exponent is <= log n). Nearly equal conditional means (the Erlang-2
+    case of ``positive_wait_cdf``) fall back to the direct sum. Build with ``route_spread``.
+    """
+
+    latency_s: Array
+    first: Wait
+    second: Wait
+    #: Prefix log-sum-exp of g_i / m for each conditional mean; None in the direct-sum case.
+    prefix: tuple[Array, Array] | None
+
+    def mean(self, x_s: ArrayLike) -> Array:
+        """(1/n) Σ_i G(x - g_i) elementwise over x (s in, probability out)."""
+        x = np.asarray(x_s, dtype=np.float64)
+        p1, p2 = float(self.first.p_wait), float(self.second.p_wait)
+        if p1 == 0.0 and p2 == 0.0:
+            return np.zeros(x.shape)
+        if self.prefix is None:
+            direct = positive_wait_cdf(x[..., None] - self.latency_s, self.first, self.second)
+            return np.asarray(direct.mean(axis=-1), dtype=np.float64)
+        m1, m2 = _safe_mean(self.first), _safe_mean(self.second)
+        n = self.latency_s.size
+        below = np.searchsorted(self.latency_s, x, side="left")
+        last = np.maximum(below - 1, 0)
+        has = below > 0
+        s1, s2 = (
+            np.where(has, np.exp(np.minimum(prefix[last] - x / m, math.log(n))), 0.0)
+            for prefix, m in zip(self.prefix, (m1, m2), strict=True)
+        )
+        positive = 1.0 - (1.0 - p1) * (1.0 - p2)
+        survival = p1 * (1.0 - p2) * s1 + (1.0 - p1) * p2 * s2 + p1 * p2 * (m1 * s1 - m2 * s2) / (m1 - m2)
+        return np.asarray(np.maximum(positive * below - survival, 0.0) / n, dtype=np.float64)
+
+
+def _safe_mean(wait: Wait) -> float:
+    """The conditional mean, or 1 s where nothing waits (its terms then carry zero weight)."""
+    return float(wait.conditional_mean_s) if float(wait.p_wait) > 0 else 1.0
+
+
+def route_spread(latency_s: Array, first: Wait, second: Wait) -> RouteSpread:
+    """A route's spread term from its (unsorted) zero-wait latencies on the length grid and its two waits."""
+    g = np.sort(latency_s)
+    m1, m2 = _safe_mean(first), _safe_mean(second)
+    prefix = None
+    if abs(m1 - m2) > _EQUAL_MEANS_RTOL * max(m1, m2):
+        prefix = (np.logaddexp.accumulate(g / m1), np.logaddexp.accumulate(g / m2))
+    return RouteSpread(latency_s=g, first=first, second=second, prefix=prefix)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TtftLaw:
+    """The loaded TTFT law of one plan at one arrival rate (see the module docstring).
+
+    ``local_part(x)`` and ``offload_part(x)`` give P(TTFT <= x, local) and P(TTFT <= x, offloaded).
+    """
+
+    lengths: LengthDistribution
+    route: RouteLatency
+    threshold_tokens: float
+    offload_fraction: float
+    link_stretch: float
+    local_atom: float
+    offload_atom: float
+    local_spread: RouteSpread
+    offload_spread: RouteSpread
+
+    def local_part(self, x_s: ArrayLike) -> Array:
+        """P(TTFT <= x, local) (unnormalised: the local route's probability at most)."""
+        zero_wait = local_mass_below(self.lengths, self.route, self.threshold_tokens, x_s)
+        spread = (1.0 - self.offload_fraction) * self.local_spread.mean(x_s)
+        return np.asarray(self.local_atom * zero_wait + spread, dtype=np.float64)
+
+    def offload_part(self, x_s: ArrayLike) -> Array:
+        """P(TTFT <= x, offloaded) (unnormalised: the offloaded route's probability at most)."""
+        zero_wait = offload_mass_below(self.lengths, self.route, self.threshold_tokens, x_s, self.link_stretch)
+        spread = self.offload_fraction * self.offload_spread.mean(x_s)
+        return np.asarray(self.offload_atom * zero_wait + spread, dtype=np.float64)
+
+
+def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_points: int = GRID_POINTS) -> TtftLaw:
+    """Assemble the TTFT law of one stable plan (scalar moments and state) from its stage laws."""
+    lengths = model.lengths
+    route = route_latency(model)
+    t = float(moments.threshold_tokens)
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    p = float(moments.offload_fraction)
+    stretch = float(state.link_stretch)
+    local_grid = length_grid(lengths, lo - 1.0, t, grid_points)
+    offload_grid = length_grid(lengths, max(t, lo - 1.0), hi, grid_points)
+    offload_latency = route.offload_s(offload_grid, stretch) if p > 0 else np.zeros_like(offload_grid)
+    decode_free = 1.0 - float(state.decode_wait.p_wait)
+    return TtftLaw(
+        lengths=lengths,
+        route=route,
+        threshold_tokens=t,
+        offload_fraction=p,
+        link_stretch=stretch,
+        local_atom=(1.0 - float(state.local_wait.p_wait)) * decode_free,
+        offload_atom=(1.0 - float(state.prfaas_wait.p_wait)) * decode_free,
+        local_spread=route_spread(route.local_s(local_grid), state.local_wait, state.decode_wait),
+        offload_spread=route_spread(offload_latency, state.prfaas_wait, state.decode_wait),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# One plan at one rate: the report
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TtftSummary:
+    """Mean and percentiles of TTFT over requests (s)."""
+
+    mean_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedTtft:
+    """TTFT of one plan at arrival rate Λ, with every stage's utilisation.
+
+    ``stable`` is False when some stage's utilisation is >= 1; then ``unstable_stage`` names the most loaded
+    one and the TTFT fields are None (the queue grows without bound: there is no steady-state TTFT).
+    ``by_route`` has "offloaded" and "local"; a route with no traffic is None.
+    """
+
+    rate_req_per_s: float
+    utilization: Mapping[str, float]
+    stable: bool
+    unstable_stage: str | None
+    stability_limit_req_per_s: float
+    wait_mean_s: Mapping[str, float] | None
+    ttft: TtftSummary | None
+    by_route: Mapping[str, TtftSummary | None]
+
+
+def _scalar(value: Array) -> float:
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def loaded_ttft(
+    model: StageModel,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+    rate_req_per_s: float,
+    *,
+    decode_service_scv: float = 0.0,
+    grid_points: int = GRID_POINTS,
+) -> LoadedTtft:
+    """TTFT mean, P50, P90 and P99 overall and per route for plan (t, N_p, N_d) at arrival rate Λ (req/s).
+
+    N_prfaas is ``model.n_prfaas``. At Λ = 0 the result equals ``ttft.unloaded_ttft`` (same settings) exactly.
+    ``decode_service_scv``: SCV of a decode slot's holding time (that of the output length; 0 = fixed).
+    """
+    if not (rate_req_per_s >= 0.0 and np.isfinite(rate_req_per_s)):
+        raise ValueError(f"rate_req_per_s must be a finite number >= 0, got {rate_req_per_s}")
+    moments = route_moments(model, np.asarray(float(threshold_tokens)))
+    state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv)
+    limit, _ = stability_limit_req_per_s(model, moments, n_pd_prefill, n_pd_decode)
+    utilization = {s: _scalar(state.utilization[s]) for s in STAGES}
+    common = {
+        "rate_req_per_s": float(rate_req_per_s),
+        "utilization": utilization,
+        "stability_limit_req_per_s": _scalar(limit),
+    }
+    if not bool(state.stable):
+        worst = max(STAGES, key=lambda s: utilization[s])
+        return LoadedTtft(
+            **common,  # type: ignore[arg-type]
+            stable=False,
+            unstable_stage=worst,
+            wait_mean_s=None,
+            ttft=None,
+            by_route=dict.fromkeys(ROUTES),
+        )
+    law = ttft_law(model, moments, state, grid_points)
+    p = law.offload_fraction
+    q = 1.0 - p
+    t = law.threshold_tokens
+    stretch = law.link_stretch
+    local_mean, offload_mean = route_mean_s(model.lengths, law.route, t, stretch)
+    w_offload = _scalar(state.prfaas_wait.mean_s)
+    w_local = _scalar(state.local_wait.mean_s)
+    w_decode = _scalar(state.decode_wait.mean_s)
+    local_total = local_mean + q * (w_local + w_decode)
+    offload_total = offload_mean + p * (w_offload + w_decode)
+    low, high = ttft_bracket(model.lengths, law.route, t, stretch)
+    tail = max(
+        _scalar(state.prfaas_wait.quantile_s(_WAIT_BOUND_LEVEL)) if p > 0 else 0.0,
+        _scalar(state.local_wait.quantile_s(_WAIT_BOUND_LEVEL)) if q > 0 else 0.0,
+    ) + _scalar(state.decode_wait.quantile_s(_WAIT_BOUND_LEVEL))
+    kinds = ["overall"] + (["offloaded"] if p > 0 else []) + (["local"] if q > 0 else [])
+    kind_index = {k: i for i, k in enumerate(kinds)}
+    n_levels = len(TTFT_LEVELS)
+
+    # Rows come in blocks of n_levels per kind; each route is evaluated once, on the rows that need it
+    # (every computation is elementwise, so the overall rows equal the unloaded model's at zero load).
+    rows = {k: np.arange(i * n_levels, (i + 1) * n_levels) for i, k in enumerate(kinds)}
+    local_rows = np.concatenate([rows["overall"], rows.get("local", rows["overall"][:0])])
+    offload_rows = np.concatenate([rows["overall"], rows.get("offloaded", rows["overall"][:0])])
+
+    def cdf(xs: Array) -> Array:
+        local = np.zeros_like(xs)
+        offload = np.zeros_like(xs)
+        local[local_rows] = law.local_part(xs[local_rows])
+        offload[offload_rows] = law.offload_part(xs[offload_rows])
+        out = local + offload
+        if p > 0:
+            out[rows["offloaded"]] = offload[rows["offloaded"]] / p
+        if q > 0:
+            out[rows["local"]] = local[rows["local"]] / q
+        return out
+
+    levels = np.tile(np.asarray(TTFT_LEVELS), len(kinds))
+    quantiles = solve_quantiles(cdf, levels, low, high + tail).reshape(len(kinds), n_levels)
+
+    def summary(kind: str, mean: float) -> TtftSummary:
+        p50, p90, p99 = (float(v) for v in quantiles[kind_index[kind]])
+        return TtftSummary(mean_s=mean, p50_s=p50, p90_s=p90, p99_s=p99)
+
+    return LoadedTtft(
+        **common,  # type: ignore[arg-type]
+        stable=True,
+        unstable_stage=None,
+        wait_mean_s={
+            "prfaas_compute": w_offload,
+            "prfaas_link": _scalar(state.link_wait_mean_s),
+            "pd_prefill": w_local,
+            "pd_decode": w_decode,
+        },
+        ttft=summary("overall", local_total + offload_total),
+        by_route={
+            "offloaded": summary("offloaded", offload_total / p) if p > 0 else None,
+            "local": summary("local", local_total / q) if q > 0 else None,
+        },
+    )

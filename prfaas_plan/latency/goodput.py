@@ -1,0 +1,371 @@
+"""Goodput: the largest arrival rate at which a TTFT percentile stays within its SLO, and its maximisation.
+
+For a plan, P_q(TTFT) <= X  <=>  P(TTFT <= X) >= q (the quantile is the smallest x with CDF >= q), and
+P(TTFT <= X) falls as Λ grows (every wait grows stochastically with Λ, and so does the link stretch). So
+goodput is the root of P_Λ(TTFT <= X) = q on (0, Λ_stable), found by bisection, with no quantile solved
+inside the loop. Λ_stable is the rate at which the first stage saturates; the TPOT SLO is already met by
+every plan the stage model accepts (``throughput.stage_model`` rejects a decode profile that misses it).
+
+The search over (t, N_p) reuses the throughput search's structure: every split at once on a grid of
+thresholds spaced by the length distribution's quantiles, then nested grids around the best cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from prfaas_plan.latency.distribution import GRID_POINTS, length_grid, positive_wait_cdf
+from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state
+from prfaas_plan.throughput import StageModel
+from prfaas_plan.ttft import RouteLatency, largest_length_within, local_mass_below, offload_mass_below, route_latency
+
+Array = NDArray[np.float64]
+
+#: Goodput is resolved to this fraction of the stability limit when scoring a plan.
+RATE_RTOL = 1e-10
+# While searching: 1e-6 of the limit and fewer midpoint-rule points per route (the winner is re-scored
+# with RATE_RTOL and the full grid).
+_SEARCH_RATE_RTOL = 1e-6
+_RATE_MAX_STEPS = 200
+_RATE_BISECTIONS = 2
+# Stop once P(TTFT <= X) is within this of q at the lower end (the rate error is this over the slope).
+_SLACK_TOL = 1e-12
+SEARCH_GRID_POINTS = 64
+# Candidates scored first to bound the best goodput from below (those with the largest stability limits).
+_PROBE_CANDIDATES = 8
+_COARSE_THRESHOLDS = 33
+# Lengths on which the largest tolerable link stretch is tabulated (see _stretch_inverse), and regula
+# falsi steps that then polish each answer inside its cell.
+_STRETCH_TABLE = 4097
+_STRETCH_POLISH = 4
+_REFINE_POINTS = 17
+# Splits whose coarse goodput is within this fraction of the best are refined.
+_REFINE_ROWS = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Goodput:
+    """The largest Λ (req/s) at which the ``quantile`` of TTFT is <= ``ttft_slo_s``.
+
+    ``limited_by``: "slo" (the percentile reaches the SLO at that rate), "unloaded" (even an empty system
+    misses the SLO: goodput 0), or "stability" (the SLO still holds just below the saturation rate).
+    """
+
+    rate_req_per_s: float
+    stability_limit_req_per_s: float
+    ttft_slo_s: float
+    quantile: float
+    limited_by: str
+
+
+def _stretch_inverse(route: RouteLatency, lower: float, upper: float, x_s: float) -> Callable[[Array], Array]:
+    """l*(κ) = sup{l in [lower, upper] : offload latency(l; κ) <= x} for link stretches κ >= 1 (tokens).
+
+    P(TTFT <= X, offloaded | no wait) depends on the rate only through κ, and only via l*(κ). The largest
+    stretch a length tolerates is explicit: κ_max(l) = (X - d - T(l)) / s(l) after the prefill (d the first
+    decode step, s(l) = S_kv(l)/B), and X - d over s(l) layer-wise, where lengths with T(l) + d > X never
+    qualify (an exact cap). κ_max is non-increasing in l, so it is tabulated once on a length grid; each
+    candidate's κ is located in its cell by binary search, then Illinois regula falsi on the exact κ_max
+    polishes the answer inside the cell. ``lower - 1`` where no length qualifies.
+    """
+    assert route.offload_prefill is not None
+    prefill_curve = route.offload_prefill
+    grid = np.linspace(lower, upper, _STRETCH_TABLE)
+    budget = x_s - route.first_decode_step_s
+    transfer = route.transfer_s(grid)
+    prefill = prefill_curve(grid)
+    room = budget - prefill if route.transfer == "after_prefill" else np.full_like(grid, budget)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(transfer > 0, room / transfer, np.where(room >= 0, np.inf, 0.0))
+    # Non-increasing by construction; the running minimum removes rounding-level wiggles.
+    tolerated = np.minimum.accumulate(np.maximum(ratio, 0.0))
+    cap = float(upper)
+    if route.transfer == "layerwise":
+        cap = float(
+            largest_length_within(
+                lambda length: prefill_curve(length) + route.first_decode_step_s, np.asarray(x_s), lower, upper
+            )
+        )
+
+    def exact(length: Array) -> Array:
+        room_at = budget - prefill_curve(length) if route.transfer == "after_prefill" else budget
+        return np.asarray(room_at / route.transfer_s(length), dtype=np.float64)
+
+    def l_star(stretch: Array) -> Array:
+        kappa = np.asarray(stretch, dtype=np.float64)
+        count = np.searchsorted(-tolerated, -kappa, side="right")
+        i = np.clip(count - 1, 0, grid.size - 2)
+        a, b = grid[i], grid[i + 1]
+        f_a, f_b = tolerated[i] - kappa, tolerated[i + 1] - kappa
+        inside = (count > 0) & (count < grid.size)
+        # Illinois regula falsi inside the cell on the exact κ_max(l) - κ (smooth and decreasing there);
+        # g_a, g_b are the (possibly halved) values that steer it, f_a, f_b the true ones.
+        g_a, g_b = f_a, f_b
+        last = np.zeros(kappa.shape, dtype=np.int8)
+        for _ in range(_STRETCH_POLISH):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                trial = a + g_a / (g_a - g_b) * (b - a)
+                trial = np.where(inside & (trial > a) & (trial < b), trial, 0.5 * (a + b))
+                f_trial = np.where(inside, exact(trial) - kappa, 0.0)
+            low = f_trial >= 0
+            a, f_a, g_a = np.where(low, trial, a), np.where(low, f_trial, f_a), np.where(low, f_trial, g_a)
+            b, f_b, g_b = np.where(low, b, trial), np.where(low, f_b, f_trial), np.where(low, g_b, f_trial)
+            g_b = np.where(low & (last == 1), 0.5 * g_b, g_b)
+            g_a = np.where(~low & (last == -1), 0.5 * g_a, g_a)
+            last = np.where(low, 1, -1).astype(np.int8)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            secant = a + f_a / (f_a - f_b) * (b - a)
+        root = np.where((secant >= a) & (secant <= b), secant, a)
+        value = np.where(count >= grid.size, upper, np.where(count == 0, lower - 1.0, root))
+        return np.minimum(value, cap)
+
+    return l_star
+
+
+def goodput_rates(
+    model: StageModel,
+    threshold_tokens: ArrayLike,
+    n_pd_prefill: ArrayLike,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    decode_service_scv: float = 0.0,
+    grid_points: int = SEARCH_GRID_POINTS,
+    rate_rtol: float = RATE_RTOL,
+) -> tuple[Array, Array, Array]:
+    """Goodput of every candidate plan (t, N_p, N_d = N_local - N_p) at once (arrays broadcast).
+
+    Returns (goodput, stability limit, P(TTFT <= X) at zero load), each of the broadcast shape; goodput is 0
+    where the empty system already misses the SLO. Each goodput is bracketed to ``rate_rtol`` of its
+    stability limit by regula falsi with the Illinois modification on f(Λ) = P_Λ(TTFT <= X) - q, which is
+    continuous and decreasing on (0, Λ_stable); the returned value is the lower, SLO-meeting end.
+    """
+    if not (ttft_slo_s > 0 and np.isfinite(ttft_slo_s)):
+        raise ValueError(f"ttft_slo_s must be a finite number > 0, got {ttft_slo_s}")
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    lengths = model.lengths
+    route = route_latency(model)
+    t_all, n_all = np.broadcast_arrays(np.asarray(threshold_tokens, dtype=np.float64), np.asarray(n_pd_prefill))
+    shape = t_all.shape
+    # Everything that depends on the threshold alone is computed once per distinct threshold.
+    unique_t, which = np.unique(t_all.ravel(), return_inverse=True)
+    t = unique_t[which]
+    n_p = n_all.ravel().astype(np.float64)
+    n_d = model.n_local - n_p
+    moments = route_moments(model, t)
+    limit, _ = stability_limit_req_per_s(model, moments, n_p, n_d)
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    local_grid = length_grid(lengths, lo - 1.0, unique_t, grid_points)[which]
+    offload_grid = length_grid(lengths, np.maximum(unique_t, lo - 1.0), hi, grid_points)[which]
+    local_unloaded = local_mass_below(lengths, route, unique_t, ttft_slo_s)[which]
+    has_offload = bool(np.any(t < hi)) and route.offload_prefill is not None
+    local_latency = route.local_s(local_grid)
+    offload_prefill = route.offload_prefill(offload_grid) if has_offload and route.offload_prefill else 0.0
+    offload_transfer = route.transfer_s(offload_grid) if has_offload else 0.0
+    p = moments.offload_fraction
+
+    def slack(rate: Array) -> Array:
+        # The two terms of TtftLaw.local_part/offload_part at x = X, with every Λ-independent part reused.
+        state = stage_state(model, moments, n_p, n_d, rate, decode_service_scv)
+        stretch = np.where(state.stable, state.link_stretch, 1.0)
+        transfer = stretch[..., None] * offload_transfer
+        if route.transfer == "after_prefill":
+            offload_latency = offload_prefill + transfer + route.first_decode_step_s
+        else:
+            offload_latency = np.maximum(offload_prefill, transfer) + route.first_decode_step_s
+        atom_local = (1.0 - state.local_wait.p_wait) * (1.0 - state.decode_wait.p_wait)
+        atom_offload = (1.0 - state.prfaas_wait.p_wait) * (1.0 - state.decode_wait.p_wait)
+        offload_unloaded = zero_wait_offload(stretch) if has_offload else 0.0
+        spread_local = positive_wait_cdf(ttft_slo_s - local_latency, state.local_wait, state.decode_wait)
+        spread_offload = positive_wait_cdf(ttft_slo_s - offload_latency, state.prfaas_wait, state.decode_wait)
+        cdf = (
+            atom_local * local_unloaded
+            + (1.0 - p) * spread_local.mean(axis=-1)
+            + atom_offload * offload_unloaded
+            + p * spread_offload.mean(axis=-1)
+        )
+        return np.asarray(np.where(state.stable, cdf - quantile, -1.0), dtype=np.float64)
+
+    offload_zero = offload_mass_below(lengths, route, unique_t, ttft_slo_s)[which] if has_offload else 0.0
+    unloaded_cdf = local_unloaded + offload_zero
+    feasible = (unloaded_cdf >= quantile) & np.isfinite(limit) & (limit > 0)
+    top = np.where(feasible, limit, 0.0) * (1.0 - 1e-9)
+    l_star_of_stretch = _stretch_inverse(route, lo, hi, ttft_slo_s) if has_offload else None
+    cdf_at_t = np.asarray(lengths.cdf(t))
+
+    def zero_wait_offload(stretch: Array) -> Array:
+        assert l_star_of_stretch is not None
+        l_star = l_star_of_stretch(stretch)
+        return np.where(l_star > t, np.asarray(lengths.cdf(l_star)) - cdf_at_t, 0.0)
+
+    f_top = slack(top)
+    top_ok = feasible & (f_top >= 0.0)
+    low, high = np.zeros(t.shape), top.copy()
+    f_low, f_high = unloaded_cdf - quantile, f_top
+    pending = feasible & ~top_ok
+    tolerance = rate_rtol * top
+    last_side = np.zeros(t.shape, dtype=np.int8)
+    for step in range(_RATE_MAX_STEPS):
+        pending &= (high - low > tolerance) & (f_low > _SLACK_TOL)
+        if not np.any(pending):
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            trial = low - f_low * (high - low) / (f_high - f_low)
+        # The slack is flat at low load and steep near saturation: halve first, then interpolate.
+        secant = (step >= _RATE_BISECTIONS) & (trial > low) & (trial < high)
+        trial = np.where(secant, trial, 0.5 * (low + high))
+        f_trial = slack(trial)
+        to_low = f_trial >= 0.0
+        low = np.where(pending & to_low, trial, low)
+        f_low = np.where(pending & to_low, f_trial, f_low)
+        high = np.where(pending & ~to_low, trial, high)
+        f_high = np.where(pending & ~to_low, f_trial, f_high)
+        # Illinois: an endpoint kept twice in a row has its value halved (signs are preserved).
+        side = np.where(to_low, 1, -1).astype(np.int8)
+        f_high = np.where(pending & (side == 1) & (last_side == 1), 0.5 * f_high, f_high)
+        f_low = np.where(pending & (side == -1) & (last_side == -1), 0.5 * f_low, f_low)
+        last_side = side
+    rate = np.where(feasible, np.where(top_ok, top, low), 0.0)
+    return rate.reshape(shape), limit.reshape(shape), np.asarray(unloaded_cdf).reshape(shape)
+
+
+def plans_goodput(
+    model: StageModel,
+    threshold_tokens: ArrayLike,
+    n_pd_prefill: ArrayLike,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    decode_service_scv: float = 0.0,
+) -> list[Goodput]:
+    """Goodput of several plans (t, N_p, N_d = N_local - N_p) of one pool, scored together with the full
+    length grid; N_prfaas = ``model.n_prfaas``."""
+    rates, limits, unloaded = goodput_rates(
+        model,
+        np.asarray(threshold_tokens, dtype=np.float64).ravel(),
+        np.asarray(n_pd_prefill, dtype=np.float64).ravel(),
+        ttft_slo_s,
+        quantile,
+        decode_service_scv=decode_service_scv,
+        grid_points=GRID_POINTS,
+    )
+    out = []
+    for value, limit, zero_load in zip(rates.tolist(), limits.tolist(), unloaded.tolist(), strict=True):
+        if zero_load < quantile:
+            limited_by = "unloaded"
+        elif value >= limit * (1.0 - 1e-6):
+            limited_by = "stability"
+        else:
+            limited_by = "slo"
+        out.append(
+            Goodput(
+                rate_req_per_s=value,
+                stability_limit_req_per_s=limit,
+                ttft_slo_s=float(ttft_slo_s),
+                quantile=quantile,
+                limited_by=limited_by,
+            )
+        )
+    return out
+
+
+def plan_goodput(
+    model: StageModel,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    decode_service_scv: float = 0.0,
+) -> Goodput:
+    """Goodput of one plan (t, N_p, N_d), N_prfaas = ``model.n_prfaas``, scored with the full length grid."""
+    sized = replace(model, n_local=n_pd_prefill + n_pd_decode)
+    (goodput,) = plans_goodput(
+        sized, [threshold_tokens], [n_pd_prefill], ttft_slo_s, quantile, decode_service_scv=decode_service_scv
+    )
+    return goodput
+
+
+def _coarse_thresholds(model: StageModel) -> Array:
+    lengths = model.lengths
+    inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _COARSE_THRESHOLDS)), dtype=np.float64)
+    below_all = min(0.0, lengths.lower_tokens - 1.0)
+    return np.unique(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
+
+
+def best_goodput_plan(
+    model: StageModel,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    resolution_tokens: float = 10.0,
+    decode_service_scv: float = 0.0,
+    thresholds: ArrayLike | None = None,
+) -> tuple[float, int, float]:
+    """(t, N_p, goodput) maximising goodput over thresholds and splits N_p in 0..N_local-1 (req/s).
+
+    ``thresholds`` restricts t to given values (no refinement), e.g. the upper end of the length range for
+    a pool that prefills everything locally. Otherwise: a quantile-spaced coarse grid x every split, then
+    nested grids around the best threshold of the best two splits until the bracket is narrower than
+    ``resolution_tokens``. Pruning is exact: goodput never exceeds the stability limit, so once some plans
+    are scored, a candidate whose limit is below the best goodput found cannot win and is not scored.
+    """
+    fixed = thresholds is not None
+    grid = np.asarray(thresholds, dtype=np.float64).ravel() if fixed else _coarse_thresholds(model)
+
+    def score(t: Array, n_p: Array) -> Array:
+        rates, _, _ = goodput_rates(
+            model,
+            t,
+            n_p,
+            ttft_slo_s,
+            quantile,
+            decode_service_scv=decode_service_scv,
+            rate_rtol=_SEARCH_RATE_RTOL,
+        )
+        return rates
+
+    t_cand, n_cand = (a.ravel() for a in np.meshgrid(grid, np.arange(model.n_local, dtype=np.float64), indexing="ij"))
+    moments = route_moments(model, t_cand)
+    limits, _ = stability_limit_req_per_s(model, moments, n_cand, model.n_local - n_cand)
+    limits = np.where(np.isfinite(limits), limits, 0.0)
+    order = np.argsort(-limits, kind="stable")
+    rates = np.zeros(t_cand.shape)
+    probe = order[:_PROBE_CANDIDATES]
+    rates[probe] = score(t_cand[probe], n_cand[probe])
+    rest = order[_PROBE_CANDIDATES:]
+    rest = rest[limits[rest] > np.max(rates)]
+    if rest.size:
+        rates[rest] = score(t_cand[rest], n_cand[rest])
+    k = int(np.argmax(rates))
+    best = (float(t_cand[k]), int(n_cand[k]), float(rates[k]))
+    if fixed or grid.size < 3 or best[2] <= 0:
+        return best
+    by_split = rates.reshape(grid.size, model.n_local)
+    row_best = np.max(by_split, axis=0)
+    rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
+    rows = rows[row_best[rows] > 0]
+    cell = np.argmax(by_split[:, rows], axis=0)
+    lo = grid[np.maximum(cell - 1, 0)]
+    hi = grid[np.minimum(cell + 1, grid.size - 1)]
+    fractions = np.linspace(0.0, 1.0, _REFINE_POINTS)
+    picks = np.arange(rows.size)
+    while np.max(hi - lo) > resolution_tokens:
+        cand = lo[:, None] + (hi - lo)[:, None] * fractions[None, :]
+        r = score(cand, rows[:, None].astype(np.float64))
+        idx = np.argmax(r, axis=1)
+        top = r[picks, idx]
+        for row in picks:
+            if top[row] > best[2]:
+                best = (float(cand[row, idx[row]]), int(rows[row]), float(top[row]))
+        step = (hi - lo) / (_REFINE_POINTS - 1)
+        centre = cand[picks, idx]
+        lo = np.maximum(centre - step, lo)
+        hi = np.minimum(centre + step, hi)
+    return best

@@ -1,0 +1,343 @@
+"""Every stage of a PrfaaS-PD plan as a queue, vectorised over candidate plans (numpy broadcasting).
+
+A plan (t, N_p, N_d) at total arrival rate Λ. Requests with uncached length L > t (a fraction p = P(L > t))
+are offloaded, the rest prefilled locally; routing by length is independent of arrival times.
+
+- **PrfaaS prefill pool**: G/G/c, c = N_prfaas, arrival rate pΛ, service T_prfaas(L) for L > t. Its mean
+  and SCV come from the first two moments E[T | L > t], E[T² | L > t] (``curve.expect``, power 1 and 2),
+  not from T at one representative length. Waiting law: Whitt's (1993) refinement of Allen-Cunneen for the
+  mean, Erlang C for P(W > 0), exponential conditional wait (``prfaas_plan.queueing.ggc_wait``, whose
+  docstring tabulates the error against simulation).
+- **Cross-datacenter link**: the offloaded transfers, S_kv(L)/B seconds of work each, share B fairly
+  (processor sharing, what TCP flows on one link approximate). For M/G/1-PS a transfer of work x takes
+  x / (1 - ρ) on average, for any work distribution (Kleinrock 1976, Queueing Systems Vol. 2, ch. 4), so
+  sharing stretches each transfer by κ = 1 + ρ/(1 - ρ). For renewal arrivals the stretch uses the mean
+  number of concurrent transfers of the heavy-traffic limit (state-space collapse: the workload is
+  that of any work-conserving queue, Kingman's ρ E[S] (ca² + cs²) / (2(1 - ρ)), and the transfers in
+  progress have the equilibrium residual mean E[S](1 + cs²)/2; Gromoll 2004, Ann. Appl. Probab. 14(2)):
+  κ = 1 + ρ/(1 - ρ) · (ca² + cs²)/(1 + cs²), exact for Poisson arrivals. The stretch is applied to each
+  request's own transfer time (the PS mean given its size), so the link adds no variance of its own: at
+  the paper's link loads (≤ 15 %) it moves TTFT by milliseconds; a link-bound plan's percentiles are
+  under-dispersed. Layer-wise transfers are visible only where κ S/B outlasts the prefill (``ttft``).
+- **Local prefill pool**: G/G/c as the PrfaaS pool, c = N_p, arrival rate (1 - p)Λ, service T_local(L),
+  L <= t. The intra-cluster transfer (when its bandwidth is given) is added to TTFT but does not hold the
+  prefill instance (the transfer is asynchronous and each instance has its own NIC; at 100 GB/s a 2.4 GB
+  cache takes 24 ms against seconds of prefill, so its queue is not modelled).
+- **Decode admission**: N_d · BS_max slots, each held for L_out · T_decode (the SLO-governed step time of
+  Eq. 5), arrival rate Λ: a G/G/c wait for a slot with c = N_d · BS_max, service SCV that of the output
+  length (0 for the paper's fixed 1,024 tokens).
+
+Arrival variability. Bernoulli routing (probability p) of a renewal process with inter-arrival time X,
+SCV ca², gives a renewal process whose inter-arrival time is a sum of N ~ Geometric(p) copies of X:
+E = E[X]/p and Var = Var[X]/p + E[X]²(1 - p)/p², so its SCV is exactly p·ca² + (1 - p) (the splitting
+rule of Whitt 1983, The Queueing Network Analyzer, Bell Syst. Tech. J. 62(9)). The link and the decode
+stage are fed by the prefill pools' departures; their SCV is taken as that of the pools' arrivals (exact
+for Poisson arrivals into exponential servers, Burke's theorem). QNA's departure approximation
+c_d² = 1 + (1 - ρ²)(ca² - 1) + ρ²(cs² - 1)/√c differs from ca² by ρ²((cs² - 1)/√c - (ca² - 1)): for
+the paper's pools (cs² 0.1-0.3, c = 3-4) departures are smoother than Poisson by 0.1 at half load and
+0.3-0.4 at 90 %, so the link and slot waits are slightly overstated; both are insensitive to it (the link
+is <= 15 % busy, the decode stage has 100+ slots).
+
+Stability: a stage is unstable when its utilisation ρ >= 1. Because T is convex in l, E[T(L)] > T(E[L]),
+so a prefill pool saturates slightly *before* the paper's Λ_max (Eqs. 3-4 use T at the mean length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from prfaas_plan.throughput import STAGES, StageModel
+
+Array = NDArray[np.float64]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Vectorised G/G/c primitives (elementwise twins of prfaas_plan.queueing; tests check they agree)
+# --------------------------------------------------------------------------------------------------------
+
+
+def erlang_c(servers: ArrayLike, offered_load_erlangs: ArrayLike) -> Array:
+    """Erlang C, P(W > 0) in M/M/c, elementwise: C = c B / (c - a (1 - B)) (dimensionless).
+
+    B(c, a) = (a^c / c!) / Σ_{k<=c} a^k / k! is the Erlang B loss probability, evaluated as a ratio of
+    Poisson terms in log space (log-sum-exp over k = 0..c), one vector operation for every c at once.
+    Domain: integer c >= 0 and 0 <= a < c; 0 where c = 0 or a = 0.
+    Source: Kleinrock (1975), Eq. 3.40; Tijms (2003), Sec. 5.2.
+    """
+    c = np.asarray(servers, dtype=np.float64)
+    a = np.asarray(offered_load_erlangs, dtype=np.float64)
+    c, a = np.broadcast_arrays(c, a)
+    active = (c >= 1) & (a > 0) & (a < c)
+    if not np.any(active):
+        return np.zeros(c.shape)
+    top = int(np.max(np.where(active, c, 0.0)))
+    k = np.arange(top + 1, dtype=np.float64)
+    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(k[1:]))))
+    log_a = np.log(np.where(active, a, 1.0))[..., None]
+    log_terms = np.where(k <= c[..., None], k * log_a - log_factorial, -np.inf)
+    peak = np.max(log_terms, axis=-1, keepdims=True)
+    index = np.where(active, c, 0.0).astype(np.int64)[..., None]
+    log_last = np.take_along_axis(log_terms, index, axis=-1)
+    blocking = (np.exp(log_last - peak) / np.sum(np.exp(log_terms - peak), axis=-1, keepdims=True))[..., 0]
+    safe = np.where(active, c - a * (1.0 - blocking), 1.0)
+    return np.where(active, c * blocking / safe, 0.0)
+
+
+def whitt_factor(servers: ArrayLike, utilization: ArrayLike, arrival_scv: ArrayLike, service_scv: ArrayLike) -> Array:
+    """Whitt's φ(ρ, ca², cs², c) in W_q(GI/G/c) ≈ φ · (ca² + cs²)/2 · W_q(M/M/c), elementwise.
+
+    The equations of ``prfaas_plan.queueing.whitt_correction_factor`` (Whitt 1993, Eqs. 2.24-2.28).
+    Domain: c >= 1, 0 < ρ < 1, ca² + cs² > 0; 1 elsewhere (where the wait is zero or undefined anyway).
+    """
+    c = np.asarray(servers, dtype=np.float64)
+    rho = np.asarray(utilization, dtype=np.float64)
+    ca2 = np.asarray(arrival_scv, dtype=np.float64)
+    cs2 = np.asarray(service_scv, dtype=np.float64)
+    valid = (c >= 1) & (rho > 0) & (rho < 1) & (ca2 + cs2 > 0)
+    c = np.where(valid, c, 2.0)
+    # Below ρ = 1e-9 the factor no longer changes (γ saturates at 0.24, φ3 underflows to 0); clamping keeps
+    # the divisions finite for denormal utilisations.
+    rho = np.where(valid, np.maximum(rho, 1e-9), 0.5)
+    ca2 = np.where(valid, ca2, 1.0)
+    cs2 = np.where(valid, cs2, 1.0)
+    gamma = np.minimum(0.24, (1.0 - rho) * (c - 1.0) * (np.sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * c * rho))
+    phi1 = 1.0 + gamma
+    phi3 = (1.0 - 4.0 * gamma) * np.exp(-2.0 * (1.0 - rho) / (3.0 * rho))
+    phi4 = np.minimum(1.0, 0.5 * (phi1 + phi3))
+    mean_scv = 0.5 * (ca2 + cs2)
+    psi = np.where(mean_scv >= 1.0, 1.0, phi4 ** (2.0 * (1.0 - np.minimum(mean_scv, 1.0))))
+    smooth_service = ca2 >= cs2
+    denominator = np.where(smooth_service, 4.0 * ca2 - 3.0 * cs2, 2.0 * (ca2 + cs2))
+    numerator = np.where(
+        smooth_service,
+        4.0 * (ca2 - cs2) * phi1 + cs2 * psi,
+        (cs2 - ca2) * phi3 + (cs2 + 3.0 * ca2) * psi,
+    )
+    return np.where(valid, numerator / denominator, 1.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wait:
+    """Waiting time in queue: an atom 1 - p_wait at zero and, given W > 0, an exponential of mean
+    ``conditional_mean_s`` (arrays over candidates; both 0 where nothing waits)."""
+
+    p_wait: Array
+    conditional_mean_s: Array
+
+    @property
+    def mean_s(self) -> Array:
+        """E[W] = p_wait · E[W | W > 0] (s)."""
+        return np.asarray(self.p_wait * self.conditional_mean_s, dtype=np.float64)
+
+    def quantile_s(self, q: float) -> Array:
+        """w_q = 0 if 1 - q >= p_wait, else E[W|W>0] · ln(p_wait / (1 - q)) (s); requires 0 <= q < 1."""
+        tail = 1.0 - q
+        waits = self.p_wait > tail
+        ratio = np.where(waits, self.p_wait, 1.0) / tail
+        return np.where(waits, self.conditional_mean_s * np.log(np.maximum(ratio, 1.0)), 0.0)
+
+
+def ggc_wait(
+    servers: ArrayLike,
+    arrival_rate_per_s: ArrayLike,
+    service_mean_s: ArrayLike,
+    arrival_scv: ArrayLike,
+    service_scv: ArrayLike,
+) -> Wait:
+    """G/G/c waiting law, elementwise: P(W > 0) = C(c, a), E[W | W > 0] = φ (ca² + cs²)/2 · E[S] / (c - a).
+
+    Whitt's (1993) mean with Erlang C and an exponential conditional wait, as ``queueing.ggc_wait``.
+    Defined where 0 <= ρ < 1; elsewhere (and where λ = 0, c = 0 or ca² = cs² = 0) the wait is returned as
+    0, so callers must mask unstable candidates themselves.
+    """
+    c = np.asarray(servers, dtype=np.float64)
+    lam = np.asarray(arrival_rate_per_s, dtype=np.float64)
+    mean = np.asarray(service_mean_s, dtype=np.float64)
+    load = lam * mean
+    variability = 0.5 * (np.asarray(arrival_scv, dtype=np.float64) + np.asarray(service_scv, dtype=np.float64))
+    active = (c >= 1) & (load > 0) & (load < c) & (variability > 0)
+    load = np.where(active, load, 0.0)
+    p_wait = erlang_c(c, load)
+    rho = np.where(active, load / np.where(c >= 1, c, 1.0), 0.5)
+    factor = variability * whitt_factor(c, rho, arrival_scv, service_scv)
+    conditional = factor * np.where(active, mean, 0.0) / np.where(active, c - load, 1.0)
+    return Wait(p_wait=np.where(active, p_wait, 0.0), conditional_mean_s=np.where(active, conditional, 0.0))
+
+
+# --------------------------------------------------------------------------------------------------------
+# The stages of a plan
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteMoments:
+    """Per threshold (arrays of the thresholds' shape): the routing split and each stage's service moments.
+
+    Means in seconds, SCVs dimensionless; a route with no traffic has mean 0 and SCV 0.
+    """
+
+    threshold_tokens: Array
+    offload_fraction: Array
+    prfaas_mean_s: Array
+    prfaas_scv: Array
+    link_mean_s: Array
+    link_scv: Array
+    local_mean_s: Array
+    local_scv: Array
+
+
+def _conditional(first: Array, second: Array, mass: Array) -> tuple[Array, Array]:
+    """Mean and SCV from E[y; A], E[y²; A] and P(A) (0, 0 where P(A) = 0)."""
+    has = mass > 0
+    safe = np.where(has, mass, 1.0)
+    mean = np.where(has, first / safe, 0.0)
+    mean_safe = np.where(mean > 0, mean, 1.0)
+    scv = np.where(has & (mean > 0), np.maximum(second / safe / mean_safe**2 - 1.0, 0.0), 0.0)
+    return mean, scv
+
+
+def route_moments(model: StageModel, threshold_tokens: ArrayLike) -> RouteMoments:
+    """E[T_prfaas | L > t], E[S_kv/B | L > t], E[T_local | L <= t] and their SCVs, from the curves' first
+    and second partial expectations (exact for polynomial and piecewise-linear curves)."""
+    lengths = model.lengths
+    t = np.asarray(threshold_tokens, dtype=np.float64)
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    above = np.maximum(t, lo - 1.0)
+    p = np.asarray(lengths.partial_moment(0, above, np.full_like(above, hi)), dtype=np.float64)
+    q = np.asarray(lengths.partial_moment(0, np.full_like(t, lo - 1.0), t), dtype=np.float64)
+    bandwidth = model.link_bandwidth_bytes_per_s
+    prfaas = _conditional(
+        model.prfaas_prefill.expect(lengths, above, hi), model.prfaas_prefill.expect(lengths, above, hi, power=2), p
+    )
+    link = _conditional(
+        model.kv_bytes.expect(lengths, above, hi) / bandwidth,
+        model.kv_bytes.expect(lengths, above, hi, power=2) / bandwidth**2,
+        p,
+    )
+    local = _conditional(
+        model.local_prefill.expect(lengths, lo - 1.0, t), model.local_prefill.expect(lengths, lo - 1.0, t, power=2), q
+    )
+    return RouteMoments(
+        threshold_tokens=t,
+        offload_fraction=p,
+        prfaas_mean_s=prfaas[0],
+        prfaas_scv=prfaas[1],
+        link_mean_s=link[0],
+        link_scv=link[1],
+        local_mean_s=local[0],
+        local_scv=local[1],
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageState:
+    """Every stage of candidate plans at their arrival rates (arrays broadcast over candidates).
+
+    ``utilization`` per stage name of ``throughput.STAGES`` (0 for a stage with no traffic, +inf for traffic
+    into a stage with no servers). Waits and the link stretch are meaningful only where ``stable``.
+    """
+
+    rate_req_per_s: Array
+    utilization: dict[str, Array]
+    stable: Array
+    prfaas_wait: Wait
+    local_wait: Wait
+    decode_wait: Wait
+    #: κ >= 1: how much sharing the link lengthens each transfer (processor sharing, see module docstring).
+    link_stretch: Array
+    #: Mean extra time a transfer spends on the shared link, (κ - 1) E[S/B | L > t] (s).
+    link_wait_mean_s: Array
+
+
+def _per_server(load: Array, servers: Array) -> Array:
+    """Utilisation load / c; +inf where c = 0 carries load, 0 where nothing arrives."""
+    has = servers > 0
+    return np.where(has, load / np.where(has, servers, 1.0), np.where(load > 0, np.inf, 0.0))
+
+
+def stage_state(
+    model: StageModel,
+    moments: RouteMoments,
+    n_pd_prefill: ArrayLike,
+    n_pd_decode: ArrayLike,
+    rate_req_per_s: ArrayLike,
+    decode_service_scv: float = 0.0,
+) -> StageState:
+    """Utilisations, waits and the link stretch of each stage at arrival rate Λ (see the module docstring).
+
+    ``moments`` (per threshold), N_p, N_d and Λ broadcast against each other; N_prfaas is ``model.n_prfaas``.
+    """
+    lam = np.asarray(rate_req_per_s, dtype=np.float64)
+    n_p = np.asarray(n_pd_prefill, dtype=np.float64)
+    n_d = np.asarray(n_pd_decode, dtype=np.float64)
+    p = moments.offload_fraction
+    q = 1.0 - p
+    ca2 = model.interarrival_scv
+    ca2_offload = p * ca2 + (1.0 - p)
+    ca2_local = q * ca2 + (1.0 - q)
+    lam_offload = p * lam
+    lam_local = q * lam
+    n_prfaas = np.asarray(float(model.n_prfaas))
+    slots = n_d * model.decode_max_batch
+    slot_hold_s = model.output_tokens_mean * model.decode_step_time_s
+    utilization = {
+        "prfaas_compute": _per_server(lam_offload * moments.prfaas_mean_s, n_prfaas),
+        "prfaas_link": np.asarray(lam_offload * moments.link_mean_s, dtype=np.float64),
+        "pd_prefill": _per_server(lam_local * moments.local_mean_s, n_p),
+        "pd_decode": _per_server(lam * slot_hold_s, slots),
+    }
+    shape = np.broadcast_shapes(*(u.shape for u in utilization.values()))
+    utilization = {k: np.broadcast_to(v, shape) for k, v in utilization.items()}
+    stable = np.logical_and.reduce([utilization[s] < 1.0 for s in STAGES])
+    rho_link = np.where(stable, utilization["prfaas_link"], 0.0)
+    burst = (ca2_offload + moments.link_scv) / (1.0 + moments.link_scv)
+    stretch = np.where(stable, 1.0 + burst * rho_link / (1.0 - rho_link), np.nan)
+
+    def stacked(*values: ArrayLike) -> Array:
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in values])
+
+    # The three pools in one vectorised evaluation: PrfaaS prefill, local prefill, decode slots.
+    waits = ggc_wait(
+        stacked(n_prfaas, n_p, slots),
+        stacked(lam_offload, lam_local, lam),
+        stacked(moments.prfaas_mean_s, moments.local_mean_s, slot_hold_s),
+        stacked(ca2_offload, ca2_local, ca2),
+        stacked(moments.prfaas_scv, moments.local_scv, decode_service_scv),
+    )
+    prfaas_wait, local_wait, decode_wait = (
+        Wait(p_wait=waits.p_wait[i], conditional_mean_s=waits.conditional_mean_s[i]) for i in range(3)
+    )
+    return StageState(
+        rate_req_per_s=np.broadcast_to(lam, shape),
+        utilization=utilization,
+        stable=stable,
+        prfaas_wait=prfaas_wait,
+        local_wait=local_wait,
+        decode_wait=decode_wait,
+        link_stretch=stretch,
+        link_wait_mean_s=(stretch - 1.0) * moments.link_mean_s,
+    )
+
+
+def stability_limit_req_per_s(
+    model: StageModel, moments: RouteMoments, n_pd_prefill: ArrayLike, n_pd_decode: ArrayLike
+) -> tuple[Array, dict[str, Array]]:
+    """Λ at which each stage's utilisation reaches 1 (utilisation is linear in Λ), and the smallest of them.
+
+    Returns (the plan's limit, {stage: limit}); +inf for a stage that receives no traffic.
+    """
+    at_one = stage_state(model, moments, n_pd_prefill, n_pd_decode, 1.0).utilization
+    limits = {s: np.where(u > 0, 1.0 / np.where(u > 0, u, 1.0), np.inf) for s, u in at_one.items()}
+    return np.minimum.reduce([limits[s] for s in STAGES]), limits
+
+
+def stage_utilization(
+    model: StageModel, threshold_tokens: float, n_pd_prefill: int, n_pd_decode: int, rate_req_per_s: float
+) -> dict[str, float]:
+    """Each stage's utilisation ρ for one plan at arrival rate Λ (dimensionless; +inf: traffic, no servers)."""
+    moments = route_moments(model, np.asarray(float(threshold_tokens)))
+    state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s)
+    return {s: float(state.utilization[s]) for s in STAGES}

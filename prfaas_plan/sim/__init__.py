@@ -1,0 +1,49 @@
+"""The discrete-event PrfaaS-PD cluster: arrivals, router, prefill pools, shared link, decode slots.
+
+``simulate(ClusterConfig, Workload)`` runs one plan on pre-sampled requests and returns immutable
+``Records``; ``summarize`` turns them into steady-state figures with confidence intervals; ``closed_form``
+gives the analytical figures on the same definitions; ``run_study`` does all of it the way the
+``simulate`` command does.
+"""
+
+from prfaas_plan.sim.arrivals import ArrivalProcess, OnOff, Poisson, Renewal
+from prfaas_plan.sim.closed_form import ClosedForm, closed_form, saturated_throughput
+from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.engine import Engine
+from prfaas_plan.sim.records import COLUMNS, STATES, Records, SimResult
+from prfaas_plan.sim.study import Study, choose_plan, offered_rate, run_study, trace_model
+from prfaas_plan.sim.summary import Estimate, Summary, TtftStats, confidence_half_width, occupancy, replicate, summarize
+from prfaas_plan.sim.workload import MAX_REQUESTS, Workload, synthetic_workload, trace_workload
+
+__all__ = [
+    "COLUMNS",
+    "MAX_REQUESTS",
+    "STATES",
+    "ArrivalProcess",
+    "ClosedForm",
+    "ClusterConfig",
+    "Engine",
+    "Estimate",
+    "OnOff",
+    "Poisson",
+    "Records",
+    "Renewal",
+    "SimResult",
+    "Study",
+    "Summary",
+    "TtftStats",
+    "Workload",
+    "choose_plan",
+    "closed_form",
+    "confidence_half_width",
+    "occupancy",
+    "offered_rate",
+    "replicate",
+    "run_study",
+    "saturated_throughput",
+    "simulate",
+    "summarize",
+    "synthetic_workload",
+    "trace_model",
+    "trace_workload",
+]

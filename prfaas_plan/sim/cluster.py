@@ -1,0 +1,399 @@
+"""The PrfaaS-PD cluster as discrete events: router, two prefill pools, the shared link, decode slots.
+
+A request arriving with uncached length L goes to the PrfaaS pool if L > t and to the local prefill pool
+otherwise (the plan's threshold). Each pool is c identical FCFS servers; service takes the pool's prefill
+curve at the request's own length, T(L) (the throughput model represents a route by T(E[L]) instead).
+
+- Offloaded requests send S_kv(L) bytes over the shared link (``link.SharedLink``). ``after_prefill``: the
+  transfer starts when the prefill ends and the instance is free at once (KV is shipped asynchronously).
+  ``layerwise``: the transfer joins the link when the prefill starts and the KV is ready at the later of the
+  prefill end and the transfer end. Pipelined transfers take an equal share of the link from the start,
+  although a prefill cannot produce KV faster than S_kv/T; on an uncongested link (the paper's runs at
+  about 13 %) this is immaterial, on a congested one it favours early-stage transfers slightly.
+- Local requests hand their KV cache over the intra-cluster network in S_kv(L)/b when the scenario gives a
+  per-instance bandwidth b (a pure delay: each instance's NIC carries one transfer at a time and is idle
+  most of the time), instantly otherwise.
+- Decode: N_d instances of BS_max slots, one FCFS queue. A request holds a slot for L_out·T_decode. With a
+  KV-memory limit per instance, a request is admitted only to an instance with a free slot *and* room for
+  its S_kv(L) bytes (the one with most room); the queue is strictly FCFS, so the head can block smaller
+  requests behind it. Without the limit the N_d·BS_max slots act as one pool.
+
+TTFT ends at decode admission (plus one decode step when the scenario counts it), so it includes the wait
+for a decode slot. Nothing pushes back upstream: a full decode pool makes requests wait with their KV.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from array import array
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.sim.engine import Engine
+from prfaas_plan.sim.link import SharedLink
+from prfaas_plan.sim.records import STATES, Records, SimResult
+from prfaas_plan.sim.workload import Workload
+from prfaas_plan.throughput import StageModel
+
+# Event kinds (handler indices).
+_ARRIVAL, _PREFILL_DONE, _LINK_DONE, _KV_READY, _DECODE_DONE, _BANDWIDTH = range(6)
+# Request states, indices into STATES.
+_Q_PRFAAS, _Q_LOCAL, _S_PRFAAS, _S_LOCAL, _TRANSFER, _Q_DECODE, _S_DECODE = range(len(STATES))
+_DONE = -1
+#: The progress callback is told the number of arrivals every this many arrivals.
+PROGRESS_EVERY = 8192
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterConfig:
+    """A plan to simulate: the stage model, the threshold and split, and what the model leaves out.
+
+    ``decode_kv_capacity_bytes``: KV memory per decode instance for admission (None: slots only).
+    ``bandwidth_profile``: ((start_s, bandwidth_bytes_per_s), ...) steps, the first at 0 s, replacing the
+    model's constant link bandwidth (the last step holds for ever). ``egress_bin_s``: width of the bins in
+    which delivered bytes are tallied (the peak egress is the busiest bin).
+    """
+
+    model: StageModel
+    threshold_tokens: float
+    n_pd_prefill: int
+    n_pd_decode: int
+    decode_kv_capacity_bytes: float | None = None
+    bandwidth_profile: tuple[tuple[float, float], ...] = ()
+    egress_bin_s: float = 1.0
+
+    @property
+    def decode_slots(self) -> int:
+        """N_d · BS_max."""
+        return self.n_pd_decode * self.model.decode_max_batch
+
+    def problems(self) -> list[Problem]:
+        """Why this configuration cannot be simulated (empty when it can)."""
+        problems = []
+        if self.n_pd_decode < 1:
+            problems.append(Problem(field="n_pd_decode", message=f"must be >= 1, got {self.n_pd_decode}"))
+        if self.n_pd_prefill < 0:
+            problems.append(Problem(field="n_pd_prefill", message=f"must be >= 0, got {self.n_pd_prefill}"))
+        if self.model.decode_max_batch < 1:
+            problems.append(Problem(field="decode_max_batch", message="must be >= 1"))
+        if not (math.isfinite(self.egress_bin_s) and self.egress_bin_s > 0):
+            problems.append(Problem(field="egress_bin_s", message=f"must be > 0, got {self.egress_bin_s}"))
+        profile = self.bandwidth_profile
+        if profile:
+            times = [step[0] for step in profile]
+            if times[0] != 0.0 or any(b <= a for a, b in itertools.pairwise(times)):
+                problems.append(Problem(field="bandwidth_profile", message="step times must start at 0 and increase"))
+            if any(not (math.isfinite(bw) and bw >= 0.0) for _, bw in profile):
+                problems.append(Problem(field="bandwidth_profile", message="bandwidths must be finite and >= 0"))
+        elif not self.model.link_bandwidth_bytes_per_s > 0:
+            problems.append(Problem(field="link bandwidth", message="must be > 0"))
+        return problems
+
+
+def simulate(
+    config: ClusterConfig,
+    workload: Workload,
+    *,
+    horizon_s: float = math.inf,
+    progress: Callable[[int], None] | None = None,
+) -> SimResult:
+    """Run the cluster on a workload until every request has finished or until ``horizon_s``.
+
+    Deterministic: the workload carries all randomness. ``progress`` (optional) is called with the number
+    of arrivals so far, every ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed
+    traffic without servers or a request can never be admitted to decode.
+    """
+    cluster = _Cluster(config, workload, progress)
+    return cluster.run(horizon_s)
+
+
+class _Cluster:
+    """Mutable state of one run. Handlers are methods; per-request data live in flat arrays."""
+
+    def __init__(self, config: ClusterConfig, workload: Workload, progress: Callable[[int], None] | None) -> None:
+        model = config.model
+        problems = config.problems()
+        lengths = workload.input_tokens
+        offload = lengths > config.threshold_tokens
+        n_offloaded = int(np.count_nonzero(offload))
+        if n_offloaded and model.n_prfaas < 1:
+            problems.append(Problem(field="n_prfaas", message=f"{n_offloaded} requests are offloaded to no instances"))
+        if n_offloaded < lengths.size and config.n_pd_prefill < 1:
+            problems.append(
+                Problem(field="n_pd_prefill", message=f"{lengths.size - n_offloaded} local requests have no instances")
+            )
+        service = np.where(offload, model.prfaas_prefill(lengths), model.local_prefill(lengths))
+        kv = np.asarray(model.kv_bytes(lengths), dtype=np.float64)
+        if lengths.size and not (np.all(np.isfinite(service)) and float(np.min(service)) >= 0.0):
+            where = float(lengths[np.argmin(np.where(np.isfinite(service), service, -np.inf))])
+            problems.append(Problem(field="prefill curve", message=f"not a positive time at {where:,.0f} tokens"))
+        if lengths.size and not (np.all(np.isfinite(kv)) and float(np.min(kv)) >= 0.0):
+            problems.append(Problem(field="kv_bytes curve", message="not a non-negative size at every length"))
+        capacity = config.decode_kv_capacity_bytes
+        if capacity is not None and lengths.size and float(np.max(kv)) > capacity:
+            problems.append(
+                Problem(
+                    field="decode KV capacity",
+                    message=f"a request's KV cache ({float(np.max(kv)) / 2**30:.2f} GiB) exceeds one decode "
+                    f"instance's {capacity / 2**30:.2f} GiB: it could never be admitted",
+                )
+            )
+        if problems:
+            raise InputError(problems)
+
+        self.config = config
+        self.workload = workload
+        self.n = int(lengths.size)
+        self.progress = progress
+        self.engine = Engine()
+        self.schedule = self.engine.scheduler()
+        # Per-request inputs as flat arrays: indexing array('d') gives Python floats, numpy gives slow scalars.
+        self.arrival = array("d", workload.arrival_s.tobytes())
+        self.offload = bytearray(offload.astype(np.uint8).tobytes())
+        self.service = array("d", service.astype(np.float64).tobytes())
+        self.kv = array("d", kv.tobytes())
+        self.hold = array("d", (workload.output_tokens * model.decode_step_time_s).astype(np.float64).tobytes())
+        nan_row = array("d", [math.nan]) * self.n
+        self.prefill_start = array("d", nan_row)
+        self.prefill_end = array("d", nan_row)
+        self.kv_ready = array("d", nan_row)
+        self.decode_start = array("d", nan_row)
+        self.layerwise = model.transfer == "layerwise"
+        # Layer-wise requests are ready when both the prefill and the transfer are done: parts still to come.
+        self.parts_left = bytearray(b"\x02") * self.n if self.layerwise else bytearray()
+        rdma = model.local_kv_transfer_bytes_per_s
+        self.rdma_bytes_per_s = rdma if rdma is not None and rdma > 0 else None
+        # Prefill pools, indexed by route (0 local, 1 PrfaaS): free servers and FCFS queues.
+        self.free = [config.n_pd_prefill, model.n_prfaas]
+        self.queues: tuple[deque[int], deque[int]] = (deque(), deque())
+        profile = config.bandwidth_profile
+        bandwidth = profile[0][1] if profile else model.link_bandwidth_bytes_per_s
+        self.link = SharedLink(bandwidth, config.egress_bin_s)
+        self.link_generation = 0
+        # Decode: one FCFS queue; pooled slots, or per-instance slots and KV memory with a capacity.
+        self.decode_queue: deque[int] = deque()
+        self.decode_free = config.decode_slots
+        self.capacity = capacity
+        self.instance_slots = [model.decode_max_batch] * config.n_pd_decode
+        self.instance_room = [capacity or 0.0] * config.n_pd_decode
+        self.instance_of = array("i", [-1]) * (self.n if capacity is not None else 0)
+        # Occupancy of each state: count now, and sum(exit times) - sum(entry times) so far.
+        self.count = [0] * len(STATES)
+        self.exit_minus_entry = [0.0] * len(STATES)
+        self.completed = 0
+
+    # -- bookkeeping --------------------------------------------------------------------------------------
+
+    def _move(self, now: float, source: int, target: int) -> None:
+        """A request leaves state ``source`` (or arrives, -1) and enters ``target`` (or leaves, -1)."""
+        if source >= 0:
+            self.count[source] -= 1
+            self.exit_minus_entry[source] += now
+        if target >= 0:
+            self.count[target] += 1
+            self.exit_minus_entry[target] -= now
+
+    # -- handlers -----------------------------------------------------------------------------------------
+
+    def on_arrival(self, now: float, i: int) -> None:
+        if i + 1 < self.n:
+            self.schedule(self.arrival[i + 1], _ARRIVAL, i + 1)
+        if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
+            self.progress(i + 1)
+        route = self.offload[i]
+        if self.free[route]:
+            self.free[route] -= 1
+            self._move(now, _DONE, _S_PRFAAS if route else _S_LOCAL)
+            self._start_prefill(now, i, route)
+        else:
+            self.queues[route].append(i)
+            self._move(now, _DONE, _Q_PRFAAS if route else _Q_LOCAL)
+
+    def _start_prefill(self, now: float, i: int, route: int) -> None:
+        self.prefill_start[i] = now
+        self.schedule(now + self.service[i], _PREFILL_DONE, i)
+        if route and self.layerwise:
+            self._start_transfer(now, i)
+
+    def on_prefill_done(self, now: float, i: int) -> None:
+        self.prefill_end[i] = now
+        route = self.offload[i]
+        queue = self.queues[route]
+        if queue:
+            j = queue.popleft()
+            self._move(now, _Q_PRFAAS if route else _Q_LOCAL, _S_PRFAAS if route else _S_LOCAL)
+            self._start_prefill(now, j, route)
+        else:
+            self.free[route] += 1
+        source = _S_PRFAAS if route else _S_LOCAL
+        if route:
+            if self.layerwise:
+                self.parts_left[i] -= 1
+                if self.parts_left[i]:
+                    self._move(now, source, _TRANSFER)
+                else:
+                    self._ready(now, i, source)
+            else:
+                self._move(now, source, _TRANSFER)
+                self._start_transfer(now, i)
+        elif self.rdma_bytes_per_s is not None:
+            self._move(now, source, _TRANSFER)
+            self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, _KV_READY, i)
+        else:
+            self._ready(now, i, source)
+
+    def _start_transfer(self, now: float, i: int) -> None:
+        self.link.start(now, self.kv[i], i)
+        self._reschedule_link(now)
+
+    def _reschedule_link(self, now: float) -> None:
+        # Every change of the link invalidates the finish event scheduled before it: bump the generation.
+        self.link_generation += 1
+        finish = self.link.next_finish_s(now)
+        if finish < math.inf:
+            self.schedule(finish, _LINK_DONE, self.link_generation)
+
+    def on_link_done(self, now: float, generation: int) -> None:
+        if generation != self.link_generation:
+            return  # superseded by a later start, finish or bandwidth change
+        for i in self.link.finish_due(now):
+            if self.layerwise:
+                self.parts_left[i] -= 1
+                if self.parts_left[i]:
+                    continue  # transferred before its prefill ended (still in prefill)
+            self._ready(now, i, _TRANSFER)
+        self._reschedule_link(now)
+
+    def on_kv_ready(self, now: float, i: int) -> None:
+        self._ready(now, i, _TRANSFER)
+
+    def on_bandwidth(self, now: float, step: int) -> None:
+        self.link.set_bandwidth(now, self.config.bandwidth_profile[step][1])
+        self._reschedule_link(now)
+
+    def _ready(self, now: float, i: int, source: int) -> None:
+        """The KV cache of request i is at the decode cluster: admit it or queue it."""
+        self.kv_ready[i] = now
+        if not self.decode_queue and self._try_admit(now, i):
+            self._move(now, source, _S_DECODE)
+        else:
+            self.decode_queue.append(i)
+            self._move(now, source, _Q_DECODE)
+
+    def _try_admit(self, now: float, i: int) -> bool:
+        if self.capacity is None:
+            if not self.decode_free:
+                return False
+            self.decode_free -= 1
+        else:
+            need, best, room = self.kv[i], -1, -1.0
+            for k, slots in enumerate(self.instance_slots):
+                if slots and self.instance_room[k] >= need and self.instance_room[k] > room:
+                    best, room = k, self.instance_room[k]
+            if best < 0:
+                return False
+            self.instance_slots[best] -= 1
+            self.instance_room[best] -= need
+            self.instance_of[i] = best
+        self.decode_start[i] = now
+        self.schedule(now + self.hold[i], _DECODE_DONE, i)
+        return True
+
+    def on_decode_done(self, now: float, i: int) -> None:
+        self.completed += 1
+        self._move(now, _S_DECODE, _DONE)
+        if self.capacity is None:
+            self.decode_free += 1
+        else:
+            k = self.instance_of[i]
+            self.instance_slots[k] += 1
+            self.instance_room[k] += self.kv[i]
+        queue = self.decode_queue
+        while queue and self._try_admit(now, queue[0]):
+            queue.popleft()
+            self._move(now, _Q_DECODE, _S_DECODE)
+
+    # -- the run ------------------------------------------------------------------------------------------
+
+    def run(self, horizon_s: float) -> SimResult:
+        engine, config = self.engine, self.config
+        if self.n:
+            engine.schedule(self.arrival[0], _ARRIVAL, 0)
+        for step, (start_s, _) in enumerate(config.bandwidth_profile[1:], start=1):
+            engine.schedule(start_s, _BANDWIDTH, step)
+        handlers = (
+            self.on_arrival,
+            self.on_prefill_done,
+            self.on_link_done,
+            self.on_kv_ready,
+            self.on_decode_done,
+            self.on_bandwidth,
+        )
+        engine.run(handlers, horizon_s)
+        end_s = engine.now_s
+        self.link.advance_to(end_s)
+        return self._result(end_s)
+
+    def _result(self, end_s: float) -> SimResult:
+        config, model = self.config, self.config.model
+        arrival = np.frombuffer(self.arrival, dtype=np.float64)
+        offloaded = np.frombuffer(bytes(self.offload), dtype=np.uint8).astype(bool)
+        prefill_start = np.frombuffer(self.prefill_start, dtype=np.float64)
+        prefill_end = np.frombuffer(self.prefill_end, dtype=np.float64)
+        kv_ready = np.frombuffer(self.kv_ready, dtype=np.float64)
+        decode_start = np.frombuffer(self.decode_start, dtype=np.float64)
+        hold = np.frombuffer(self.hold, dtype=np.float64)
+        if self.layerwise:
+            transfer_start = np.where(offloaded, prefill_start, np.nan)
+        else:
+            transfer_start = np.where(offloaded, prefill_end, np.nan)
+        if self.rdma_bytes_per_s is not None:
+            transfer_start = np.where(offloaded, transfer_start, prefill_end)
+        step = model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0
+        with np.errstate(invalid="ignore"):
+            first_token = decode_start + step
+            finish = decode_start + hold
+            first_token = np.where(first_token <= end_s, first_token, np.nan)
+            finish = np.where(finish <= end_s, finish, np.nan)
+        # Arrivals are sorted: the requests that arrived by end_s are a prefix.
+        arrived = int(np.searchsorted(arrival, end_s, side="right"))
+        records = Records.build(
+            arrival_s=arrival[:arrived],
+            input_tokens=self.workload.input_tokens[:arrived],
+            output_tokens=self.workload.output_tokens[:arrived],
+            offloaded=offloaded[:arrived],
+            prefill_start_s=prefill_start[:arrived],
+            prefill_end_s=prefill_end[:arrived],
+            transfer_start_s=transfer_start[:arrived],
+            kv_ready_s=kv_ready[:arrived],
+            decode_start_s=decode_start[:arrived],
+            first_token_s=first_token[:arrived],
+            finish_s=finish[:arrived],
+        )
+        bins = np.asarray(self.link.bin_bytes, dtype=np.float64)
+        return SimResult(
+            records=records,
+            end_s=end_s,
+            events=self.engine.events_fired,
+            arrived=arrived,
+            completed=self.completed,
+            in_system=dict(zip(STATES, self.count, strict=True)),
+            state_time_s={
+                name: acc + count * end_s
+                for name, acc, count in zip(STATES, self.exit_minus_entry, self.count, strict=True)
+            },
+            egress_bin_s=config.egress_bin_s,
+            egress_bin_bytes=bins,
+            link_delivered_bytes=self.link.delivered_bytes,
+            link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+            bandwidth_profile=config.bandwidth_profile,
+            n_prfaas=model.n_prfaas,
+            n_pd_prefill=config.n_pd_prefill,
+            n_pd_decode=config.n_pd_decode,
+            decode_slots=config.decode_slots,
+        )

@@ -1,0 +1,124 @@
+"""The cross-datacenter link: bandwidth shared equally among the transfers in flight (processor sharing).
+
+With n transfers in flight each one receives B(t)/n bytes/s. Rather than updating every transfer's
+remaining bytes on each change (O(n) per event), the link keeps a *virtual clock* V(t), the bytes any one
+transfer in flight has received since the link was created, with dV/dt = B(t)/n(t) while n > 0. A transfer
+of S bytes that starts when the clock reads V0 finishes when it reads V0 + S, so transfers sit in a min-heap
+keyed by that finish reading and each start or finish costs O(log n). Between changes the clock runs at a
+constant rate, so the next finish time is exact: now + (V_next - V) * n / B.
+
+B(t) is piecewise constant: the nominal bandwidth, or a profile of (time, bandwidth) steps. A bandwidth of
+zero (an outage) stops every transfer until it returns. The link also tallies the bytes it delivers in
+fixed time bins, for the mean and peak egress.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+# A transfer is done when the virtual clock has passed its finish reading to within this relative tolerance
+# (the clock is advanced by floating-point products; exact equality cannot be relied on).
+_FINISH_RTOL = 1e-12
+
+
+class SharedLink:
+    """Processor-sharing link state. Times in s, sizes in bytes, bandwidth in bytes/s."""
+
+    __slots__ = (
+        "_bandwidth_bytes_per_s",
+        "_bin_bytes",
+        "_bin_s",
+        "_finish",
+        "_last_s",
+        "_virtual_bytes",
+        "busy_s",
+        "delivered_bytes",
+    )
+
+    def __init__(self, bandwidth_bytes_per_s: float, bin_s: float) -> None:
+        self._bandwidth_bytes_per_s = bandwidth_bytes_per_s
+        self._virtual_bytes = 0.0
+        self._last_s = 0.0
+        self._finish: list[tuple[float, int]] = []
+        self._bin_s = bin_s
+        self._bin_bytes: list[float] = []
+        self.delivered_bytes = 0.0
+        self.busy_s = 0.0
+
+    @property
+    def in_flight(self) -> int:
+        """Number of transfers sharing the link now."""
+        return len(self._finish)
+
+    @property
+    def bin_bytes(self) -> list[float]:
+        """Bytes delivered in each bin [k·bin_s, (k+1)·bin_s) so far (a copy)."""
+        return list(self._bin_bytes)
+
+    def _advance(self, now_s: float) -> None:
+        """Run the virtual clock (and the egress tally) from the last change up to ``now_s``."""
+        elapsed = now_s - self._last_s
+        n = len(self._finish)
+        if n and elapsed > 0.0 and self._bandwidth_bytes_per_s > 0.0:
+            rate = self._bandwidth_bytes_per_s
+            self._virtual_bytes += elapsed * rate / n
+            self.delivered_bytes += elapsed * rate
+            self.busy_s += elapsed
+            self._tally(self._last_s, now_s, rate)
+        self._last_s = now_s
+
+    def _tally(self, start_s: float, end_s: float, rate: float) -> None:
+        bins, width = self._bin_bytes, self._bin_s
+        first, last = int(start_s // width), int(end_s // width)
+        if last > first and last * width >= end_s:
+            last -= 1  # the interval ends exactly on a bin edge: nothing falls in the next bin
+        if last >= len(bins):
+            bins.extend([0.0] * (last + 1 - len(bins)))
+        if first == last:
+            bins[first] += (end_s - start_s) * rate
+            return
+        bins[first] += ((first + 1) * width - start_s) * rate
+        for k in range(first + 1, last):
+            bins[k] += width * rate
+        bins[last] += (end_s - last * width) * rate
+
+    def advance_to(self, now_s: float) -> None:
+        """Bring the tallies (delivered bytes, busy time, bins) up to ``now_s`` without changing anything."""
+        self._advance(now_s)
+
+    def start(self, now_s: float, size_bytes: float, request: int) -> None:
+        """A transfer of ``size_bytes`` for ``request`` joins the link at ``now_s``."""
+        self._advance(now_s)
+        heapq.heappush(self._finish, (self._virtual_bytes + size_bytes, request))
+
+    def set_bandwidth(self, now_s: float, bandwidth_bytes_per_s: float) -> None:
+        """Change the link's bandwidth from ``now_s`` on (a step of the bandwidth profile)."""
+        self._advance(now_s)
+        self._bandwidth_bytes_per_s = bandwidth_bytes_per_s
+
+    def finish_due(self, now_s: float) -> list[int]:
+        """Remove and return the requests whose transfers are complete at ``now_s`` (in finish order).
+
+        Call it at the time ``next_finish_s`` announced; the first transfer is taken as done even when the
+        clock falls a rounding error short of its finish reading.
+        """
+        self._advance(now_s)
+        finish, done = self._finish, []
+        if finish:
+            done.append(heapq.heappop(finish)[1])
+            limit = self._virtual_bytes * (1.0 + _FINISH_RTOL)
+            while finish and finish[0][0] <= limit:
+                done.append(heapq.heappop(finish)[1])
+        return done
+
+    def next_finish_s(self, now_s: float) -> float:
+        """When the next transfer will finish if nothing changes (inf when none is in flight or B = 0).
+
+        Only valid right after a ``start``, ``set_bandwidth`` or ``finish_due`` at ``now_s``.
+        """
+        finish = self._finish
+        if not finish or self._bandwidth_bytes_per_s <= 0.0:
+            return math.inf
+        remaining = max(finish[0][0] - self._virtual_bytes, 0.0)
+        return now_s + remaining * len(finish) / self._bandwidth_bytes_per_s

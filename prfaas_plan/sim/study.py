@@ -1,0 +1,200 @@
+"""One simulation study, as the ``simulate`` command runs it: choose the plan, build the workload, run the
+cluster, summarise the run and set the closed-form figures beside it."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.lengths import Empirical, Fixed, LengthDistribution
+from prfaas_plan.optimize import PlanEvaluation, evaluate, search
+from prfaas_plan.sim.arrivals import ArrivalProcess, Poisson, Renewal
+from prfaas_plan.sim.closed_form import ClosedForm, closed_form
+from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.records import SimResult
+from prfaas_plan.sim.summary import Summary, summarize
+from prfaas_plan.sim.workload import Workload, check_request_count, synthetic_workload, trace_workload
+from prfaas_plan.spec.trace import Trace
+from prfaas_plan.throughput import StageModel
+
+#: Offered load (fraction of Λ_max) when neither a rate nor a load is given for synthetic traffic.
+DEFAULT_LOAD = 0.7
+
+
+def trace_model(model: StageModel, trace: Trace) -> StageModel:
+    """The stage model of a trace's traffic: its uncached input lengths (empirical), its mean output length
+    and its measured inter-arrival SCV (1 when the trace has too few distinct arrival times)."""
+    outputs = trace.output_tokens
+    mean_output = float(np.mean(outputs))
+    if not mean_output > 0:
+        raise InputError(Problem(file=trace.source, message="every request has 0 output tokens: nothing to decode"))
+    scv = trace.interarrival_scv
+    return replace(
+        model,
+        lengths=Empirical(values=trace.uncached_tokens),
+        output_tokens_mean=mean_output,
+        interarrival_scv=scv if math.isfinite(scv) and scv > 0 else 1.0,
+    )
+
+
+def choose_plan(
+    model: StageModel, threshold_tokens: float | None, n_pd_prefill: int | None, n_pd_decode: int | None
+) -> PlanEvaluation:
+    """The plan ``optimize`` chooses (all three None), or the given one (all three set; N_p + N_d may leave
+    local instances idle, never exceed the pool)."""
+    given = (threshold_tokens, n_pd_prefill, n_pd_decode)
+    if all(v is None for v in given):
+        return search(model)
+    if threshold_tokens is None or n_pd_prefill is None or n_pd_decode is None:
+        raise InputError(
+            Problem(field="--threshold/--n-pd-prefill/--n-pd-decode", message="give all three, or none to optimise")
+        )
+    if n_pd_prefill + n_pd_decode > model.n_local:
+        raise InputError(
+            Problem(
+                field="--n-pd-prefill/--n-pd-decode",
+                message=f"{n_pd_prefill} + {n_pd_decode} instances exceed the local pool's {model.n_local}",
+            )
+        )
+    return evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+
+
+def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float | None) -> float | None:
+    """The arrival rate to offer: ``rate``, or ``load`` · Λ_max, or None when neither is given."""
+    if rate_req_per_s is not None and load is not None:
+        raise InputError(Problem(field="--rate/--load", message="give one of them, not both"))
+    if rate_req_per_s is not None:
+        if not (math.isfinite(rate_req_per_s) and rate_req_per_s > 0):
+            raise InputError(Problem(field="--rate", message=f"must be a finite number > 0, got {rate_req_per_s}"))
+        return rate_req_per_s
+    if load is not None:
+        if not (math.isfinite(load) and load > 0):
+            raise InputError(Problem(field="--load", message=f"must be a finite number > 0, got {load}"))
+        return load * plan.throughput_req_per_s
+    return None
+
+
+def arrival_process(model: StageModel, rate_req_per_s: float) -> ArrivalProcess:
+    """Poisson arrivals, or gamma-renewal ones when the scenario gives an inter-arrival SCV other than 1."""
+    if model.interarrival_scv == 1.0:
+        return Poisson(rate_req_per_s=rate_req_per_s)
+    return Renewal(rate_req_per_s=rate_req_per_s, scv=model.interarrival_scv)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Study:
+    """A run beside its closed form. ``wall_s`` covers sampling the workload and the event loop."""
+
+    model: StageModel
+    plan: PlanEvaluation
+    requests: int
+    seed: int
+    trace_source: str | None
+    rate_req_per_s: float
+    result: SimResult
+    summary: Summary
+    closed: ClosedForm
+    wall_s: float
+
+    @property
+    def load(self) -> float:
+        """Offered rate as a fraction of the plan's Λ_max."""
+        return self.rate_req_per_s / self.plan.throughput_req_per_s
+
+    @property
+    def events_per_s(self) -> float:
+        """Events fired per second of wall time."""
+        return self.result.events / self.wall_s if self.wall_s > 0 else math.nan
+
+    @property
+    def requests_per_s(self) -> float:
+        """Simulated requests per second of wall time."""
+        return self.requests / self.wall_s if self.wall_s > 0 else math.nan
+
+    def relative_error(self) -> dict[str, float | None]:
+        """(simulated − closed form) / closed form of every figure both sides have (None where one lacks it)."""
+        s, c = self.summary, self.closed
+        pairs: dict[str, tuple[float, float | None]] = {
+            "throughput_req_per_s": (s.throughput_req_per_s.value, c.throughput_req_per_s),
+            "ttft_mean_s": (s.ttft.mean_s.value, c.ttft_s["mean"]),
+            "ttft_p50_s": (s.ttft.p50_s.value, c.ttft_s["p50"]),
+            "ttft_p90_s": (s.ttft.p90_s.value, c.ttft_s["p90"]),
+            "ttft_p99_s": (s.ttft.p99_s.value, c.ttft_s["p99"]),
+            "egress_mean_bytes_per_s": (s.egress_mean_bytes_per_s, c.egress_mean_bytes_per_s),
+        }
+        for stage, value in s.utilization.items():
+            pairs[f"utilization_{stage}"] = (value, c.utilization.get(stage))
+        return {key: _relative(sim, closed) for key, (sim, closed) in pairs.items()}
+
+
+def _relative(sim: float, closed: float | None) -> float | None:
+    if closed is None or not math.isfinite(sim) or not math.isfinite(closed) or closed == 0:
+        return None
+    return (sim - closed) / closed
+
+
+def run_study(
+    model: StageModel,
+    plan: PlanEvaluation,
+    *,
+    rate_req_per_s: float | None,
+    requests: int,
+    seed: int,
+    output_lengths: LengthDistribution | None = None,
+    trace: Trace | None = None,
+    decode_kv_capacity_bytes: float | None = None,
+    warmup_fraction: float = 0.1,
+    progress: Callable[[int], None] | None = None,
+) -> Study:
+    """Simulate ``plan`` on ``model``'s traffic (or replay ``trace``, rescaled to ``rate_req_per_s`` when
+    given) and compare with the closed form at the offered rate. ``model`` must already describe the trace's
+    traffic when one is given (``trace_model``). Raises InputError for counts or options out of range."""
+    try:
+        check_request_count(requests)
+    except ValueError as error:
+        raise InputError(Problem(field="--requests", message=str(error))) from None
+    start = time.perf_counter()
+    if trace is not None:
+        try:
+            workload: Workload = trace_workload(trace, requests, rate_req_per_s)
+        except ValueError as error:
+            raise InputError(Problem(file=trace.source, message=str(error))) from None
+        offered = workload.mean_rate_req_per_s
+        outputs_scv = Empirical(values=workload.output_tokens).scv
+    else:
+        offered = rate_req_per_s if rate_req_per_s is not None else DEFAULT_LOAD * plan.throughput_req_per_s
+        outputs = output_lengths if output_lengths is not None else Fixed(tokens=model.output_tokens_mean)
+        outputs_scv = outputs.scv
+        rng = np.random.default_rng(seed)
+        workload = synthetic_workload(rng, arrival_process(model, offered), model.lengths, outputs, requests)
+    threshold = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
+    config = ClusterConfig(
+        model=replace(model, n_prfaas=plan.n_prfaas),
+        threshold_tokens=threshold,
+        n_pd_prefill=plan.n_pd_prefill,
+        n_pd_decode=plan.n_pd_decode,
+        decode_kv_capacity_bytes=decode_kv_capacity_bytes,
+    )
+    result = simulate(config, workload, progress=progress)
+    wall_s = time.perf_counter() - start
+    try:
+        summary = summarize(result, warmup_fraction=warmup_fraction)
+    except ValueError as error:
+        raise InputError(Problem(field="--requests", message=str(error))) from None
+    return Study(
+        model=model,
+        plan=plan,
+        requests=workload.n_requests,
+        seed=seed,
+        trace_source=trace.source if trace is not None else None,
+        rate_req_per_s=offered,
+        result=result,
+        summary=summary,
+        closed=closed_form(model, plan, offered, decode_service_scv=outputs_scv),
+        wall_s=wall_s,
+    )

@@ -1,0 +1,52 @@
+"""Speed of the goodput objective and of TTFT under load. Figures only, never pass/fail on time:
+
+    python3 -m pytest tests/benchmarks/test_bench_goodput.py --benchmark-enable \
+        --benchmark-columns=min,median,mean,max,rounds
+
+Target (issue 5): goodput optimisation on the default scenario under 1 s end to end.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from prfaas_plan.latency import best_goodput_plan, loaded_ttft
+from prfaas_plan.optimize import compare_goodput
+from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.throughput import StageModel
+from tests.conftest import REPO
+
+
+def test_goodput_search_alone(benchmark: BenchmarkFixture, paper_model: StageModel) -> None:
+    """The (t, N_p) goodput search on the paper scenario, P90 <= 5 s, t resolved to 10 tokens."""
+    _, n_p, rate = benchmark(best_goodput_plan, paper_model, 5.0)
+    assert n_p == 4 and rate > 2.4
+
+
+def test_goodput_comparison(benchmark: BenchmarkFixture, paper_scenario: Scenario, paper_model: StageModel) -> None:
+    """What `optimize --objective goodput` computes: the search, the throughput plan and both baselines, each
+    with its goodput."""
+    gpus, per_instance = paper_scenario.prfaas.gpus, paper_scenario.local.gpus_per_instance
+    result = benchmark(compare_goodput, paper_model, gpus, per_instance, 5.0)
+    assert result.plan.goodput.rate_req_per_s >= result.throughput_plan.goodput.rate_req_per_s
+
+
+def test_loaded_ttft_one_plan(benchmark: BenchmarkFixture, paper_model: StageModel) -> None:
+    """Mean/P50/P90/P99 overall and per route for the Table 6 plan at 70 % of Λ_max."""
+    result = benchmark(loaded_ttft, paper_model, 19_418.0, 3, 5, 2.27)
+    assert result.stable
+
+
+def test_goodput_end_to_end(benchmark: BenchmarkFixture) -> None:
+    """`prfaas-plan optimize --objective goodput --ttft-p90-s 5 --json` in a fresh interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "prfaas_plan", "optimize", "--objective", "goodput", "--ttft-p90-s", "5", "--json"]
+
+    def run() -> int:
+        return subprocess.run(command, capture_output=True, env=env, check=False).returncode
+
+    assert benchmark.pedantic(run, rounds=5, iterations=1) == 0

@@ -1,0 +1,66 @@
+"""`prfaas-plan validate kernel`: bad input exits 2 naming the problem; the JSON has the documented keys.
+
+The full run (about half a minute) is exercised once, in tests/benchmarks/test_bench_kernel.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prfaas_plan.cli.validate import kernel_payload
+from prfaas_plan.reference.checks import CountChecks
+from prfaas_plan.reference.timing import MachinePeaks, TimingResult, TimingStudy
+from tests.conftest import run_cli
+from tests.strategies_models import one_of_each
+
+
+def test_a_card_too_large_is_refused_with_exit_2_naming_the_limit() -> None:
+    """The unshrunk Qwen3-Next card (80B parameters) is refused before anything runs."""
+    result = run_cli("validate", "kernel", "--model", "qwen3-next-80b-a3b")
+    assert result.returncode == 2
+    assert "limit of 300M" in result.stderr and "--shrink" in result.stderr
+
+
+def test_an_unknown_size_is_refused_with_exit_2() -> None:
+    """--size must be small, medium or large."""
+    result = run_cli("validate", "kernel", "--size", "huge")
+    assert result.returncode == 2 and "--size" in result.stderr
+
+
+def test_help_has_an_example() -> None:
+    """The command documents itself with an example."""
+    result = run_cli("validate", "kernel", "--help")
+    assert result.returncode == 0 and "Example: prfaas-plan validate kernel" in result.stdout
+
+
+def test_json_payload_has_the_documented_schema() -> None:
+    """count_checks has the three verdicts; each timing case has case, predicted_s, measured_s and ratio."""
+    verdicts = CountChecks(
+        flops_exact=True, bytes_exact=True, kv_bytes_exact=True, cache_sufficient=True, contract_gaps=(), problems=()
+    )
+    peaks = MachinePeaks(
+        matmul_flop_per_s=1e10,
+        memory_bytes_per_s=1e10,
+        copy_bytes_per_s=1e10,
+        elementwise_flop_per_s=1e9,
+        launch_overhead_s=1e-6,
+        steady=True,
+        source="",
+    )
+    result = TimingResult(
+        case="c",
+        predicted_s=2.0,
+        measured_s=1.0,
+        roofline_s=1.5,
+        launch_s=0.3,
+        elementwise_s=0.2,
+        launches=5,
+        bound="compute",
+    )
+    payload = kernel_payload(
+        verdicts, TimingStudy(arch=one_of_each(), peaks=peaks, results=(result,)), Path("p.yaml"), ["c"]
+    )
+    assert {"flops_exact", "kv_bytes_exact", "cache_sufficient"} <= payload["count_checks"].keys()
+    assert {"case", "predicted_s", "measured_s", "ratio"} <= payload["timing"][0].keys()
+    assert payload["timing"][0]["ratio"] == 2.0
+    assert payload["median_abs_log_ratio"] > 0
