@@ -17,6 +17,7 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.models import load_model_card
 from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
+from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import (
     Accelerator,
     DecodeProfile,
@@ -359,6 +360,11 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
             (*sec.path, "method"), f"'{method}' needs the model card '{model.key}' to have an architecture"
         )
         return None
+    if method != "measured" and model.architecture is not None:
+        why = missing_peak(model.architecture, hardware.accelerator)
+        if why is not None:
+            sec.checker.report(where, f"{hardware.file} {why}")
+            return None
     calibration, calibration_accelerator = None, None
     if method == "calibrated":
         source = hardware
@@ -468,6 +474,10 @@ def pool_for(
         )
     if method != "measured" and card.architecture is None:
         raise InputError(Problem(field="--model", message=f"model card '{card.key}' has no architecture section"))
+    if method != "measured" and card.architecture is not None:
+        why = missing_peak(card.architecture, profile_file.accelerator)
+        if why is not None:
+            raise InputError(Problem(file=profile_file.file, field="hardware.dense_tflops", message=why))
     calibration = None
     if method == "calibrated":
         calibration = next((p for p in profile_file.profiles if p.model == card.key), None)

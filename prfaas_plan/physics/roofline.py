@@ -61,6 +61,16 @@ def compute_dtype(arch: Architecture) -> str:
     return arch.dtypes.weights if arch.dtypes.weights in ("fp8", "fp4") else "bf16"
 
 
+def missing_peak(arch: Architecture, accelerator: Accelerator) -> str | None:
+    """Why ``accelerator`` cannot price ``arch``'s matmuls (no dense rate for its compute dtype nor bf16), or None."""
+    dtype = compute_dtype(arch)
+    if dtype in accelerator.dense_flop_per_s or "bf16" in accelerator.dense_flop_per_s:
+        return None
+    listed = ", ".join(sorted(accelerator.dense_flop_per_s)) or "none"
+    wanted = "bf16" if dtype == "bf16" else f"{dtype} (nor bf16)"
+    return f"has no dense_tflops.{wanted} for this model's {arch.dtypes.weights} weights; it lists: {listed}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RooflineTime:
     """A priced forward pass, seconds (arrays when the ops were vectorised over lengths)."""

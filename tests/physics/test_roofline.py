@@ -159,3 +159,19 @@ def test_weights_that_do_not_fit_leave_no_decode_capacity(tmp_path: Path) -> Non
     path.write_text(scenario)
     with pytest.raises(InfeasibleError, match=r"pd_decode: .*cache fits beside the weights"):
         stage_model(load_scenario(path))
+
+
+def test_a_profile_without_the_needed_dtype_is_an_input_error(tmp_path: Path) -> None:
+    """A roofline pool on an accelerator that lists no rate for the card's compute dtype is refused, naming
+    the profile file and field, through the loader and the real CLI (exit 2, no traceback)."""
+    from prfaas_plan.errors import InputError
+    from tests.conftest import run_cli
+
+    result = run_cli("kv", "--model", "llama-3.1-8b", "--hardware", "rubin-cpx")
+    assert result.returncode == 2 and "rubin-cpx.yaml hardware.dense_tflops: has no dense_tflops.bf16" in result.stderr
+    assert "Traceback" not in result.stderr
+    scenario = (REPO / "workloads" / "paper-case-study-roofline.yaml").read_text()
+    path = tmp_path / "cpx.yaml"
+    path.write_text(scenario.replace("    hardware: h200\n", "    hardware: rubin-cpx\n", 1))
+    with pytest.raises(InputError, match=r"deployment.prfaas.hardware: .*rubin-cpx.yaml has no dense_tflops.bf16"):
+        load_scenario(path)
