@@ -28,12 +28,17 @@ DEFAULT_LOAD = 0.7
 
 def trace_model(model: StageModel, trace: Trace) -> StageModel:
     """The stage model of a trace's traffic: its uncached input lengths (empirical), its mean output length
-    and its measured inter-arrival SCV (1 when the trace has too few distinct arrival times)."""
+    and its measured arrival variability: the index of dispersion of counts over windows of 100 mean gaps
+    (``Trace.count_dispersion``), which estimates the SCV a renewal model should use without the inflation
+    that batch-logged timestamps give the raw gap SCV; the gap SCV when the trace is too short for windows,
+    and 1 when neither is defined."""
     outputs = trace.output_tokens
     mean_output = float(np.mean(outputs))
     if not mean_output > 0:
         raise InputError(Problem(file=trace.source, message="every request has 0 output tokens: nothing to decode"))
-    scv = trace.interarrival_scv
+    scv = trace.count_dispersion()
+    if not math.isfinite(scv):
+        scv = trace.interarrival_scv
     return replace(
         model,
         lengths=Empirical(values=trace.uncached_tokens),

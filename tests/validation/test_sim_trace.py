@@ -31,3 +31,21 @@ def test_mooncake_replay_carries_the_offered_load(paper_model: StageModel) -> No
     for stage, closed in study.closed.utilization.items():
         assert summary.utilization[stage] == pytest.approx(closed, rel=0.03), stage
     assert summary.egress_mean_bytes_per_s == pytest.approx(study.closed.egress_mean_bytes_per_s, rel=0.03)
+
+
+@pytest.mark.validation
+@pytest.mark.skipif(not MOONCAKE.exists(), reason="shared Mooncake trace not present")
+def test_mooncake_replay_ttft_matches_the_closed_form(paper_model: StageModel) -> None:
+    """With the trace's arrival variability measured as the dispersion of counts (not the batch-inflated gap
+    SCV), the closed form's mean and P90 TTFT are within 15 % of the replay's (measured: 9 % and 6 % below;
+    with the gap SCV of 9.2 they were 22 % and 54 % above). A regression guard on the current accuracy, not a
+    derived bound."""
+    trace = read_trace(MOONCAKE)
+    model = trace_model(paper_model, trace)
+    assert model.interarrival_scv == pytest.approx(trace.count_dispersion())
+    plan = search(model)
+    study = run_study(model, plan, rate_req_per_s=0.7 * plan.throughput_req_per_s, requests=trace.n_requests, seed=0)
+    for key in ("mean", "p90"):
+        closed = study.closed.ttft_s[key]
+        assert closed is not None
+        assert getattr(study.summary.ttft, f"{key}_s").value == pytest.approx(closed, rel=0.15), key
