@@ -25,6 +25,8 @@ from prfaas_plan.latency import (
     loaded_ttft,
     plan_goodput,
     plans_goodput,
+    route_moments,
+    stability_limit_req_per_s,
     stage_utilization,
 )
 from prfaas_plan.lengths import Empirical
@@ -73,6 +75,9 @@ class PlanEvaluation:
     link_bandwidth_bytes_per_s: float
     ttft_unloaded_mean_s: float
     ttft_unloaded_p90_s: float
+    #: Where a stage's utilisation reaches 1 with each route's *mean service time* E[T(L)]: the rate a real
+    #: (queueing) system saturates at. Below Λ_max, which prices T at the mean length, since T is convex.
+    stability_limit_req_per_s: float = float("nan")
 
     @property
     def theta_prfaas(self) -> float | None:
@@ -149,6 +154,11 @@ def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, labe
         link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
         ttft_unloaded_mean_s=ttft.mean_s,
         ttft_unloaded_p90_s=ttft.p90_s,
+        stability_limit_req_per_s=float(
+            stability_limit_req_per_s(
+                model, route_moments(model, np.asarray(float(threshold_tokens))), n_pd_prefill, n_pd_decode
+            )[0]
+        ),
     )
 
 

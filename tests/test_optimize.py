@@ -107,3 +107,17 @@ def test_a_plan_with_no_capacity_names_the_binding_constraint(paper_model: Stage
     """Routing short requests to a local prefill pool of zero instances is infeasible, and says so."""
     with pytest.raises(InfeasibleError, match="pd_prefill"):
         evaluate(paper_model, 19_400, 0)
+
+
+@SETTINGS
+@given(stage_models(), st.floats(0.0, 1.0), st.integers(0, 15))
+def test_queueing_saturation_never_exceeds_the_fluid_bound(model: StageModel, q: float, n_p: int) -> None:
+    """With convex prefill curves, E[T(L)] >= T(E[L]) (Jensen), so the rate where a stage saturates with mean
+    service times never exceeds Eq. 6's Λ_max of the same plan."""
+    t = float(model.lengths.quantile(q))
+    try:
+        plan = evaluate(model, t, n_p % model.n_local)
+    except InfeasibleError:
+        assume(False)
+        return
+    assert plan.stability_limit_req_per_s <= plan.throughput_req_per_s * (1 + 1e-9)

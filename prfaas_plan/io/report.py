@@ -31,6 +31,7 @@ def plan_to_dict(plan: PlanEvaluation) -> dict[str, Any]:
         "long_tokens": plan.long_tokens,
         "short_tokens": plan.short_tokens,
         "throughput_req_per_s": plan.throughput_req_per_s,
+        "stability_limit_req_per_s": _clean(plan.stability_limit_req_per_s),
         "stage_throughput_req_per_s": {
             "prfaas": _clean(plan.theta_prfaas),
             "prfaas_compute": _clean(plan.theta_prfaas_compute),
