@@ -289,16 +289,9 @@ def compare(
     return _with_baselines(model, search(model, resolution_tokens), prfaas_gpus, local_gpus_per_instance)
 
 
-def plan_comparison(
-    model: StageModel,
-    prfaas_gpus: int,
-    local_gpus_per_instance: int,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
-) -> Comparison:
-    """A given plan beside the baselines. N_p + N_d may use fewer local instances than the pool has (the
-    rest idle), never more."""
+def evaluate_given(model: StageModel, threshold_tokens: float, n_pd_prefill: int, n_pd_decode: int) -> PlanEvaluation:
+    """A given plan (t, N_p, N_d). N_p + N_d may use fewer local instances than the pool has (the rest idle),
+    never more: that is an input error naming the options."""
     if n_pd_prefill + n_pd_decode > model.n_local:
         raise InputError(
             Problem(
@@ -307,7 +300,19 @@ def plan_comparison(
                 "(deployment.local.instances)",
             )
         )
-    plan = evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+    return evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+
+
+def plan_comparison(
+    model: StageModel,
+    prfaas_gpus: int,
+    local_gpus_per_instance: int,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+) -> Comparison:
+    """A given plan (``evaluate_given``) beside the baselines."""
+    plan = evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
     return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)
 
 

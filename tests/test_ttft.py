@@ -7,17 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.throughput import StageModel
-from prfaas_plan.ttft import RouteLatency, unloaded_ttft
+from prfaas_plan.ttft import route_latency, unloaded_ttft
 from tests.strategies import stage_models
-
-
-def _route(model: StageModel) -> RouteLatency:
-    return RouteLatency(
-        local_prefill=model.local_prefill,
-        offload_prefill=model.prfaas_prefill,
-        offload_kv_bytes=model.kv_bytes,
-        link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
-    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -29,9 +20,9 @@ def test_unloaded_ttft_matches_sampling(model: StageModel, q: float, seed: int) 
     requests (p ~ 1e-5)."""
     t = float(model.lengths.quantile(q))
     lengths = model.lengths.sample(np.random.default_rng(seed), 200_000)
-    route = _route(model)
+    route = route_latency(model)
     offloaded = lengths > t
-    ttft = np.where(offloaded, route.offload_s(lengths), model.local_prefill(lengths))
+    ttft = np.where(offloaded, route.offload_s(lengths), route.local_s(lengths))
     result = unloaded_ttft(model.lengths, route, t)
     p = float(model.lengths.sf(t))
     ends = np.array([model.lengths.lower_tokens, model.lengths.upper_tokens])
@@ -44,7 +35,7 @@ def test_unloaded_ttft_matches_sampling(model: StageModel, q: float, seed: int) 
 
 def test_paper_p90_request_goes_to_prfaas(paper_model: StageModel) -> None:
     """Digest §1.9: the P90 request (~62K tokens) is offloaded, so PrfaaS-PD and naive share the same P90."""
-    route = _route(paper_model)
+    route = route_latency(paper_model)
     plan = unloaded_ttft(paper_model.lengths, route, 19_400)
     naive = unloaded_ttft(paper_model.lengths, route, 0.0)
     assert abs(plan.p90_s - naive.p90_s) < 1e-3

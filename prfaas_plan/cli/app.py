@@ -110,16 +110,14 @@ def optimize(
     if json_output:
         _emit(payload)
         return
-    from prfaas_plan.cli.render import comparison_table, console, provenance_note
+    from prfaas_plan.cli.render import console
 
     out = console()
     if slo is not None:
         out.print(lat.goodput_table(spec, best))
         out.print(lat.goodput_note(best) + " " + lat.load_note(), style="dim")
         return
-    out.print(comparison_table(spec, result))
-    out.print(provenance_note(payload["provenance"]), style="dim")
-    lat.print_under_load(out, result, view, plan_title="PrfaaS-PD (optimised)")
+    _print_comparison(out, spec, result, payload, view, plan_title="PrfaaS-PD (optimised)")
 
 
 @app.command()
@@ -163,12 +161,19 @@ def evaluate(
     if json_output:
         _emit(payload)
         return
-    from prfaas_plan.cli.render import comparison_table, console, provenance_note
+    from prfaas_plan.cli.render import console
 
-    out = console()
-    out.print(comparison_table(spec, result, plan_title="Given plan"))
+    _print_comparison(console(), spec, result, payload, view, plan_title="Given plan")
+
+
+def _print_comparison(out: Any, spec: Any, result: Any, payload: dict[str, Any], view: Any, *, plan_title: str) -> None:
+    """The plan-and-baselines table, its provenance footnote and, when asked for, the figures under load."""
+    from prfaas_plan.cli import latency_render as lat
+    from prfaas_plan.cli.render import comparison_table, provenance_note
+
+    out.print(comparison_table(spec, result, plan_title=plan_title))
     out.print(provenance_note(payload["provenance"]), style="dim")
-    lat.print_under_load(out, result, view, plan_title="Given plan")
+    lat.print_under_load(out, result, view, plan_title=plan_title)
 
 
 def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -> None:

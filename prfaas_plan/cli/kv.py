@@ -42,6 +42,7 @@ def kv(
     """
     from prfaas_plan.io.report import kv_rows_to_dict
     from prfaas_plan.io.scenario import pool_for
+    from prfaas_plan.physics.derived import kv_rows
 
     with handled():
         overrides = {
@@ -54,8 +55,6 @@ def kv(
             if value is not None
         }
         pool, card = pool_for(model, hardware, gpus, method, overrides)
-        from prfaas_plan.physics.derived import kv_rows
-
         rows = kv_rows(pool, card, tuple(float(v) for v in (length or _DEFAULT_LENGTHS)))
         payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
     if json_output:

@@ -12,7 +12,7 @@ import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.lengths import Empirical, Fixed, LengthDistribution
-from prfaas_plan.optimize import PlanEvaluation, evaluate, search
+from prfaas_plan.optimize import PlanEvaluation, evaluate_given, search
 from prfaas_plan.sim.arrivals import ArrivalProcess, Poisson, Renewal
 from prfaas_plan.sim.closed_form import ClosedForm, closed_form
 from prfaas_plan.sim.cluster import ClusterConfig, simulate
@@ -59,14 +59,7 @@ def choose_plan(
         raise InputError(
             Problem(field="--threshold/--n-pd-prefill/--n-pd-decode", message="give all three, or none to optimise")
         )
-    if n_pd_prefill + n_pd_decode > model.n_local:
-        raise InputError(
-            Problem(
-                field="--n-pd-prefill/--n-pd-decode",
-                message=f"{n_pd_prefill} + {n_pd_decode} instances exceed the local pool's {model.n_local}",
-            )
-        )
-    return evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+    return evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
 
 
 def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float | None) -> float | None:
