@@ -11,7 +11,7 @@ l_long = E[L | L > t] and l_short = E[L | L <= t] (the paper's "for tractability
     Λ_max    = min(Θ_prfaas / p, Θ_pd-p / (1 - p), Θ_pd-d)                    (Eq. 6)
 
 A term whose routing fraction is zero does not constrain Λ (p = 0: no PrfaaS traffic; p = 1: no local
-prefill traffic). Egress at Λ is Λ · p · S_kv(l_long) (digest §1.8).
+prefill traffic). Egress at Λ is Λ · p · S_kv(l_long) (the transfer term of Eq. 3; about 13 Gbit/s in §4.3.1).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
 from prfaas_plan.physics.derived import pool_costs
-from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.spec.scenario import Arrival, Scenario
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
 
@@ -55,8 +55,11 @@ class StageModel:
     transfer: str = "after_prefill"
     #: Per-instance intra-cluster KV bandwidth of the local pool, bytes/s; None = not modelled.
     local_kv_transfer_bytes_per_s: float | None = None
-    #: Arrival process: squared coefficient of variation of inter-arrival times (1 = Poisson).
+    #: Arrival process: squared coefficient of variation of inter-arrival times (1 = Poisson), what the
+    #: stationary closed form uses; ``arrival`` is the whole process (what the simulator and the windowed
+    #: closed form use).
     interarrival_scv: float = 1.0
+    arrival: Arrival = field(default_factory=Arrival)
     ttft_includes_first_decode_step: bool = False
     #: Where each input came from (quantity -> provenance line), for reports.
     sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
@@ -105,6 +108,7 @@ def stage_model(scenario: Scenario) -> StageModel:
         transfer=scenario.link.transfer,
         local_kv_transfer_bytes_per_s=scenario.local.kv_transfer_bytes_per_s,
         interarrival_scv=scenario.traffic.arrival.interarrival_scv,
+        arrival=scenario.traffic.arrival,
         ttft_includes_first_decode_step=scenario.slo.ttft_includes_first_decode_step,
         sources={
             f"prefill ({scenario.prfaas.hardware_key}, PrfaaS)": prfaas.prefill_source,
@@ -191,7 +195,7 @@ def max_throughput(bounds: dict[str, Array]) -> Array:
 
 
 def egress_bytes_per_s(model: StageModel, route: Routing, rate_req_per_s: ArrayLike) -> Array:
-    """Cross-DC egress at arrival rate Λ: Λ · p · S_kv(l_long), bytes/s (digest §1.8); 0 when p = 0."""
+    """Cross-DC egress at arrival rate Λ: Λ · p · S_kv(l_long), bytes/s (paper §4.3.1); 0 when p = 0."""
     p = route.offload_fraction
     l_long = np.where(p > 0, route.long_tokens, model.lengths.mean_tokens)
     return np.where(p > 0, np.asarray(rate_req_per_s) * p * model.kv_bytes(l_long), 0.0)

@@ -51,6 +51,42 @@ LoadOpt = Annotated[
     typer.Option("--load", help="Add TTFT under load at this fraction of each plan's Λ_max (e.g. 0.7)."),
 ]
 CurveOpt = Annotated[bool, typer.Option("--curve", help="Add the plan's TTFT percentiles at 10%..95% of its Λ_max.")]
+TraceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        help="Offer a trace's traffic (its uncached lengths, output lengths and arrival times, rescaled to the "
+        "rate): a Mooncake .jsonl or Azure .csv file, or a built-in name: mooncake-conversation, "
+        "mooncake-synthetic, azure-code, azure-conv.",
+    ),
+]
+PrefixCacheOpt = Annotated[
+    bool, typer.Option("--prefix-cache", help="Mooncake traces: prefill only what an infinite prefix cache misses.")
+]
+VerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verify/--no-verify",
+        help="Check loaded figures (and goodput) by simulation, side by side with the closed form; --no-verify "
+        "keeps the closed form alone.",
+    ),
+]
+ReplicationsOpt = Annotated[
+    int,
+    typer.Option(
+        "--replications", min=2, max=100, help="Simulated realisations per check (a trace: recorded + resamples)."
+    ),
+]
+VerifyRequestsOpt = Annotated[
+    int,
+    typer.Option("--verify-requests", min=1000, max=1_000_000, help="Requests per simulated realisation."),
+]
+SeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--seed", min=0, max=2**63 - 1, help="Seed of the simulated workloads (a trace: of its bootstrap resamples)."
+    ),
+]
 
 
 def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
@@ -80,12 +116,19 @@ def optimize(
     rate: RateOpt = None,
     load: LoadOpt = None,
     curve: CurveOpt = False,
+    trace: TraceOpt = None,
+    prefix_cache: PrefixCacheOpt = False,
+    verify: VerifyOpt = True,
+    replications: ReplicationsOpt = 5,
+    verify_requests: VerifyRequestsOpt = 20_000,
+    seed: SeedOpt = 0,
     json_output: JsonOpt = False,
 ) -> None:
     """Find the routing threshold and prefill/decode split with the highest throughput (or goodput: the most
     traffic whose P90 TTFT meets an SLO), beside the baselines.
 
     Example: prfaas-plan optimize --bandwidth-gbit-per-s 10
+    Example: prfaas-plan optimize --load 0.7 --trace azure-conv
     Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5
     """
     from prfaas_plan.cli import latency_render as lat
@@ -97,16 +140,18 @@ def optimize(
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
-        model = stage_model(spec)
+        model, traffic, label = _traffic(stage_model(spec), spec, trace, prefix_cache)
+        options = _verify_options(verify, replications, verify_requests, seed)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
-            payload = goodput_comparison_to_dict(spec, best)
+            check = lat.verified_goodput(model, best, traffic, options)
+            payload = goodput_comparison_to_dict(spec, best, check)
         else:
             result = compare(model, *pools, resolution_tokens)
-            view = lat.under_load(model, result, spec, rate, load, curve)
-            payload = add_loaded(comparison_to_dict(spec, result), result, view.loaded, view.curve)
+            view = lat.under_load(model, result, spec, rate, load, curve, traffic, options, label)
+            payload = add_loaded(comparison_to_dict(spec, result), result, view)
     if json_output:
         _emit(payload)
         return
@@ -114,8 +159,8 @@ def optimize(
 
     out = console()
     if slo is not None:
-        out.print(lat.goodput_table(spec, best))
-        out.print(lat.goodput_note(best) + " " + lat.load_note(), style="dim")
+        out.print(lat.goodput_table(spec, best, check))
+        out.print(lat.goodput_note(best, check) + " " + lat.load_note(), style="dim")
         return
     _print_comparison(out, spec, result, payload, view, plan_title="PrfaaS-PD (optimised)")
 
@@ -131,6 +176,12 @@ def evaluate(
     rate: RateOpt = None,
     load: LoadOpt = None,
     curve: CurveOpt = False,
+    trace: TraceOpt = None,
+    prefix_cache: PrefixCacheOpt = False,
+    verify: VerifyOpt = True,
+    replications: ReplicationsOpt = 5,
+    verify_requests: VerifyRequestsOpt = 20_000,
+    seed: SeedOpt = 0,
     json_output: JsonOpt = False,
 ) -> None:
     """Score one given plan (threshold and split) beside the two baselines, optionally under load.
@@ -147,7 +198,8 @@ def evaluate(
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)
-        model = stage_model(spec)
+        model, traffic, label = _traffic(stage_model(spec), spec, trace, prefix_cache)
+        options = _verify_options(verify, replications, verify_requests, seed)
         result: Comparison = plan_comparison(
             model,
             spec.prfaas.gpus,
@@ -156,8 +208,8 @@ def evaluate(
             n_pd_prefill,
             n_pd_decode,
         )
-        view = lat.under_load(model, result, spec, rate, load, curve)
-        payload = add_loaded(comparison_to_dict(spec, result), result, view.loaded, view.curve)
+        view = lat.under_load(model, result, spec, rate, load, curve, traffic, options, label)
+        payload = add_loaded(comparison_to_dict(spec, result), result, view)
     if json_output:
         _emit(payload)
         return
@@ -174,6 +226,28 @@ def _print_comparison(out: Any, spec: Any, result: Any, payload: dict[str, Any],
     out.print(comparison_table(spec, result, plan_title=plan_title))
     out.print(provenance_note(payload["provenance"]), style="dim")
     lat.print_under_load(out, result, view, plan_title=plan_title)
+
+
+def _traffic(model: Any, spec: Any, trace: str | None, prefix_cache: bool) -> tuple[Any, Any, str | None]:
+    """The stage model and the offered traffic: the scenario's, or a trace's (its lengths replace the
+    scenario's length distribution, as in ``simulate``). Returns (model, traffic, trace label or None)."""
+    from prfaas_plan.sim.closed_form import Traffic
+
+    if trace is None:
+        if prefix_cache:
+            raise InputError(Problem(field="--prefix-cache", message="applies only with --trace"))
+        return model, Traffic(output_lengths=spec.traffic.output_length), None
+    from prfaas_plan.io.traces import read_trace, resolve_trace_path
+    from prfaas_plan.sim.study import trace_model
+
+    replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache)
+    return trace_model(model, replay), Traffic(trace=replay), trace
+
+
+def _verify_options(verify: bool, replications: int, requests: int, seed: int) -> Any:
+    from prfaas_plan.sim.verify import VerifyOptions
+
+    return VerifyOptions(verify=verify, replications=replications, requests=requests, seed=seed)
 
 
 def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.latency import LoadedTtft, TtftSummary
+from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
+from prfaas_plan.sim.closed_form import Traffic
+from prfaas_plan.sim.verify import GoodputCheck, LoadedCheck, VerifyOptions
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import STAGES, StageModel
 
@@ -69,27 +72,79 @@ def goodput_slo(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnderLoad:
-    """What ``--rate``/``--load``/``--curve`` asked for: every plan at one load, and the plan's curve."""
+    """What ``--rate``/``--load``/``--curve`` asked for: every plan at one load (``checks``: closed form, its
+    validity and, for the plan, the simulation beside it), and the plan's curve with each point's validity."""
 
-    loaded: dict[str, LoadedTtft] | None
+    checks: dict[str, LoadedCheck] | None
     curve: list[LoadedTtft] | None
+    curve_validity: list[Validity] | None
     label: str
+    traffic_label: str
+
+    @property
+    def loaded(self) -> dict[str, LoadedTtft] | None:
+        """The closed-form figures of each plan."""
+        return None if self.checks is None else {k: c.closed for k, c in self.checks.items()}
 
 
 def under_load(
-    model: StageModel, comparison: Comparison, scenario: Scenario, rate: float | None, load: float | None, curve: bool
+    model: StageModel,
+    comparison: Comparison,
+    scenario: Scenario,
+    rate: float | None,
+    load: float | None,
+    curve: bool,
+    traffic: Traffic | None = None,
+    options: VerifyOptions | None = None,
+    trace_label: str | None = None,
 ) -> UnderLoad:
-    """Score the comparison's plans under the requested load (the library call behind the options)."""
-    from prfaas_plan.optimize import loaded_comparison, ttft_curve
+    """Score the comparison's plans under the requested load (the library calls behind the options): the
+    closed form for every plan, and the simulation beside it for the plan unless ``options.verify`` is off."""
+    from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
+    from prfaas_plan.sim.closed_form import closed_loaded
+    from prfaas_plan.sim.verify import check_plans
 
-    scv = scenario.traffic.output_length.scv
-    loaded = None
+    offered = traffic if traffic is not None else Traffic(output_lengths=scenario.traffic.output_length)
+    settings = options if options is not None else VerifyOptions()
+    plans = {
+        "plan": comparison.plan,
+        "homogeneous_pd": comparison.homogeneous_pd,
+        "naive_heterogeneous": comparison.naive_heterogeneous,
+    }
+    checks = None
     label = ""
     if rate is not None or load is not None:
-        loaded = loaded_comparison(model, comparison, rate_req_per_s=rate, load_fraction=load, decode_service_scv=scv)
+        args = {
+            key: (
+                plan.n_prfaas,
+                _threshold_of(model, plan),
+                plan.n_pd_prefill,
+                plan.n_pd_decode,
+                rate if rate is not None else (load or 0.0) * plan.throughput_req_per_s,
+            )
+            for key, plan in plans.items()
+        }
+        checks = check_plans(model, args, offered, settings)
         label = f"{rate:g} req/s" if rate is not None else f"{load:.0%} of each plan's Λ_max"
-    points = ttft_curve(model, comparison.plan, decode_service_scv=scv) if curve else None
-    return UnderLoad(loaded=loaded, curve=points, label=label)
+    points = None
+    validity = None
+    if curve:
+        plan = comparison.plan
+        sized = replace(model, n_prfaas=plan.n_prfaas)
+        t = _threshold_of(model, plan)
+        scored = [
+            closed_loaded(sized, t, plan.n_pd_prefill, plan.n_pd_decode, f * plan.throughput_req_per_s, offered)
+            for f in LOAD_CURVE_FRACTIONS
+        ]
+        points = [s[0] for s in scored]
+        validity = [s[2] for s in scored]
+    traffic_label = f"trace {trace_label}" if trace_label else f"{model.arrival.process} arrivals"
+    return UnderLoad(checks=checks, curve=points, curve_validity=validity, label=label, traffic_label=traffic_label)
+
+
+def _threshold_of(model: StageModel, plan: PlanEvaluation) -> float:
+    """The plan's threshold; the top of the length range when nothing is offloaded (homogeneous PD)."""
+    return plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
 
 
 def _s(value: float | None) -> str:
@@ -115,8 +170,10 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
     """The plan and both baselines under one load: utilisation, mean waits and TTFT percentiles."""
     from rich.table import Table
 
-    assert view.loaded is not None
-    table = Table(title=f"TTFT under load: {view.label} (closed-form queueing)", title_justify="left")
+    assert view.checks is not None and view.loaded is not None
+    table = Table(
+        title=f"TTFT under load: {view.label}, {view.traffic_label} (closed form)", title_justify="left"
+    )
     table.add_column("")
     for title in (plan_title, "Homogeneous PD", "Naive heterogeneous"):
         table.add_column(title, justify="right")
@@ -146,22 +203,87 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
         ("TTFT mean/P50/P90/P99 (s)", [_percentiles(x.ttft) for x in columns]),
         ("offloaded P50/P90 (s)", [by_route(x, "offloaded") for x in columns]),
         ("local P50/P90 (s)", [by_route(x, "local") for x in columns]),
+        (
+            "closed form's domain",
+            [_domain(view.checks[k].validity) for k in ("plan", "homogeneous_pd", "naive_heterogeneous")],
+        ),
     ]
     for label, cells in rows:
         table.add_row(label, *cells)
     return table
 
 
-def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft]) -> Table:
+def _domain(validity: Validity) -> str:
+    return "validated" if validity.in_domain else "[bold yellow]OUT OF DOMAIN[/bold yellow]"
+
+
+_KIND_LABELS = {"overall": "TTFT", "offloaded": "  offloaded", "local": "  local"}
+
+
+def verification_table(check: LoadedCheck, *, plan_title: str) -> Table:
+    """The plan's TTFT by the closed form and by simulation, side by side, with their differences."""
+    from rich.table import Table
+
+    assert check.simulated is not None
+    sim = check.simulated
+    table = Table(
+        title=f"{plan_title} at {check.rate_req_per_s:.2f} req/s: closed form vs simulation", title_justify="left"
+    )
+    for header in ("", "closed form (s)", "simulated ±95% (s)", "difference"):
+        table.add_column(header, justify="right" if header else "left")
+    for kind in ("overall", "offloaded", "local"):
+        stats = sim.figures.get(kind)
+        if stats is None:
+            continue
+        for stat in ("mean", "p50", "p90", "p99"):
+            closed = check.figure_closed(kind, stat)
+            figure = stats[stat]
+            interval = "" if math.isnan(figure.half_width) else f" ± {figure.half_width:.2f}"
+            diff = _DASH
+            if closed is not None and figure.value > 0:
+                relative = (closed - figure.value) / figure.value
+                flagged = any(line.startswith(f"{kind} {stat.upper()}:") for line in check.disagreements)
+                diff = f"[bold red]{relative:+.0%}[/bold red]" if flagged else f"{relative:+.0%}"
+            table.add_row(f"{_KIND_LABELS[kind]} {stat.upper() if stat != 'mean' else 'mean'}", _s(closed),
+                          f"{figure.value:.2f}{interval}", diff)
+    return table
+
+
+def check_notes(check: LoadedCheck) -> list[str]:
+    """What the closed form is, whether it is inside its validated domain, how the simulation was run, and
+    which figures the verdicts use."""
+    notes = [f"Closed form: {check.method}."]
+    if check.validity.in_domain:
+        notes.append("It is inside the domain where it was validated against the simulator.")
+    else:
+        notes.append("OUT OF ITS VALIDATED DOMAIN: " + "; ".join(check.validity.reasons) + ".")
+    if check.simulated is None:
+        notes.append("Not verified by simulation (--no-verify).")
+        return notes
+    sim = check.simulated
+    notes.append(f"Simulated: {sim.realisation}; {sim.wall_s:.2f} s.")
+    if check.disagreements:
+        notes.append(
+            f"The closed form differs from the simulation by more than {check.tolerance:.0%}: "
+            + "; ".join(check.disagreements)
+            + ". Use the simulated figures."
+        )
+    else:
+        notes.append(f"Closed form and simulation agree within {check.tolerance:.0%} (or the interval).")
+    return notes
+
+
+def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Validity] | None = None) -> Table:
     """The plan's TTFT percentiles at 10%..95% of its Λ_max."""
     from rich.table import Table
 
     table = Table(
         title=f"TTFT vs load for the plan (Λ_max {plan.throughput_req_per_s:.2f} req/s)", title_justify="left"
     )
-    for col in ("load", "rate (req/s)", "status", "mean", "P50", "P90", "P99", "offloaded P90", "local P90"):
+    for col in ("load", "rate (req/s)", "status", "mean", "P50", "P90", "P99", "offloaded P90", "local P90", "domain"):
         table.add_column(col, justify="right")
-    for point in curve:
+    marks = validity if validity is not None else [Validity(in_domain=True, reasons=())] * len(curve)
+    for point, valid in zip(curve, marks, strict=True):
         ttft = point.ttft
         offloaded, local = point.by_route["offloaded"], point.by_route["local"]
         table.add_row(
@@ -174,6 +296,7 @@ def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft]) -> Table:
             _s(ttft.p99_s if ttft else None),
             _s(offloaded.p90_s if offloaded else None),
             _s(local.p90_s if local else None),
+            _domain(valid),
         )
     return table
 
@@ -195,7 +318,34 @@ def _threshold(plan: PlanEvaluation) -> str:
     return f"{plan.threshold_tokens:,.0f}"
 
 
-def goodput_table(scenario: Scenario, comparison: GoodputComparison) -> Table:
+def verified_goodput(
+    model: StageModel, comparison: GoodputComparison, traffic: Traffic, options: VerifyOptions
+) -> GoodputCheck | None:
+    """The goodput plan's goodput found again by simulation (None with --no-verify)."""
+    if not options.verify:
+        return None
+    from prfaas_plan.sim.verify import simulated_goodput
+
+    evaluation = comparison.plan
+    plan = evaluation.plan
+    sized = replace(model, n_prfaas=plan.n_prfaas)
+    return simulated_goodput(
+        sized,
+        _threshold_of(model, plan),
+        plan.n_pd_prefill,
+        plan.n_pd_decode,
+        comparison.ttft_slo_s,
+        comparison.quantile,
+        evaluation.goodput.rate_req_per_s,
+        evaluation.goodput.stability_limit_req_per_s,
+        traffic,
+        replications=min(options.replications, 3),
+        requests=options.requests,
+        seed=options.seed,
+    )
+
+
+def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None) -> Table:
     """Goodput-optimal vs throughput-optimal PrfaaS-PD and the baselines under the same TTFT SLO."""
     from rich.table import Table
 
@@ -232,6 +382,12 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison) -> Table:
         ),
         ("goodput / Λ_max", lambda e: f"{e.goodput.rate_req_per_s / e.plan.throughput_req_per_s:.0%}"),
         ("limited by", lambda e: e.goodput.limited_by),
+        (
+            "goodput simulated (req/s)",
+            lambda e: _DASH
+            if check is None or e is not comparison.plan
+            else f"[bold]{check.simulated_rate_req_per_s:.2f}[/bold] ({check.relative_difference:+.0%} closed form)",
+        ),
         ("busiest stage at goodput", busiest),
         ("unloaded TTFT P90 (s)", lambda e: f"{e.plan.ttft_unloaded_p90_s:.2f}"),
     ]
@@ -240,8 +396,9 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison) -> Table:
     return table
 
 
-def goodput_note(comparison: GoodputComparison) -> str:
-    """How the threshold and split move when goodput, not Λ_max, is the objective."""
+def goodput_note(comparison: GoodputComparison, check: GoodputCheck | None = None) -> str:
+    """How the threshold and split move when goodput, not Λ_max, is the objective, and what the simulation
+    found for the goodput plan."""
     best, paper = comparison.plan, comparison.throughput_plan
     gain = best.goodput.rate_req_per_s / paper.goodput.rate_req_per_s - 1 if paper.goodput.rate_req_per_s else None
     t_best = _threshold(best.plan)
@@ -256,14 +413,25 @@ def goodput_note(comparison: GoodputComparison) -> str:
     plans = (best, paper, comparison.homogeneous_pd, comparison.naive_heterogeneous)
     if any(e.goodput.limited_by == "unloaded" for e in plans):
         text += " 'unloaded': even an empty system misses the SLO."
+    if check is None:
+        text += " Goodput is the closed form's, not verified by simulation (--no-verify)."
+    else:
+        text += (
+            f" Verified by simulation ({check.realisation}): the goodput plan carries "
+            f"{check.simulated_rate_req_per_s:.2f} req/s within the SLO; the verdict uses that figure."
+        )
     return text
 
 
 def print_under_load(out: Console, comparison: Comparison, view: UnderLoad, *, plan_title: str) -> None:
-    """Print the loaded table and the curve, whichever were asked for."""
-    if view.loaded is not None:
+    """Print the loaded table, the plan's verification and the curve, whichever were asked for."""
+    if view.checks is not None:
         out.print(loaded_table(comparison, view, plan_title=plan_title))
+        check = view.checks["plan"]
+        if check.simulated is not None:
+            out.print(verification_table(check, plan_title=plan_title))
+        out.print(" ".join(check_notes(check)), style="dim")
     if view.curve is not None:
-        out.print(curve_table(comparison.plan, view.curve))
-    if view.loaded is not None or view.curve is not None:
+        out.print(curve_table(comparison.plan, view.curve, view.curve_validity))
+    if view.checks is not None or view.curve is not None:
         out.print(load_note(), style="dim")

@@ -120,6 +120,8 @@ def study_to_dict(study: Study) -> dict[str, Any]:
             "saturated_throughput_req_per_s": _num(c.saturated_throughput_req_per_s),
             "stable": c.stable,
             "unstable_stage": c.unstable_stage,
+            "method": c.method,
+            "validity": {"in_domain": c.validity.in_domain, "reasons": list(c.validity.reasons)},
         },
         "relative_error": study.relative_error(),
         "wall_s": study.wall_s,

@@ -6,8 +6,10 @@ import math
 from typing import Any
 
 from prfaas_plan.latency import LoadedTtft, TtftSummary
+from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.physics.derived import FitReport, KvRow
+from prfaas_plan.sim.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S, MIB
 
@@ -157,25 +159,60 @@ def loaded_to_dict(loaded: LoadedTtft, max_throughput_req_per_s: float | None = 
     }
 
 
-def add_loaded(
-    payload: dict[str, Any],
-    comparison: Comparison,
-    loaded: dict[str, LoadedTtft] | None,
-    curve: list[LoadedTtft] | None,
-) -> dict[str, Any]:
-    """Add ``"loaded"`` (the plan; each baseline's under its own key) and ``"curve"`` (the plan's TTFT at
-    each load) to a comparison payload."""
+def validity_to_dict(validity: Validity) -> dict[str, Any]:
+    """``{"in_domain": bool, "reasons": [...]}``."""
+    return {"in_domain": validity.in_domain, "reasons": list(validity.reasons)}
+
+
+def check_to_dict(check: LoadedCheck, max_throughput_req_per_s: float | None = None) -> dict[str, Any]:
+    """A plan under load: the closed form (``loaded_to_dict``'s fields), the method and its ``validity``,
+    and ``verification``: null with --no-verify, else the simulated figures with 95 % half-widths, how the
+    realisations were made, the disagreements and which figures the verdicts use."""
+    out = loaded_to_dict(check.closed, max_throughput_req_per_s)
+    out["method"] = check.method
+    out["validity"] = validity_to_dict(check.validity)
+    sim = check.simulated
+    out["verification"] = (
+        None
+        if sim is None
+        else {
+            "simulated_ttft_s": {
+                kind: {stat: {"value": f.value, "ci95_half_width": _clean(f.half_width)} for stat, f in stats.items()}
+                for kind, stats in sim.figures.items()
+            },
+            "replications": sim.replications,
+            "requests_per_replication": sim.requests,
+            "seed": sim.seed,
+            "realisation": sim.realisation,
+            "tolerance": check.tolerance,
+            "disagreements": list(check.disagreements),
+            "agrees": not check.disagreements,
+            "verdict_source": check.verdict_source,
+            "wall_s": sim.wall_s,
+        }
+    )
+    return out
+
+
+def add_loaded(payload: dict[str, Any], comparison: Comparison, view: Any) -> dict[str, Any]:
+    """Add ``"loaded"`` (the plan; each baseline's under its own key, ``check_to_dict``) and ``"curve"`` (the
+    plan's closed-form TTFT at each load, with its validity) to a comparison payload. ``view`` is what
+    ``cli.latency_render.under_load`` returns (``checks``, ``curve``, ``curve_validity``)."""
     plans = {
         "plan": comparison.plan,
         "homogeneous_pd": comparison.homogeneous_pd,
         "naive_heterogeneous": comparison.naive_heterogeneous,
     }
-    if loaded is not None:
-        payload["loaded"] = loaded_to_dict(loaded["plan"], comparison.plan.throughput_req_per_s)
+    checks = view.checks
+    if checks is not None:
+        payload["loaded"] = check_to_dict(checks["plan"], comparison.plan.throughput_req_per_s)
         for key in ("homogeneous_pd", "naive_heterogeneous"):
-            payload["baselines"][key]["loaded"] = loaded_to_dict(loaded[key], plans[key].throughput_req_per_s)
-    if curve is not None:
-        payload["curve"] = [loaded_to_dict(point, comparison.plan.throughput_req_per_s) for point in curve]
+            payload["baselines"][key]["loaded"] = check_to_dict(checks[key], plans[key].throughput_req_per_s)
+    if view.curve is not None:
+        payload["curve"] = [
+            {**loaded_to_dict(point, comparison.plan.throughput_req_per_s), "validity": validity_to_dict(valid)}
+            for point, valid in zip(view.curve, view.curve_validity, strict=True)
+        ]
     return payload
 
 
@@ -193,9 +230,31 @@ def goodput_plan_to_dict(evaluation: GoodputEvaluation) -> dict[str, Any]:
     return out
 
 
-def goodput_comparison_to_dict(scenario: Scenario, comparison: GoodputComparison) -> dict[str, Any]:
+def goodput_check_to_dict(check: GoodputCheck | None) -> dict[str, Any] | None:
+    """The simulated goodput beside the closed form's (None with --no-verify)."""
+    if check is None:
+        return None
+    at_closed = check.quantile_at_closed_s
+    return {
+        "closed_form_rate_req_per_s": check.closed_rate_req_per_s,
+        "simulated_rate_req_per_s": check.simulated_rate_req_per_s,
+        "relative_difference": _clean(check.relative_difference),
+        "simulated_quantile_at_closed_form_rate_s": None
+        if at_closed is None
+        else {"value": at_closed.value, "ci95_half_width": _clean(at_closed.half_width)},
+        "replications": check.replications,
+        "requests_per_replication": check.requests,
+        "realisation": check.realisation,
+        "verdict_source": "simulation",
+    }
+
+
+def goodput_comparison_to_dict(
+    scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None
+) -> dict[str, Any]:
     """``optimize --objective goodput``: the goodput-optimal plan, the throughput-optimal plan and both
-    baselines, each with its goodput, and how far the threshold moved between the two objectives."""
+    baselines, each with its goodput, and how far the threshold moved between the two objectives. With a
+    ``check``, the plan's ``goodput.verification`` holds the simulated goodput (what the verdict uses)."""
     best, paper = comparison.plan.plan, comparison.throughput_plan.plan
     shift = None
     if best.threshold_tokens is not None and paper.threshold_tokens is not None:
@@ -207,7 +266,10 @@ def goodput_comparison_to_dict(scenario: Scenario, comparison: GoodputComparison
         "objective": "goodput",
         "ttft_slo_s": comparison.ttft_slo_s,
         "ttft_quantile": comparison.quantile,
-        "plan": goodput_plan_to_dict(comparison.plan),
+        "plan": {
+            **goodput_plan_to_dict(comparison.plan),
+            "goodput_verification": goodput_check_to_dict(check),
+        },
         "throughput_plan": goodput_plan_to_dict(comparison.throughput_plan),
         "baselines": {
             "homogeneous_pd": goodput_plan_to_dict(comparison.homogeneous_pd),

@@ -523,6 +523,43 @@ def resolve_scenario_path(name: str | None) -> Path:
     )
 
 
+#: Optional keys of traffic.arrival, each used by the processes named in ``_ARRIVAL_PARAMETERS``.
+_ARRIVAL_KEYS = ("interarrival_scv", "on_fraction", "mean_cycle_s", "amplitude", "period_s", "batch_size_mean")
+_ARRIVAL_PARAMETERS = {
+    "poisson": (),
+    "renewal": ("interarrival_scv",),
+    "onoff": ("on_fraction", "mean_cycle_s"),
+    "diurnal": ("amplitude", "period_s"),
+}
+#: The largest batch, cycle and period accepted (a batch of a million requests or a cycle of a year is a typo).
+_MAX_BATCH_SIZE_MEAN = 1e4
+_MAX_PERIOD_S = 1e8
+
+
+def _arrival(checker: Checker, arr: Section) -> Arrival:
+    """traffic.arrival: the process and its parameters (``spec.scenario.Arrival``); every parameter that the
+    process does not use is reported, so a typo'd process does not silently drop its settings."""
+    process = arr.string("process", choices=tuple(_ARRIVAL_PARAMETERS))
+    values = {
+        "interarrival_scv": arr.number("interarrival_scv", gt=0, le=1e4, default=1.0),
+        "on_fraction": arr.number("on_fraction", gt=0, le=1, default=1.0),
+        "mean_cycle_s": arr.number("mean_cycle_s", gt=0, le=_MAX_PERIOD_S, default=60.0),
+        "amplitude": arr.number("amplitude", ge=0, default=0.0),
+        "period_s": arr.number("period_s", gt=0, le=_MAX_PERIOD_S, default=86_400.0),
+        "batch_size_mean": arr.number("batch_size_mean", ge=1, le=_MAX_BATCH_SIZE_MEAN, default=1.0),
+    }
+    if values["amplitude"] is not None and not values["amplitude"] < 1:
+        checker.report((*arr.path, "amplitude"), f"must be < 1 (the rate would reach 0), got {values['amplitude']:g}")
+        values["amplitude"] = None
+    if process is None or any(v is None for v in values.values()):
+        return Arrival()
+    used = {*_ARRIVAL_PARAMETERS[process], "batch_size_mean"}
+    for key in _ARRIVAL_KEYS:
+        if arr.has(key) and key not in used:
+            checker.report((*arr.path, key), f"does not apply to process {process!r} (it takes {sorted(used)})")
+    return Arrival(process=process, **values)  # type: ignore[arg-type]
+
+
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario with the model card and hardware profiles it names."""
     doc = load_yaml(path, _display(path))
@@ -554,16 +591,7 @@ def load_scenario(path: Path) -> Scenario:
     output_len = None if output_sec.dead else _length_distribution(output_sec, base, role="output")
     arrival = Arrival(process="poisson")
     if traffic.has("arrival"):
-        arr = traffic.sub("arrival", required=("process",), optional=("interarrival_scv",))
-        process = arr.string("process", choices=("poisson", "renewal"))
-        scv = arr.number("interarrival_scv", gt=0, default=1.0)
-        if process == "poisson" and scv is not None and scv != 1.0:
-            checker.report(
-                (*arr.path, "interarrival_scv"),
-                f"a poisson process has scv 1, got {scv:g}; use process: renewal",
-            )
-        if process is not None and scv is not None:
-            arrival = Arrival(process=process, interarrival_scv=scv)
+        arrival = _arrival(checker, traffic.sub("arrival", required=("process",), optional=_ARRIVAL_KEYS))
     slo_sec = root.sub(
         "slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s", "ttft_includes_first_decode_step")
     )

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan.spec.scenario import Arrival
+from prfaas_plan.throughput import StageModel
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -161,3 +164,121 @@ class OnOff(ArrivalProcess):
             clock_s = float(on_end_s[-1])
             first_off_s = rng.exponential(mean_off_s)
         return np.concatenate(chunks)[:n]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diurnal(ArrivalProcess):
+    """A Poisson process with a sinusoidal rate λ(t) = λ (1 + a sin(2π t / P)), 0 <= a < 1.
+
+    A gap drawn at random falls at time t with probability ∝ λ(t) and is exponential of mean 1/λ(t), so
+    E[g] = 1/λ and E[g²] = 2 / (λ² √(1 - a²)): the gap SCV is 2/√(1 - a²) - 1 (1 when a = 0). Counts over a
+    window much shorter than P are Poisson at the local rate; over a whole period they are Poisson at λ.
+    """
+
+    rate_req_per_s: float
+    amplitude: float
+    period_s: float
+
+    def __post_init__(self) -> None:
+        _check_rate(self.rate_req_per_s)
+        if not 0.0 <= self.amplitude < 1.0:
+            raise ValueError(f"amplitude must be in [0, 1), got {self.amplitude!r}")
+        if not (math.isfinite(self.period_s) and self.period_s > 0.0):
+            raise ValueError(f"period_s must be > 0, got {self.period_s!r}")
+
+    @property
+    def mean_rate_req_per_s(self) -> float:
+        """λ (req/s): the sine averages out over a period."""
+        return self.rate_req_per_s
+
+    @property
+    def interarrival_scv(self) -> float:
+        """2/√(1 - a²) - 1."""
+        return 2.0 / math.sqrt(1.0 - self.amplitude**2) - 1.0
+
+    def rate_at(self, time_s: FloatArray) -> FloatArray:
+        """λ(t) (req/s)."""
+        return np.asarray(
+            self.rate_req_per_s * (1.0 + self.amplitude * np.sin(2.0 * math.pi * time_s / self.period_s)),
+            dtype=np.float64,
+        )
+
+    def sample(self, rng: np.random.Generator, n: int) -> FloatArray:
+        """Thinning (Lewis & Shedler 1979): a Poisson stream at λ(1 + a) keeps each point with probability
+        λ(t) / (λ(1 + a)), in chunks until n points are kept."""
+        peak = self.rate_req_per_s * (1.0 + self.amplitude)
+        chunks: list[FloatArray] = []
+        total, clock_s = 0, 0.0
+        while total < n:
+            draws = max(64, int(1.2 * (n - total) * (1.0 + self.amplitude)) + 16)
+            times = clock_s + np.cumsum(rng.exponential(1.0 / peak, draws))
+            keep = rng.random(draws) * peak < self.rate_at(times)
+            chunks.append(times[keep])
+            total += int(np.count_nonzero(keep))
+            clock_s = float(times[-1])
+        return np.concatenate(chunks)[:n]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batched(ArrivalProcess):
+    """Batches of requests at the epochs of another process: each epoch of ``epochs`` (whose rate is λ/b)
+    brings 1 + Geometric requests of mean b = ``batch_size_mean`` (variance b(b - 1)), all at once.
+
+    A request's gap to the previous one is 0 inside a batch (probability 1 - 1/b) and an epoch gap
+    otherwise, so E[g] = 1/λ and the gap SCV is b (1 + c_e²) - 1, c_e² the epochs' gap SCV.
+    """
+
+    epochs: ArrivalProcess
+    batch_size_mean: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.batch_size_mean) and self.batch_size_mean >= 1.0):
+            raise ValueError(f"batch_size_mean must be >= 1, got {self.batch_size_mean!r}")
+
+    @property
+    def mean_rate_req_per_s(self) -> float:
+        """b · the epochs' rate (req/s)."""
+        return self.batch_size_mean * self.epochs.mean_rate_req_per_s
+
+    @property
+    def interarrival_scv(self) -> float:
+        """b (1 + c_e²) - 1."""
+        return self.batch_size_mean * (1.0 + self.epochs.interarrival_scv) - 1.0
+
+    def sample(self, rng: np.random.Generator, n: int) -> FloatArray:
+        """Epochs first, then each epoch's batch size; the first n requests."""
+        if self.batch_size_mean == 1.0:
+            return self.epochs.sample(rng, n)
+        epochs = max(16, int(1.2 * n / self.batch_size_mean) + 16)
+        times = self.epochs.sample(rng, epochs)
+        sizes = rng.geometric(1.0 / self.batch_size_mean, epochs)
+        while int(sizes.sum()) < n:  # rare: the sizes fell short; draw more epochs after the last
+            more = self.epochs.sample(rng, epochs) + float(times[-1])
+            times = np.concatenate([times, more])
+            sizes = np.concatenate([sizes, rng.geometric(1.0 / self.batch_size_mean, epochs)])
+        return np.repeat(times, sizes)[:n]
+
+
+def process_for(arrival: Arrival, rate_req_per_s: float) -> ArrivalProcess:
+    """The sampler of a scenario's arrival process (``spec.scenario.Arrival``) at mean rate λ (req/s)."""
+    epoch_rate = rate_req_per_s / arrival.batch_size_mean
+    base: ArrivalProcess
+    if arrival.process == "poisson":
+        base = Poisson(rate_req_per_s=epoch_rate)
+    elif arrival.process == "renewal":
+        base = Renewal(rate_req_per_s=epoch_rate, scv=arrival.interarrival_scv)
+    elif arrival.process == "onoff":
+        base = OnOff(rate_req_per_s=epoch_rate, on_fraction=arrival.on_fraction, mean_cycle_s=arrival.mean_cycle_s)
+    else:
+        base = Diurnal(rate_req_per_s=epoch_rate, amplitude=arrival.amplitude, period_s=arrival.period_s)
+    if arrival.batch_size_mean == 1.0:
+        return base
+    return Batched(epochs=base, batch_size_mean=arrival.batch_size_mean)
+
+
+def arrival_process(model: StageModel, rate_req_per_s: float) -> ArrivalProcess:
+    """The scenario's arrival process at rate λ (``model.arrival``); a Poisson scenario whose stage model was
+    given another inter-arrival SCV (a trace's, by ``trace_model``) gets gamma-renewal gaps of that SCV."""
+    if model.arrival.process == "poisson" and model.arrival.batch_size_mean == 1.0 and model.interarrival_scv != 1.0:
+        return Renewal(rate_req_per_s=rate_req_per_s, scv=model.interarrival_scv)
+    return process_for(model.arrival, rate_req_per_s)

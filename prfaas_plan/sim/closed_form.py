@@ -7,9 +7,12 @@
   paper's plan, 3.6 % and 3.9 % for the naive and homogeneous baselines). Those stage limits come from the
   loaded-latency model (``latency.stability_limit_req_per_s``); ``saturated_throughput`` is what a plan
   carries when offered more than it can serve.
-- TTFT and utilisation: the loaded model (``latency.loaded_ttft``): G/G/c prefill pools, a
-  processor-sharing link, decode-slot admission; no TTFT past the stability limit.
-- Egress: Λ · p · S_kv(l_long) at the carried rate (digest §1.8); no closed form for its peak.
+- TTFT and utilisation: for Poisson or renewal arrivals the stationary loaded model
+  (``latency.loaded_ttft``: G/G/c prefill pools, a processor-sharing link, decode-slot admission); for a
+  trace, or a bursty or drifting arrival process, the windowed model of ``latency.profile`` driven by the
+  requests themselves (``closed_loaded``). No TTFT past the stability limit. Each carries its ``validity``.
+- Egress: Λ · p · S_kv(l_long) at the carried rate (the transfer term of Eq. 3; the paper's §4.3.1 reports
+  about 13 Gbit/s); no closed form for its peak.
 """
 
 from __future__ import annotations
@@ -19,10 +22,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.latency import loaded_ttft, route_moments, stability_limit_req_per_s
+from prfaas_plan.latency import LoadedTtft, loaded_ttft, route_moments, stability_limit_req_per_s
+from prfaas_plan.latency.profile import ProfileTtft, Validity, profile_ttft, stationary_validity
+from prfaas_plan.lengths import Fixed, LengthDistribution
 from prfaas_plan.optimize import PlanEvaluation
+from prfaas_plan.sim.arrivals import arrival_process
+from prfaas_plan.sim.workload import Workload, synthetic_workload, trace_workload
+from prfaas_plan.spec.trace import Trace
 from prfaas_plan.throughput import StageModel
 
+#: Requests sampled to drive the windowed closed form for a synthetic non-renewal process, and its seed
+#: (fixed, so the closed form does not change with the verification's seed).
+PROFILE_SAMPLE_REQUESTS = 100_000
+PROFILE_SAMPLE_SEED = 20_260_415
 #: The loaded model's stage names, as the simulator's summaries name them.
 _STAGE_NAMES = {"prfaas_compute": "prfaas", "pd_prefill": "pd_prefill", "prfaas_link": "link", "pd_decode": "pd_decode"}
 _STATS = ("mean", "p50", "p90", "p99")
@@ -61,6 +73,60 @@ class ClosedForm:
     ttft_by_route_s: dict[str, dict[str, float | None]]
     egress_mean_bytes_per_s: float
     utilization: dict[str, float]
+    method: str = "stationary (G/G/c, renewal arrivals)"
+    validity: Validity = Validity(in_domain=True, reasons=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traffic:
+    """What is offered: a trace (replayed, rescaled to the rate), or the model's lengths and arrival process
+    with ``output_lengths`` (None: every request has the model's mean output length)."""
+
+    trace: Trace | None = None
+    output_lengths: LengthDistribution | None = None
+
+    def outputs(self, model: StageModel) -> LengthDistribution:
+        """The output-length distribution of synthetic traffic."""
+        return self.output_lengths if self.output_lengths is not None else Fixed(tokens=model.output_tokens_mean)
+
+
+def workload_for(
+    model: StageModel, traffic: Traffic, rate_req_per_s: float, requests: int, rng: np.random.Generator
+) -> Workload:
+    """A synthetic workload of ``requests`` requests at rate λ from the model's lengths and arrival process."""
+    return synthetic_workload(
+        rng, arrival_process(model, rate_req_per_s), model.lengths, traffic.outputs(model), requests
+    )
+
+
+def closed_loaded(
+    model: StageModel,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+    rate_req_per_s: float,
+    traffic: Traffic,
+) -> tuple[LoadedTtft, str, Validity]:
+    """The closed-form TTFT of a plan at rate λ on ``traffic``: the windowed model on the trace, or on a
+    fixed sample of a bursty or drifting process; the stationary model for Poisson or renewal arrivals.
+    Returns (figures, method, validity)."""
+    if traffic.trace is not None:
+        workload = trace_workload(traffic.trace, None, rate_req_per_s)
+        profile = _profile(model, threshold_tokens, n_pd_prefill, n_pd_decode, workload)
+        return profile.loaded, "windowed (trace)", profile.validity
+    if not model.arrival.is_stationary_renewal:
+        rng = np.random.default_rng(PROFILE_SAMPLE_SEED)
+        workload = workload_for(model, traffic, rate_req_per_s, PROFILE_SAMPLE_REQUESTS, rng)
+        profile = _profile(model, threshold_tokens, n_pd_prefill, n_pd_decode, workload)
+        method = f"windowed ({model.arrival.process} arrivals, a fixed sample of {PROFILE_SAMPLE_REQUESTS:,} requests)"
+        return profile.loaded, method, profile.validity
+    scv = traffic.outputs(model).scv
+    loaded = loaded_ttft(model, threshold_tokens, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv=scv)
+    return loaded, "stationary (G/G/c, renewal arrivals)", stationary_validity(loaded)
+
+
+def _profile(model: StageModel, t: float, n_p: int, n_d: int, workload: Workload) -> ProfileTtft:
+    return profile_ttft(model, t, n_p, n_d, workload.arrival_s, workload.input_tokens, workload.output_tokens)
 
 
 def _stats(summary: object | None) -> dict[str, float | None]:
@@ -68,18 +134,30 @@ def _stats(summary: object | None) -> dict[str, float | None]:
 
 
 def closed_form(
-    model: StageModel, plan: PlanEvaluation, rate_req_per_s: float, decode_service_scv: float = 0.0
+    model: StageModel,
+    plan: PlanEvaluation,
+    rate_req_per_s: float,
+    decode_service_scv: float = 0.0,
+    traffic: Traffic | None = None,
 ) -> ClosedForm:
     """The closed-form figures of ``plan`` on ``model`` when offered ``rate_req_per_s``.
 
-    ``decode_service_scv``: SCV of the decode holding time (that of the output length; 0 when fixed).
+    ``decode_service_scv``: SCV of the decode holding time (that of the output length; 0 when fixed), used
+    by the stationary model. ``traffic``: a trace or the output lengths (``closed_loaded`` picks the model).
     """
     threshold = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
-    loaded = loaded_ttft(
-        model, threshold, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv=decode_service_scv
-    )
+    if traffic is None:
+        loaded = loaded_ttft(
+            model, threshold, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv=decode_service_scv
+        )
+        method, validity = "stationary (G/G/c, renewal arrivals)", stationary_validity(loaded)
+    else:
+        loaded, method, validity = closed_loaded(
+            model, threshold, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, traffic
+        )
     _, limits = stability_limit_req_per_s(model, route_moments(model, threshold), plan.n_pd_prefill, plan.n_pd_decode)
     stage_limits = {stage: float(np.asarray(limit).reshape(-1)[0]) for stage, limit in limits.items()}
+    stationary_limit = min(stage_limits.values())
     lam_max = plan.throughput_req_per_s
     carried = min(rate_req_per_s, lam_max)
     p = plan.offload_fraction
@@ -88,7 +166,7 @@ def closed_form(
         rate_req_per_s=rate_req_per_s,
         throughput_req_per_s=carried,
         max_throughput_req_per_s=lam_max,
-        max_throughput_mean_service_req_per_s=loaded.stability_limit_req_per_s,
+        max_throughput_mean_service_req_per_s=stationary_limit,
         saturated_throughput_req_per_s=saturated_throughput(stage_limits, p, rate_req_per_s),
         stable=loaded.stable,
         unstable_stage=loaded.unstable_stage,
@@ -96,4 +174,6 @@ def closed_form(
         ttft_by_route_s={route: _stats(loaded.by_route.get(route)) for route in ("offloaded", "local")},
         egress_mean_bytes_per_s=egress,
         utilization={_STAGE_NAMES[stage]: value for stage, value in loaded.utilization.items() if math.isfinite(value)},
+        method=method,
+        validity=validity,
     )

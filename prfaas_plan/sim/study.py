@@ -13,8 +13,8 @@ import numpy as np
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.lengths import Empirical, Fixed, LengthDistribution
 from prfaas_plan.optimize import PlanEvaluation, evaluate_given, search
-from prfaas_plan.sim.arrivals import ArrivalProcess, Poisson, Renewal
-from prfaas_plan.sim.closed_form import ClosedForm, closed_form
+from prfaas_plan.sim.arrivals import arrival_process
+from prfaas_plan.sim.closed_form import ClosedForm, Traffic, closed_form
 from prfaas_plan.sim.cluster import ClusterConfig, simulate
 from prfaas_plan.sim.records import SimResult
 from prfaas_plan.sim.summary import Summary, summarize
@@ -75,13 +75,6 @@ def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float
             raise InputError(Problem(field="--load", message=f"must be a finite number > 0, got {load}"))
         return load * plan.throughput_req_per_s
     return None
-
-
-def arrival_process(model: StageModel, rate_req_per_s: float) -> ArrivalProcess:
-    """Poisson arrivals, or gamma-renewal ones when the scenario gives an inter-arrival SCV other than 1."""
-    if model.interarrival_scv == 1.0:
-        return Poisson(rate_req_per_s=rate_req_per_s)
-    return Renewal(rate_req_per_s=rate_req_per_s, scv=model.interarrival_scv)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -193,6 +186,12 @@ def run_study(
         rate_req_per_s=offered,
         result=result,
         summary=summary,
-        closed=closed_form(model, plan, offered, decode_service_scv=outputs_scv),
+        closed=closed_form(
+            model,
+            plan,
+            offered,
+            decode_service_scv=outputs_scv,
+            traffic=Traffic(trace=trace, output_lengths=None if trace is not None else outputs),
+        ),
         wall_s=wall_s,
     )

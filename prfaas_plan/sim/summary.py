@@ -13,6 +13,7 @@ independent; independent replications (``replicate``) are the check when that is
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -68,10 +69,24 @@ class Summary:
 
 
 def student_t_quantile(q: float, df: int) -> float:
-    """Quantile of Student's t with ``df`` degrees of freedom (scipy.special, imported on first use)."""
-    from scipy.special import stdtrit
+    """Quantile of Student's t with ``df`` degrees of freedom, 0 < q < 1, without scipy (start-up time).
 
-    return float(stdtrit(df, q))
+    Exact for df = 1 (tan π(q - 1/2)) and df = 2 ((2q - 1) / √(2q(1 - q))); for df >= 3 the Cornish-Fisher
+    expansion in the normal quantile z to order 1/df³ (Abramowitz & Stegun 26.7.5), within 0.8 % of the
+    exact value at the 0.975 level for every df >= 3 (tests/sim/test_summary_t.py checks it against scipy).
+    """
+    if df == 1:
+        return math.tan(math.pi * (q - 0.5))
+    if df == 2:
+        return (2.0 * q - 1.0) / math.sqrt(2.0 * q * (1.0 - q))
+    z = statistics.NormalDist().inv_cdf(q)
+    nu = float(df)
+    return (
+        z
+        + (z**3 + z) / (4.0 * nu)
+        + (5.0 * z**5 + 16.0 * z**3 + 3.0 * z) / (96.0 * nu**2)
+        + (3.0 * z**7 + 19.0 * z**5 + 17.0 * z**3 - 15.0 * z) / (384.0 * nu**3)
+    )
 
 
 def confidence_half_width(values: Sequence[float] | FloatArray, level: float = 0.95) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
@@ -25,12 +26,38 @@ class ModelCard:
     architecture: Architecture | None = None
 
 
+ArrivalKind = Literal["poisson", "renewal", "onoff", "diurnal"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Arrival:
-    """The arrival process: ``poisson`` (scv 1) or ``renewal`` with a squared coefficient of variation."""
+    """How requests arrive, at whatever mean rate the plan is offered (the rate itself is not part of it).
 
-    process: str
+    - ``poisson``: independent exponential gaps (inter-arrival SCV 1);
+    - ``renewal``: independent gamma gaps with SCV ``interarrival_scv``;
+    - ``onoff``: an interrupted Poisson process: exponential ON periods of mean ``on_fraction`` ·
+      ``mean_cycle_s`` at rate λ/on_fraction alternate with silent exponential OFF periods (gap SCV
+      1 + 2 λ_on α/(α+β)², α, β the ON and OFF exit rates; Kuczura 1973);
+    - ``diurnal``: a Poisson process whose rate swings sinusoidally, λ(t) = λ (1 + ``amplitude`` ·
+      sin(2π t / ``period_s``)), amplitude in [0, 1) (a day compressed to ``period_s``).
+
+    ``batch_size_mean`` >= 1: each arrival epoch brings a batch of 1 + Geometric requests of that mean
+    (variance b(b - 1)), so epochs come at rate λ/b; 1 means single arrivals. A batch of b requests reaches
+    the prefill pools together, as batch-logged traces do.
+    """
+
+    process: ArrivalKind = "poisson"
     interarrival_scv: float = 1.0
+    on_fraction: float = 1.0
+    mean_cycle_s: float = 60.0
+    amplitude: float = 0.0
+    period_s: float = 86_400.0
+    batch_size_mean: float = 1.0
+
+    @property
+    def is_stationary_renewal(self) -> bool:
+        """True for a renewal process with single arrivals (what the stationary closed form assumes)."""
+        return self.process in ("poisson", "renewal") and self.batch_size_mean == 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,8 @@ from tests.conftest import REPO
 
 
 def test_goodput_search_alone(benchmark: BenchmarkFixture, paper_model: StageModel) -> None:
-    """The (t, N_p) goodput search on the paper scenario, P90 <= 5 s, t resolved to 10 tokens."""
+    """The (t, N_p) goodput search on the paper scenario, P90 <= 5 s, t resolved to 10 tokens. The assert
+    (N_p = 4, more than 2.4 req/s) is a regression guard on our own goodput output, not a validation."""
     _, n_p, rate = benchmark(best_goodput_plan, paper_model, 5.0)
     assert n_p == 4 and rate > 2.4
 

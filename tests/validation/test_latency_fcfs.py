@@ -113,14 +113,16 @@ def _check(model: StageModel, plan: PlanEvaluation, load: float, relative: float
 @pytest.mark.parametrize("which", ["plan", "homogeneous_pd", "naive_heterogeneous"])
 @pytest.mark.parametrize("load", [0.5, 0.7, 0.9])
 def test_poisson_ttft_matches_fcfs_pools(paper_model: StageModel, plans: Comparison, which: str, load: float) -> None:
-    """Poisson arrivals (the paper's case): the closed-form TTFT mean, P50 and P90 of each plan at 50/70/90 %
-    of its Λ_max are within 4 % + 3 batch standard errors of the FCFS recursion."""
+    """Validation (the closed form is not fitted to this recursion): with Poisson arrivals (the paper's case),
+    the closed-form TTFT mean, P50 and P90 of each plan at 50/70/90 % of its Λ_max are within 4 % + 3 batch
+    standard errors of the FCFS recursion."""
     _check(paper_model, getattr(plans, which), load, 0.04, seed=7)
 
 
 @pytest.mark.parametrize("scv", [2.0, 4.0])
 @pytest.mark.parametrize("load", [0.5, 0.7, 0.9])
 def test_bursty_ttft_regression_guard(paper_model: StageModel, plans: Comparison, scv: float, load: float) -> None:
-    """Gamma renewal arrivals with SCV 2 and 4 into the PrfaaS-PD plan: within 15 % + 3 batch standard errors
-    (the measured G/G/c error for non-Poisson arrivals into several servers; not an accuracy claim)."""
+    """Regression guard, not validation: gamma renewal arrivals with SCV 2 and 4 into the PrfaaS-PD plan are
+    within 15 % + 3 batch standard errors. The band is sized to the measured G/G/c error for non-Poisson
+    arrivals into several servers, so it is not an accuracy claim."""
     _check(replace(paper_model, interarrival_scv=scv), plans.plan, load, 0.15, seed=11)

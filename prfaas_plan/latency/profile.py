@@ -1,0 +1,568 @@
+"""TTFT under traffic as it really arrives: a windowed pointwise-stationary model with fluid carry-over,
+driven by the requests themselves (each request's arrival time and length stay joined).
+
+The stationary model of ``distribution`` describes arrivals by one rate and one SCV. Real traffic drifts
+(minute-scale rate changes), comes in batches, and clusters long prompts in time, so one number cannot carry
+it. Here every queue of the plan (PrfaaS prefill, local prefill, the link, decode slots) is fed the very
+requests routed to it, and its arrivals are split by time scale:
+
+- **Slow scale (fluid).** Time is cut into windows of width w. The work U_j arriving in window j (the sum of
+  the service times of its own requests, so clustered long prompts count as more work) gives the window's
+  load ρ_j = U_j / (c w). Backlog the servers cannot clear is carried across windows (the fluid queue
+  B_{j+1} = max(0, B_j + U_j - c w), linear inside a window), and a request arriving while it is positive
+  waits B(a)/c on top of the stochastic wait. Window loads are shrunk toward the mean by the empirical-Bayes
+  factor k = max(0, 1 - noise / between-window variance), where the noise is what the short-scale
+  variability alone would give (E[U_j] E[S] I_W): a Poisson stream keeps its stationary answer (k near 0)
+  while a drifting one keeps its drift (k near 1).
+- **Short scale (stationary).** Inside a window the queue is G/G/c at load ρ_j (Whitt's formula with
+  Erlang C, ``stages.ggc_wait``). Its arrival variability is the index of dispersion of *work* measured on
+  the pool's own requests over sub-windows of w/8, around each window's mean (I_W = Var U(v) / (E U(v) E[S]),
+  Fendick & Whitt 1989, "Measurements and approximations to describe the offered traffic and predict the
+  average workload in a single-server queue", Proc. IEEE 77(1)); for independent sizes I_W = I_N + cs², so
+  ca² = I_W - cs² (batches and clustering raise it; Poisson gives 1).
+- **Transient cap.** A window cannot build more stochastic backlog than a reflected Brownian motion started
+  empty does in time w: E[Z(w)] = σ √(2w/π) with σ² = λ E[S]² (ca² + cs²) (Harrison 1985, Brownian Motion
+  and Stochastic Flow Systems, §1.9). The stationary mean wait is capped at that (divided by c); in an
+  overloaded window (ρ_j >= 1) every request waits, with that mean, on top of the fluid backlog.
+
+The window is w = ``WINDOW_RELAXATIONS`` relaxation times of the pool at its mean load, the heavy-traffic time
+scale τ = ρ E[S] (1 + cs²) / (c (1 - ρ)²) (Whitt 2002, Stochastic-Process Limits, §5.7), bounded below by
+10 mean service times and 32 arrivals and above by a quarter of the trace. The link is one server whose
+"service" is a transfer's time alone on it (S_kv/B) and whose stationary part is the processor-sharing mean
+stretch of ``stages``; the decode stage has N_d·BS_max servers holding a slot for L_out·T_decode. A request's
+TTFT is then its fluid delays, plus its route's zero-wait latency (``ttft.RouteLatency``) with its window's
+link stretch, plus two independent waits (its prefill pool's and the decode slot's, each an atom at zero and
+an exponential), and the TTFT law is the average of the requests' laws.
+
+What it does not capture: correlation between the stages' waits (a burst delays both prefill and decode),
+the smoothing of the stream by the prefill pools before the link and decode, and time scales between the
+sub-window and the window that neither part sees. ``validity`` says where the model was checked against
+the simulator and flags inputs outside that domain.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, positive_wait_cdf
+from prfaas_plan.latency.stages import Wait, ggc_wait
+from prfaas_plan.throughput import STAGES, StageModel
+from prfaas_plan.ttft import TTFT_LEVELS, route_latency
+
+Array = NDArray[np.float64]
+
+#: Window width in relaxation times of the pool at its mean load (see the module docstring).
+WINDOW_RELAXATIONS = 4.0
+#: Sub-windows per window for the short-scale dispersion of work.
+SUBWINDOWS = 4
+#: A window holds at least this many mean service times and this many arrivals.
+_MIN_WINDOW_SERVICES = 10.0
+_MIN_WINDOW_ARRIVALS = 32.0
+#: Windows per coarse window in the two-level smoothing of window loads.
+COARSE_WINDOWS = 8
+#: Requests closer than this many mean service times are one batch (a tiny fraction of any service).
+BATCH_GAP_SERVICES = 0.01
+#: At least this many windows fit in the trace (otherwise one window: the stationary model).
+_MIN_WINDOWS = 4
+#: The relaxation time, and the link's stretch, are evaluated at a load of at most this (both diverge at 1;
+#: a window at or past capacity is carried by the fluid backlog instead).
+_TIMESCALE_LOAD_CAP = 0.95
+#: Bisection steps for each TTFT quantile (the bracket shrinks by 2^-52: below a nanosecond).
+_QUANTILE_STEPS = 52
+
+# The domain in which the model was checked against the simulator (tests/validation/test_profile_sim.py and
+# the accuracy matrix in tests/benchmarks/loaded_accuracy.py). Outside it the figures are flagged.
+#: Mean utilisation of any stage.
+DOMAIN_MAX_UTILIZATION = 0.9
+#: The trace must span at least this many relaxation times of its busiest pool at the offered load.
+DOMAIN_MIN_RELAXATIONS = 20.0
+#: Mean utilisation of the link (processor sharing: its tails were checked up to this load).
+DOMAIN_MAX_LINK_UTILIZATION = 0.9
+#: Short-scale arrival variability (ca² from the index of dispersion of work) of any pool.
+DOMAIN_MAX_ARRIVAL_SCV = 10.0
+#: Fraction of time a pool spends in fluid overload (backlog carried across windows).
+DOMAIN_MAX_OVERLOAD_FRACTION = 0.05
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolProfile:
+    """One queue driven by its own requests: per request (arrays of the pool's requests, in input order) the
+    fluid delay and the stochastic wait law, and what the pool looked like.
+
+    ``window_s``: the window width w; ``shrinkage``: the empirical-Bayes factor k of the window loads;
+    ``arrival_scv``: ca² from the short-scale index of dispersion of work; ``utilization``: mean load;
+    ``peak_utilization``: the largest (shrunk) window load; ``overload_fraction``: share of time with a
+    positive fluid backlog; ``relaxation_s``: the heavy-traffic time scale τ at the mean load.
+    """
+
+    fluid_delay_s: Array
+    wait: Wait
+    window_s: float
+    shrinkage: float
+    arrival_scv: float
+    service_scv: float
+    utilization: float
+    peak_utilization: float
+    overload_fraction: float
+    relaxation_s: float
+    #: Mean number of requests that reach the queue together (1: no batches).
+    mean_batch: float = 1.0
+
+
+def _empty_pool() -> PoolProfile:
+    zero = np.zeros(0)
+    return PoolProfile(
+        fluid_delay_s=zero,
+        wait=Wait(p_wait=zero, conditional_mean_s=zero),
+        window_s=math.nan,
+        shrinkage=0.0,
+        arrival_scv=math.nan,
+        service_scv=math.nan,
+        utilization=0.0,
+        peak_utilization=0.0,
+        overload_fraction=0.0,
+        relaxation_s=0.0,
+    )
+
+
+def relaxation_time_s(utilization: float, mean_service_s: float, service_scv: float, servers: float) -> float:
+    """Heavy-traffic time scale of a G/G/c queue, τ = ρ E[S] (1 + cs²) / (c (1 - ρ)²) (s), with ρ capped at
+    ``_TIMESCALE_LOAD_CAP``: the time its workload needs to forget where it started (Whitt 2002, §5.7)."""
+    rho = min(max(utilization, 0.0), _TIMESCALE_LOAD_CAP)
+    return rho * mean_service_s * (1.0 + service_scv) / (servers * (1.0 - rho) ** 2)
+
+
+def _scales_s(span_s: float, n: int, mean_s: float, scv: float, servers: float, utilization: float) -> tuple[float, float]:
+    """(w, v) for a pool: the window and the sub-window over which short-scale dispersion is measured (module
+    docstring). v is the relaxation time (at least one mean service time): the scale at which the queue
+    feels arrival variability. w holds at least ``SUBWINDOWS`` sub-windows, ``_MIN_WINDOW_ARRIVALS`` arrivals
+    and ``_MIN_WINDOW_SERVICES`` mean service times; one window spans the trace when fewer than
+    ``_MIN_WINDOWS`` fit."""
+    rate = n / span_s
+    width = max(_MIN_WINDOW_SERVICES * mean_s, _MIN_WINDOW_ARRIVALS / rate)
+    sub = width / SUBWINDOWS
+    if width * _MIN_WINDOWS > span_s:
+        width = span_s
+    return width, min(sub, width / 2.0)
+
+
+def pool_profile(arrival_s: Array, service_s: Array, servers: float, span_s: float, *, batches: bool = True) -> PoolProfile:
+    """The windowed model of one FCFS pool of ``servers`` identical servers (module docstring).
+
+    ``arrival_s``: arrival time of each request at this pool (s, any order, within [0, span_s]);
+    ``service_s``: its service time (s). Requires servers > 0 when any request arrives.
+
+    Batches. Requests that arrive within ``BATCH_GAP_SERVICES`` mean service times of each other (traces
+    logged in batches: Mooncake's conversation trace stamps about ten requests at once every 3 s) reach the
+    queue together. They are queued as one unit: the batch waits as a customer whose work is the batch's,
+    served by c/B̄ "super-servers" c/(c/B̄) times as fast (B̄ the mean batch size; c when B̄ = 1), and inside
+    the batch the k-th request starts when greedy list scheduling of the batch on c free servers starts it.
+    """
+    n = int(arrival_s.size)
+    if n == 0:
+        return _empty_pool()
+    mean_all = float(np.mean(service_s))
+    order = np.argsort(arrival_s, kind="stable")
+    times, work = arrival_s[order], service_s[order]
+    new = np.ones(n, dtype=bool)
+    if batches:
+        new[1:] = np.diff(times) > BATCH_GAP_SERVICES * mean_all
+    first = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    sizes = np.diff(np.append(first, n))
+    mean_batch = n / first.size
+    intra = np.zeros(n)
+    for g in np.flatnonzero(sizes > servers):
+        free = [0.0] * int(servers)
+        for k in range(first[g], first[g] + sizes[g]):
+            start = heapq.heappop(free)
+            intra[k] = start
+            heapq.heappush(free, start + float(work[k]))
+    effective = max(1.0, float(round(servers / mean_batch))) if mean_batch > 1.0 else servers
+    unit_work = np.bincount(group, weights=work) * (effective / servers)
+    unit = _unit_profile(times[first], unit_work, effective, span_s)
+    back = np.empty(n, dtype=np.int64)
+    back[order] = group
+    intra_back = np.empty(n)
+    intra_back[order] = intra
+    return replace(
+        unit,
+        fluid_delay_s=unit.fluid_delay_s[back] + intra_back,
+        wait=Wait(p_wait=unit.wait.p_wait[back], conditional_mean_s=unit.wait.conditional_mean_s[back]),
+        mean_batch=mean_batch,
+    )
+
+
+def _smoothed_work(work: Array, lengths: Array, rate_work: float, noise_per_work: float) -> tuple[Array, float]:
+    """Window work with the noise removed, by two-level empirical Bayes (module docstring).
+
+    Coarse windows (``COARSE_WINDOWS`` consecutive windows) are shrunk toward the mean rate, and each window
+    toward its coarse window, each level by k = max(0, 1 - noise / observed variance of its deviations), where
+    the noise variance of a deviation of expected work u is u · ``noise_per_work`` (E[S] I_W: what short-scale
+    variability alone gives). Returns the smoothed work per window and the coarse level's k (the share of the
+    slow variation that is real drift)."""
+    n = work.size
+    group = np.arange(n) // COARSE_WINDOWS
+    coarse_work = np.bincount(group, weights=work)
+    coarse_len = np.bincount(group, weights=lengths)
+    expected = rate_work * coarse_len
+    full = coarse_len >= 0.999 * COARSE_WINDOWS * float(np.max(lengths))
+    k_coarse = 0.0
+    if np.count_nonzero(full) >= 2:
+        observed = float(np.var(coarse_work[full] - expected[full], ddof=1))
+        noise = float(np.mean(expected[full])) * noise_per_work
+        k_coarse = max(0.0, 1.0 - noise / observed) if observed > 0 else 0.0
+    coarse_hat = expected + k_coarse * (coarse_work - expected)
+    share = lengths / coarse_len[group]
+    deviation = work - coarse_work[group] * share
+    counts = np.bincount(group)
+    inside = counts[group] >= 2
+    k_fine = 0.0
+    if np.count_nonzero(inside) >= 2:
+        dof = float(np.sum(counts[counts >= 2] - 1))
+        observed = float(np.sum(deviation[inside] ** 2)) / dof
+        noise = float(np.mean(work[inside])) * noise_per_work
+        k_fine = max(0.0, 1.0 - noise / observed) if observed > 0 else 0.0
+    fine = np.maximum(coarse_hat[group] * share + k_fine * deviation, 0.0)
+    return fine, k_coarse
+
+
+def _unit_profile(arrival_s: Array, service_s: Array, servers: float, span_s: float) -> PoolProfile:
+    """``pool_profile`` for units that arrive one at a time (see there)."""
+    n = int(arrival_s.size)
+    if n == 0:
+        return _empty_pool()
+    span = max(float(span_s), float(np.max(arrival_s)), 1e-9)
+    mean_s = float(np.mean(service_s))
+    scv = float(np.var(service_s)) / mean_s**2 if mean_s > 0 else 0.0
+    total_work = float(np.sum(service_s))
+    utilization = total_work / (servers * span)
+    width, sub_width = _scales_s(span, n, mean_s, scv, servers, utilization)
+    per_window = max(int(width // sub_width), 2)
+    sub_width = width / per_window
+    n_windows = max(1, math.ceil(span / width - 1e-9))
+    index = np.minimum((arrival_s // width).astype(np.int64), n_windows - 1)
+    starts = np.arange(n_windows) * width
+    lengths = np.minimum(starts + width, span) - starts
+    lengths[-1] = max(lengths[-1], 1e-9)
+    work = np.bincount(index, weights=service_s, minlength=n_windows)
+    full = lengths >= width * (1.0 - 1e-9)
+
+    # Short-scale dispersion of work inside whole windows, around each window's own mean.
+    sub = np.minimum(((arrival_s - starts[index]) // sub_width).astype(np.int64), per_window - 1)
+    sub_work = np.bincount(index * per_window + sub, weights=service_s, minlength=n_windows * per_window).reshape(
+        n_windows, per_window
+    )[full]
+    if sub_work.shape[0] >= 1 and mean_s > 0 and float(sub_work.sum()) > 0:
+        within = float(np.sum((sub_work - sub_work.mean(axis=1, keepdims=True)) ** 2)) / (
+            sub_work.shape[0] * (per_window - 1)
+        )
+        work_dispersion = within / (float(sub_work.mean()) * mean_s)
+    else:
+        work_dispersion = 1.0 + scv
+    arrival_scv = max(work_dispersion - scv, 0.0)
+
+    rate_work = total_work / span
+    work_hat, shrink = _smoothed_work(work, lengths, rate_work, mean_s * work_dispersion)
+    rho = work_hat / (servers * lengths)
+
+    # Fluid backlog (server-seconds) at each window's start, then at each request's arrival.
+    backlog = np.zeros(n_windows + 1)
+    capacity = servers * lengths
+    for j in range(n_windows):
+        backlog[j + 1] = max(0.0, backlog[j] + work_hat[j] - capacity[j])
+    drift = work_hat / lengths - servers
+    elapsed = arrival_s - starts[index]
+    fluid = np.maximum(backlog[index] + drift[index] * elapsed, 0.0) / servers
+    # Share of time with a positive backlog: within window j it is positive from the start while it lasts.
+    positive_time = np.where(
+        drift >= 0,
+        np.where((backlog[:-1] > 0) | (drift > 0), lengths, 0.0),
+        np.minimum(backlog[:-1] / np.maximum(-drift, 1e-300), lengths),
+    )
+    overload_fraction = float(np.sum(positive_time)) / span
+
+    # Stationary wait inside each window, capped by the transient of a reflected Brownian motion.
+    lam = rho * servers / mean_s if mean_s > 0 else np.zeros_like(rho)
+    stable = rho < 1.0
+    stationary = ggc_wait(servers, np.where(stable, lam, 0.0), mean_s, arrival_scv, scv)
+    sigma = np.sqrt(lam * mean_s**2 * (arrival_scv + scv))
+    cap_s = sigma * np.sqrt(2.0 * width / math.pi) / servers
+    # Capping shortens the exponential part and keeps the probability of waiting (Erlang C); an overloaded
+    # window makes everyone wait, with the capped mean.
+    p_wait = np.where(stable, stationary.p_wait, 1.0)
+    conditional = np.where(
+        stable, np.minimum(stationary.conditional_mean_s, cap_s / np.maximum(p_wait, 1e-300)), cap_s
+    )
+    return PoolProfile(
+        fluid_delay_s=fluid,
+        wait=Wait(p_wait=p_wait[index], conditional_mean_s=conditional[index]),
+        window_s=width,
+        shrinkage=shrink,
+        arrival_scv=arrival_scv,
+        service_scv=scv,
+        utilization=utilization,
+        peak_utilization=float(np.max(rho[full])) if np.any(full) else float(np.max(rho)),
+        overload_fraction=overload_fraction,
+        relaxation_s=relaxation_time_s(utilization, mean_s, scv, servers),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkProfile:
+    """The link driven by the offloaded transfers: per transfer its window's mean processor-sharing stretch
+    κ and the fluid delay of any overload; plus what the link looked like (fields as ``PoolProfile``)."""
+
+    stretch: Array
+    fluid_delay_s: Array
+    pool: PoolProfile
+
+
+def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
+    """Processor-sharing link: per window, κ = 1 + ρ/(1 - ρ) · (ca² + cs²)/(1 + cs²) (``stages``), with ρ,
+    ca² and cs² of that window as ``pool_profile`` measures them on the transfers (one server, work S_kv/B)."""
+    pool = pool_profile(start_s, work_s, 1.0, span_s, batches=False)
+    if start_s.size == 0:
+        return LinkProfile(stretch=np.zeros(0), fluid_delay_s=np.zeros(0), pool=pool)
+    # Recover each transfer's window load from the pool's stationary wait inputs: recompute it directly.
+    width = pool.window_s
+    span = max(float(span_s), float(np.max(start_s)), 1e-9)
+    n_windows = max(1, math.ceil(span / width - 1e-9))
+    index = np.minimum((start_s // width).astype(np.int64), n_windows - 1)
+    starts = np.arange(n_windows) * width
+    lengths = np.maximum(np.minimum(starts + width, span) - starts, 1e-9)
+    work = np.bincount(index, weights=work_s, minlength=n_windows)
+    rate_work = float(np.sum(work_s)) / span
+    expected = rate_work * lengths
+    rho = (expected + pool.shrinkage * (work - expected)) / lengths
+    rho = np.minimum(rho, _TIMESCALE_LOAD_CAP)
+    burst = (pool.arrival_scv + pool.service_scv) / (1.0 + pool.service_scv)
+    stretch = 1.0 + burst * rho / (1.0 - rho)
+    return LinkProfile(stretch=stretch[index], fluid_delay_s=pool.fluid_delay_s, pool=pool)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Validity:
+    """Whether a closed-form figure lies inside the domain where the model was checked against the
+    simulator; ``reasons`` says why not (empty when inside)."""
+
+    in_domain: bool
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfileTtft:
+    """TTFT of one plan on a given stream of requests (``loaded`` has the usual fields), the per-stage
+    profiles behind it, and its validity."""
+
+    loaded: LoadedTtft
+    pools: Mapping[str, PoolProfile]
+    validity: Validity
+
+
+def _quantiles(
+    latency_s: Array, first: Wait, second: Wait, weights: Array, levels: tuple[float, ...]
+) -> NDArray[np.float64]:
+    """Quantiles of the mixture Σ_i w_i law(g_i + W1_i + W2_i), with rows of ``weights`` one distribution
+    each (shape (rows, n), each row summing to 1); returns (rows, len(levels))."""
+    rows = weights.shape[0]
+    q = np.tile(np.asarray(levels, dtype=np.float64), rows)
+    row_of = np.repeat(np.arange(rows), len(levels))
+    w = weights[row_of]  # (m, n)
+    bound = float(np.max(latency_s)) if latency_s.size else 0.0
+    tails = first.quantile_s(1.0 - 1e-9) + second.quantile_s(1.0 - 1e-9)
+    hi = np.full(q.shape, bound + (float(np.max(tails)) if tails.size else 0.0) + 1e-9)
+    lo = np.zeros(q.shape)
+    atom = (1.0 - first.p_wait) * (1.0 - second.p_wait)
+    for _ in range(_QUANTILE_STEPS):
+        mid = 0.5 * (lo + hi)
+        y = mid[None, :] - latency_s[:, None]  # (n, m)
+        cdf_each = atom[:, None] * (y >= 0) + positive_wait_cdf(y, first, second)
+        cdf = np.einsum("mn,nm->m", w, cdf_each)
+        below = cdf < q
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return hi.reshape(rows, len(levels))
+
+
+def profile_ttft(
+    model: StageModel,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+    arrival_s: Array,
+    input_tokens: Array,
+    output_tokens: Array,
+) -> ProfileTtft:
+    """TTFT mean, P50, P90 and P99 (overall and per route) of plan (t, N_p, N_d) when the given requests
+    arrive (arrival times in s from 0, uncached input and output lengths in tokens), by the windowed model of
+    the module docstring. N_prfaas is ``model.n_prfaas``. A route with traffic but no servers makes the plan
+    unstable (no TTFT)."""
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    lengths = np.asarray(input_tokens, dtype=np.float64)
+    outputs = np.asarray(output_tokens, dtype=np.float64)
+    n = int(arrival.size)
+    if n < 2:
+        raise ValueError("the windowed model needs at least two requests")
+    span = float(arrival[-1] - arrival[0])
+    if not span > 0:
+        raise ValueError("the requests must span a positive time")
+    arrival = arrival - arrival[0]
+    rate = (n - 1) / span
+    route = route_latency(model)
+    offload = lengths > threshold_tokens
+    local = ~offload
+    servers = {"prfaas_compute": float(model.n_prfaas), "pd_prefill": float(n_pd_prefill)}
+    service = np.where(
+        offload, model.prfaas_prefill(lengths), model.local_prefill(lengths)
+    ).astype(np.float64)
+    hold = outputs * model.decode_step_time_s
+    slots = float(n_pd_decode * model.decode_max_batch)
+    transfer_work = np.asarray(model.kv_bytes(lengths), dtype=np.float64) / model.link_bandwidth_bytes_per_s
+    utilization = {
+        "prfaas_compute": float(np.sum(service[offload])) / (servers["prfaas_compute"] * span)
+        if np.any(offload) and servers["prfaas_compute"] > 0
+        else (math.inf if np.any(offload) else 0.0),
+        "prfaas_link": float(np.sum(transfer_work[offload])) / span,
+        "pd_prefill": float(np.sum(service[local])) / (servers["pd_prefill"] * span)
+        if np.any(local) and servers["pd_prefill"] > 0
+        else (math.inf if np.any(local) else 0.0),
+        "pd_decode": float(np.sum(hold)) / (slots * span) if slots > 0 else math.inf,
+    }
+    limit = rate / max(max(utilization.values()), 1e-300)
+    unstable = [s for s in STAGES if utilization[s] >= 1.0]
+    if unstable:
+        worst = max(unstable, key=lambda s: utilization[s])
+        loaded = LoadedTtft(
+            rate_req_per_s=rate,
+            utilization=utilization,
+            stable=False,
+            unstable_stage=worst,
+            stability_limit_req_per_s=limit,
+            wait_mean_s=None,
+            ttft=None,
+            by_route=dict.fromkeys(ROUTES),
+        )
+        reason = f"{worst} is loaded past its capacity on average ({utilization[worst]:.0%}): no steady state"
+        return ProfileTtft(loaded=loaded, pools={}, validity=Validity(in_domain=False, reasons=(reason,)))
+
+    prfaas = pool_profile(arrival[offload], service[offload], servers["prfaas_compute"], span)
+    local_pool = pool_profile(arrival[local], service[local], servers["pd_prefill"], span)
+    # Per request: the prefill route's fluid delay and wait law, in input order.
+    fluid = np.zeros(n)
+    fluid[offload] = prfaas.fluid_delay_s
+    fluid[local] = local_pool.fluid_delay_s
+    p_route = np.zeros(n)
+    m_route = np.zeros(n)
+    p_route[offload], m_route[offload] = prfaas.wait.p_wait, prfaas.wait.conditional_mean_s
+    p_route[local], m_route[local] = local_pool.wait.p_wait, local_pool.wait.conditional_mean_s
+    route_wait_mean = p_route * m_route
+
+    # The link sees each offloaded transfer when it starts: after the prefill, or with it (layer-wise).
+    prefill_s = service
+    starts = arrival + fluid + route_wait_mean + (prefill_s if model.transfer == "after_prefill" else 0.0)
+    link = link_profile(np.minimum(starts[offload], span), transfer_work[offload], span)
+    stretch = np.ones(n)
+    stretch[offload] = link.stretch
+    link_fluid = np.zeros(n)
+    link_fluid[offload] = link.fluid_delay_s
+
+    zero_wait = np.empty(n)
+    zero_wait[local] = route.local_s(lengths[local])
+    if np.any(offload):
+        zero_wait[offload] = route.offload_s(lengths[offload], stretch[offload])
+    ready = arrival + fluid + route_wait_mean + zero_wait + link_fluid
+    decode = pool_profile(np.minimum(ready, span), hold, slots, span)
+    latency = zero_wait + fluid + link_fluid + decode.fluid_delay_s
+    first = Wait(p_wait=p_route, conditional_mean_s=m_route)
+    second = decode.wait
+
+    masks = {"overall": np.ones(n, dtype=bool), "offloaded": offload, "local": local}
+    kinds = [k for k, mask in masks.items() if np.any(mask)]
+    weights = np.stack([masks[k] / np.count_nonzero(masks[k]) for k in kinds])
+    quantiles = _quantiles(latency, first, second, weights, TTFT_LEVELS)
+    total = latency + first.mean_s + second.mean_s
+
+    def summary(kind: str) -> TtftSummary | None:
+        if kind not in kinds:
+            return None
+        p50, p90, p99 = (float(v) for v in quantiles[kinds.index(kind)])
+        return TtftSummary(mean_s=float(np.mean(total[masks[kind]])), p50_s=p50, p90_s=p90, p99_s=p99)
+
+    pools = {"prfaas_compute": prfaas, "prfaas_link": link.pool, "pd_prefill": local_pool, "pd_decode": decode}
+    loaded = LoadedTtft(
+        rate_req_per_s=rate,
+        utilization=utilization,
+        stable=True,
+        unstable_stage=None,
+        stability_limit_req_per_s=limit,
+        wait_mean_s={
+            "prfaas_compute": float(np.mean((fluid + route_wait_mean)[offload])) if np.any(offload) else 0.0,
+            "prfaas_link": float(np.mean(zero_wait[offload] - route.offload_s(lengths[offload]) + link_fluid[offload]))
+            if np.any(offload)
+            else 0.0,
+            "pd_prefill": float(np.mean((fluid + route_wait_mean)[local])) if np.any(local) else 0.0,
+            "pd_decode": float(np.mean(decode.fluid_delay_s + second.mean_s)),
+        },
+        ttft=summary("overall"),
+        by_route={"offloaded": summary("offloaded"), "local": summary("local")},
+    )
+    return ProfileTtft(loaded=loaded, pools=pools, validity=validity(pools, utilization, span))
+
+
+_STAGE_WORDS = {
+    "prfaas_compute": "PrfaaS prefill",
+    "prfaas_link": "link",
+    "pd_prefill": "local prefill",
+    "pd_decode": "decode",
+}
+
+
+def validity(pools: Mapping[str, PoolProfile], utilization: Mapping[str, float], span_s: float) -> Validity:
+    """The checks of the validated domain (module constants) on a plan's stage profiles."""
+    reasons = []
+    for stage in STAGES:
+        rho = utilization.get(stage, 0.0)
+        limit = DOMAIN_MAX_LINK_UTILIZATION if stage == "prfaas_link" else DOMAIN_MAX_UTILIZATION
+        if rho > limit:
+            reasons.append(f"{_STAGE_WORDS[stage]} utilisation {rho:.0%} is above the validated {limit:.0%}")
+        pool = pools.get(stage)
+        if pool is None or pool.fluid_delay_s.size == 0:
+            continue
+        if pool.arrival_scv > DOMAIN_MAX_ARRIVAL_SCV:
+            reasons.append(
+                f"{_STAGE_WORDS[stage]} arrivals are burstier (ca² {pool.arrival_scv:.1f}) than the validated "
+                f"{DOMAIN_MAX_ARRIVAL_SCV:g}"
+            )
+        if pool.overload_fraction > DOMAIN_MAX_OVERLOAD_FRACTION:
+            reasons.append(
+                f"{_STAGE_WORDS[stage]} is overloaded (backlog carried over) {pool.overload_fraction:.0%} of the "
+                f"time, above the validated {DOMAIN_MAX_OVERLOAD_FRACTION:.0%}: the tail is a fluid estimate"
+            )
+        if rho > 0 and span_s < DOMAIN_MIN_RELAXATIONS * pool.relaxation_s:
+            reasons.append(
+                f"the traffic spans {span_s / pool.relaxation_s:.0f} relaxation times of the "
+                f"{_STAGE_WORDS[stage]} queue at this load (< {DOMAIN_MIN_RELAXATIONS:g}): too short to reach "
+                "a steady state"
+            )
+    return Validity(in_domain=not reasons, reasons=tuple(reasons))
+
+
+def stationary_validity(loaded: LoadedTtft) -> Validity:
+    """The validated domain of the stationary model (Poisson or renewal arrivals): every stage's utilisation
+    at most ``DOMAIN_MAX_UTILIZATION`` and the link's at most ``DOMAIN_MAX_LINK_UTILIZATION``."""
+    if not loaded.stable:
+        return Validity(in_domain=False, reasons=(f"{loaded.unstable_stage} is past its capacity: no steady state",))
+    reasons = []
+    for stage in STAGES:
+        rho = loaded.utilization.get(stage, 0.0)
+        limit = DOMAIN_MAX_LINK_UTILIZATION if stage == "prfaas_link" else DOMAIN_MAX_UTILIZATION
+        if rho > limit:
+            reasons.append(f"{_STAGE_WORDS[stage]} utilisation {rho:.0%} is above the validated {limit:.0%}")
+    return Validity(in_domain=not reasons, reasons=tuple(reasons))
