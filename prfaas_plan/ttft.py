@@ -1,4 +1,4 @@
-"""Unloaded time to first token: the empty-system latency the paper's Table 6 reports (digest §1.9).
+"""Unloaded time to first token: the empty-system latency the paper's Table 6 reports (arXiv 2604.15039).
 
 The paper gives no TTFT formula. Its six Table 6 figures are reproduced by a zero-queueing service-time
 model evaluated over the input-length distribution (mean = expectation, P90 = 90th percentile over
@@ -336,7 +336,7 @@ def solve_quantiles(cdf: Callable[[Array], Array], levels: ArrayLike, low: float
 
 
 def unloaded_ttft(lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float) -> UnloadedTtft:
-    """Mean, P50, P90 and P99 of the zero-load TTFT when requests with L > t are offloaded (digest §1.9).
+    """Mean, P50, P90 and P99 of the zero-load TTFT when requests with L > t are offloaded (Table 6).
 
     The mean is exact (closed-form partial expectations). Each quantile solves P(TTFT <= x) = q with
     P(TTFT <= x) = P(TTFT <= x, local) + P(TTFT <= x, offloaded) from ``route_mass_below``.

@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to the repository's inputs and the shared reference data, and a CLI runner."""
+"""Shared fixtures: paths to the repository's inputs (scenarios, shipped traces) and a CLI runner."""
 
 from __future__ import annotations
 
@@ -8,14 +8,40 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel, stage_model
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+TRACES = REPO / "workloads" / "traces"
 PAPER_SCENARIO = REPO / "workloads" / "paper-case-study.yaml"
+
+# Hypothesis profiles. `ci` (the default) is reproducible: the same examples on every run and machine, no
+# example database. `deep` (PRFAAS_HYPOTHESIS_PROFILE=deep) draws fresh random examples, DEEP_FACTOR times
+# as many, and keeps failures in .hypothesis/ to replay them. Loaded here, at import, because pytest imports
+# this file before any test module: a test's settings(...) inherits every field it does not name (derandomize
+# among them) from the profile loaded when that settings object is built.
+HYPOTHESIS_PROFILE_ENV = "PRFAAS_HYPOTHESIS_PROFILE"
+DEEP_FACTOR = 10
+_HYPOTHESIS_DEFAULT = settings.get_profile("default")
+settings.register_profile("ci", _HYPOTHESIS_DEFAULT, derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile(
+    "deep",
+    _HYPOTHESIS_DEFAULT,
+    max_examples=DEEP_FACTOR * _HYPOTHESIS_DEFAULT.max_examples,
+    deadline=None,
+    print_blob=True,
+)
+settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "ci"))
+
+
+def examples(n: int) -> int:
+    """A property test's example count: ``n`` under the `ci` profile, scaled by the loaded profile's
+    max_examples over ci's (DEEP_FACTOR times under `deep`). A test's explicit max_examples overrides the
+    profile's, so every settings(max_examples=...) in the suite goes through this."""
+    return max(1, n * settings.default.max_examples // settings.get_profile("ci").max_examples)
 
 
 @pytest.fixture(scope="session")

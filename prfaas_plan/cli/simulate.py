@@ -31,7 +31,12 @@ def simulate(
     requests: Annotated[int, typer.Option("--requests", help="Requests to simulate (a trace: the first N).")] = 100_000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the workload's random numbers.")] = 0,
     trace: Annotated[
-        str | None, typer.Option("--trace", help="Replay a Mooncake .jsonl or Azure .csv trace (arrivals and lengths).")
+        str | None,
+        typer.Option(
+            "--trace",
+            help="Replay a trace (arrivals and lengths): a Mooncake .jsonl or Azure .csv file, or a built-in "
+            "name: mooncake-conversation, mooncake-synthetic, azure-code, azure-conv.",
+        ),
     ] = None,
     prefix_cache: Annotated[
         bool, typer.Option("--prefix-cache", help="Mooncake traces: prefill only what an infinite prefix cache misses.")
@@ -65,7 +70,7 @@ def simulate(
     from prfaas_plan.errors import InputError, Problem
     from prfaas_plan.io.records import study_to_dict, write_records_csv
     from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
-    from prfaas_plan.io.traces import read_trace
+    from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.sim.study import choose_plan, offered_rate, run_study, trace_model
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GIB
@@ -82,7 +87,7 @@ def simulate(
             n_local=n_local,
         )
         model = stage_model(spec)
-        replay = read_trace(trace, prefix_cache=prefix_cache) if trace is not None else None
+        replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache) if trace is not None else None
         if replay is not None:
             model = trace_model(model, replay)
         plan = choose_plan(model, threshold, n_pd_prefill, n_pd_decode)

@@ -3,12 +3,14 @@ schema (``io/models.py``), with every field the schema cannot express listed wit
 
 Families, by ``model_type``: llama, qwen3_moe, qwen3_next, qwen3_5_moe, kimi_linear, mimo_v2_flash, minimax_m2,
 deepseek_v3. Field names are those of the families' released configs and transformers configuration classes
-(shared/reference/models.md §5). A multimodal config (Qwen3.5) is read from its ``text_config``.
+(huggingface/transformers ``src/transformers/models/<family>/``, https://github.com/huggingface/transformers).
+A multimodal config (Qwen3.5) is read from its ``text_config``.
 
 Judgement calls, the same for every family, written into the card as comments:
 
 - ``kv_cache: bf16``: a config does not say how an engine stores KV; the paper's Table 3 implies BF16.
-- ``state: fp32``, ``conv_state: bf16``: SGLang's defaults for linear-attention state (models.md §3).
+- ``state: fp32``, ``conv_state: bf16``: SGLang's defaults for linear-attention state (SGLANG_MAMBA_SSM_DTYPE,
+  SGLANG_MAMBA_CONV_DTYPE; https://github.com/sgl-project/sglang).
 - ``weights``: ``fp8`` when ``quantization_config.quant_method`` is fp8 (block-scaled checkpoints keep a few
   modules in BF16, which a one-dtype card cannot say), otherwise ``torch_dtype`` (or ``dtype``).
 """
@@ -627,7 +629,8 @@ def import_hf_config(path: Path, *, name: str | None = None, display: str | None
         for note in (
             weights_note,
             "kv_cache bf16: a config does not say how an engine stores KV; the paper's Table 3 implies BF16",
-            "state fp32, conv_state bf16: SGLang's defaults for linear-attention state (models.md §3)"
+            "state fp32, conv_state bf16: SGLang's defaults for linear-attention state (SGLANG_MAMBA_SSM_DTYPE, "
+            "SGLANG_MAMBA_CONV_DTYPE)"
             if any(g.attention.kind == "linear" for g in groups)
             else "",
             _FAMILY_NOTES.get(family, ""),

@@ -1,6 +1,6 @@
 """Read request traces into ``Trace`` specs: Mooncake JSONL and Azure LLM inference 2023 CSV.
 
-Formats (see shared/data/traces/SOURCES.md):
+Formats (workloads/traces/PROVENANCE.md describes the four public traces shipped with the package):
 
 - ``.jsonl``, Mooncake FAST'25 traces: one JSON object per line with ``timestamp`` (milliseconds since the
   trace start), ``input_length`` and ``output_length`` (tokens) and, optionally, ``hash_ids``, the ids of
@@ -19,10 +19,11 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -31,8 +32,8 @@ import numpy.typing as npt
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.spec.trace import Trace
 
-#: Tokens per prefix block in Mooncake's ``hash_ids`` (Mooncake FAST25-release/README.md; SOURCES.md checks
-#: len(hash_ids) == ceil(input_length / 512) on every row of both traces).
+#: Tokens per prefix block in Mooncake's ``hash_ids`` (Mooncake FAST25-release/README.md;
+#: len(hash_ids) == ceil(input_length / 512) holds on every row of both shipped Mooncake traces).
 MOONCAKE_BLOCK_TOKENS = 512
 #: At most this many problems are listed one by one; the rest are counted in one closing problem.
 MAX_PROBLEMS = 20
@@ -41,6 +42,18 @@ MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _MS_PER_S = 1000.0
 _S_PER_DAY = 86_400
+
+#: Built-in traces by name: the public traces shipped in ``workloads/traces/`` (provenance, licences and
+#: checksums in workloads/traces/PROVENANCE.md).
+BUILTIN_TRACES: Mapping[str, str] = MappingProxyType(
+    {
+        "mooncake-conversation": "conversation_trace.jsonl",
+        "mooncake-synthetic": "synthetic_trace.jsonl",
+        "azure-code": "AzureLLMInferenceTrace_code.csv",
+        "azure-conv": "AzureLLMInferenceTrace_conv.csv",
+    }
+)
+_TRACE_SUFFIXES = (".jsonl", ".csv")
 
 _JSON_DECODE = json.JSONDecoder().raw_decode
 #: (timestamp ms, input tokens, output tokens) of one Mooncake line, None where the field is missing or bad.
@@ -74,6 +87,43 @@ class _Problems:
         raise InputError(problems)
 
 
+def resolve_trace_path(name: str | os.PathLike[str]) -> Path:
+    """A trace argument: a path to a ``.jsonl`` or ``.csv`` file, or the name of a built-in trace
+    (``BUILTIN_TRACES``: mooncake-conversation, mooncake-synthetic, azure-code, azure-conv).
+
+    A path (anything with a trace suffix, or an existing file) wins over a built-in name. Built-in files are
+    found where the built-in scenarios are (``builtin_root()``): the installed wheel, or the source tree.
+    Raises ``InputError`` naming the built-in traces when ``name`` is neither.
+    """
+    # Imported here: io.scenario pulls in the whole spec and physics stack, which reading a trace by path
+    # does not need; the built-in root must stay the one place that knows where shipped data live.
+    from prfaas_plan.io.scenario import builtin_root
+
+    path = Path(name)
+    if path.suffix.lower() in _TRACE_SUFFIXES or _exists(path):
+        return path
+    text = os.fspath(name)
+    if text in BUILTIN_TRACES:
+        return builtin_root() / "workloads" / "traces" / BUILTIN_TRACES[text]
+    from prfaas_plan.io.yamlsrc import suggest
+
+    raise InputError(
+        Problem(
+            file=text,
+            message=f"no such trace file, and not a built-in trace{suggest(text, BUILTIN_TRACES)}; "
+            f"built-in traces: {', '.join(sorted(BUILTIN_TRACES))}",
+        )
+    )
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the file system refuses (too long, for one) instead of raising."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> Trace:
     """Read a request trace, choosing the format by extension: ``.jsonl`` Mooncake, ``.csv`` Azure 2023.
 
@@ -87,7 +137,7 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> T
     """
     file = os.fspath(path)
     suffix = Path(file).suffix.lower()
-    if suffix not in (".jsonl", ".csv"):
+    if suffix not in _TRACE_SUFFIXES:
         raise InputError(
             Problem(
                 message=f"unknown trace format {suffix or '(no extension)'!r}: "

@@ -2,8 +2,8 @@
 
 The paper gives its prefill latency and KV size only at four lengths (Table 5) and does not say how it
 interpolates between them. A least-squares quadratic for time and an affine KV size reproduce its Table 6
-(digest §2.9), so curves here are polynomials in the uncached length ``l`` (tokens), fitted by ordinary
-least squares, and carry their residuals so that every report can show how well they fit.
+(tests/validation/test_paper_table6.py), so curves here are polynomials in the uncached length ``l`` (tokens),
+fitted by ordinary least squares, and carry their residuals so that every report can show how well they fit.
 """
 
 from __future__ import annotations

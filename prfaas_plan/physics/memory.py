@@ -1,7 +1,7 @@
 """Bytes a model holds: weights, the KV cache that grows with length, fixed per-request state, and what
 crosses the link for a request.
 
-Formulas (shared/reference/models.md §2-3):
+Formulas (per layer kind; the dimensions are the Hugging Face config fields of the model cards):
 
 - GQA layer, per token: kv_heads · (head_dim + v_head_dim) · kv bytes.
 - MLA layer, per token: (kv_lora_rank + qk_rope_head_dim) · kv bytes (the compressed latent and the

@@ -84,7 +84,7 @@ class RooflineParams:
 
     Defaults: e_c = 0.6 and e_m = 0.8 are the typical sustained fractions of dense tensor peak and HBM
     bandwidth for large GEMMs and streaming reads on Hopper-class parts (aiconfigurator's H200 system file
-    scales memory bandwidth by 0.8; shared/reference/peers.md §1.1); e_n = 0.7 for NCCL ring all-reduce
+    scales memory bandwidth by 0.8, https://github.com/ai-dynamo/aiconfigurator); e_n = 0.7 for NCCL ring all-reduce
     bus bandwidth against the NVLink figure; overhead 0 (measured single-request latencies carry a large
     fixed part, about 0.35-0.45 s on the paper's setup, which only a calibration can supply). Assumed, not
     measured: calibrate them where measured points exist.

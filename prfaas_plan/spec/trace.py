@@ -54,7 +54,7 @@ class Trace:
 
     @property
     def mean_rate_req_per_s(self) -> float:
-        """Mean arrival rate n / duration_s (req/s), as in the traces' SOURCES.md; NaN if the span is 0."""
+        """Mean arrival rate n / duration_s (req/s); NaN if the span is 0."""
         duration = self.duration_s
         return self.n_requests / duration if duration > 0.0 else math.nan
 

@@ -11,7 +11,7 @@ from prfaas_plan.errors import InputError
 from prfaas_plan.io.scenario import load_hardware, load_scenario, resolve_scenario_path, with_overrides
 from prfaas_plan.optimize import search
 from prfaas_plan.throughput import stage_model
-from tests.conftest import PAPER_SCENARIO, REPO, SHARED, run_cli
+from tests.conftest import PAPER_SCENARIO, REPO, TRACES, run_cli
 
 PAPER_TEXT = PAPER_SCENARIO.read_text()
 
@@ -202,10 +202,9 @@ def test_cli_infeasible_plan_exits_1_naming_the_constraint() -> None:
     assert "pd_prefill" in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.skipif(not (SHARED / "data" / "traces").is_dir(), reason="shared traces not present")
 def test_empirical_trace_scenario_optimises(tmp_path: Path) -> None:
     """An input-length distribution read from the Mooncake trace, net of prefix-cache hits, plans end to end."""
-    trace = SHARED / "data" / "traces" / "conversation_trace.jsonl"
+    trace = TRACES / "conversation_trace.jsonl"
     text = PAPER_TEXT.replace(
         "    distribution: lognormal\n    mu: 9.90\n    sigma: 1.00\n    min_tokens: 128\n    max_tokens: 131072",
         f"    distribution: empirical\n    trace: {trace}\n    prefix_cache: true",
@@ -213,7 +212,7 @@ def test_empirical_trace_scenario_optimises(tmp_path: Path) -> None:
     path = tmp_path / "trace.yaml"
     path.write_text(text)
     scenario = load_scenario(path)
-    assert scenario.traffic.input_length.mean_tokens == pytest.approx(7_539, abs=1)  # SOURCES.md uncached mean
+    assert scenario.traffic.input_length.mean_tokens == pytest.approx(7_539, abs=1)  # the recorded uncached mean
     model = stage_model(scenario)
     plan = search(model)
     assert plan.throughput_req_per_s > 0 and 0 < plan.offload_fraction < 1

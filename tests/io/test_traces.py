@@ -1,4 +1,5 @@
-"""Tests of prfaas_plan.io.traces: the real traces against SOURCES.md, prefix caching, and every bad input."""
+"""Tests of prfaas_plan.io.traces: the shipped traces against their recorded statistics, prefix caching, and every
+bad input."""
 
 from __future__ import annotations
 
@@ -12,15 +13,7 @@ import pytest
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.traces import MAX_PROBLEMS, read_trace
 from prfaas_plan.spec.trace import Trace
-
-TRACES = Path(__file__).resolve().parents[2].parent / "shared/data/traces"
-
-
-def _shared(name: str) -> Path:
-    path = TRACES / name
-    if not path.is_file():
-        pytest.skip(f"shared trace {path} is not available")
-    return path
+from tests.conftest import TRACES
 
 
 def _problems(path: Path, *, prefix_cache: bool = False) -> list[str]:
@@ -39,7 +32,9 @@ def _request(timestamp: float, input_length: object = 1000, output_length: objec
     return {"timestamp": timestamp, "input_length": input_length, "output_length": output_length}
 
 
-# -- the real traces (statistics from shared/data/traces/SOURCES.md) -----------------------------------------
+# -- the shipped traces (workloads/traces/PROVENANCE.md) ----------------------------------------------------
+# Statistics computed independently of this reader when the traces were collected (percentiles with linear
+# interpolation); Mooncake's FAST25-release/README.md gives the same request counts and mean lengths.
 
 
 @pytest.mark.parametrize(
@@ -61,21 +56,21 @@ def test_real_traces_match_sources_table(
     input_p90: float,
     output_mean: float,
 ) -> None:
-    """Row count, span, mean rate and length statistics agree with SOURCES.md to the digits it gives."""
-    trace = read_trace(_shared(name))
+    """Row count, span, mean rate and length statistics agree with the recorded figures to the digits given."""
+    trace = read_trace(TRACES / name)
     assert trace.n_requests == rows
     assert round(trace.duration_s, 1) == span_s
     assert round(trace.mean_rate_req_per_s, 3) == rate
     assert round(float(trace.input_tokens.mean())) == input_mean
     assert np.median(trace.input_tokens) == input_median
-    # SOURCES.md rounds P90 to whole tokens; the Azure conv P90 is 2,734.5, printed there as 2,734.
+    # The recorded P90s are rounded to whole tokens; the Azure conv P90 is 2,734.5, recorded as 2,734.
     assert abs(np.percentile(trace.input_tokens, 90) - input_p90) <= 0.6
     assert round(float(trace.output_tokens.mean()), 1) == output_mean
     assert trace.arrival_s[0] == 0.0
     assert np.all(np.diff(trace.arrival_s) >= 0.0)
     assert trace.cached_tokens is None
     assert trace.uncached_tokens is trace.input_tokens
-    assert trace.source == str(_shared(name))
+    assert trace.source == str(TRACES / name)
     assert trace.interarrival_scv > 0.0
 
 
@@ -89,19 +84,19 @@ def test_real_traces_match_sources_table(
 def test_mooncake_prefix_cache_matches_sources(
     name: str, mean: float, median: float, p90: float, p99: float, token_hit_ratio: float, total_blocks: int
 ) -> None:
-    """An infinite prefix cache replayed in arrival order gives SOURCES.md's uncached-length statistics."""
-    trace = read_trace(_shared(name), prefix_cache=True)
+    """An infinite prefix cache replayed in arrival order gives the recorded uncached-length statistics."""
+    trace = read_trace(TRACES / name, prefix_cache=True)
     assert trace.cached_tokens is not None
     uncached = trace.uncached_tokens
     assert np.all((trace.cached_tokens >= 0) & (trace.cached_tokens <= trace.input_tokens))
-    # SOURCES.md prints the conversation mean as 7,539; the replay gives 7,538.48 while matching every other
-    # figure it lists (blocks, unique blocks, both hit ratios, median, P90, P99), so allow one token.
+    # The recorded conversation mean is 7,539; the replay gives 7,538.48 while matching every other
+    # recorded figure (blocks, unique blocks, both hit ratios, median, P90, P99), so allow one token.
     assert abs(float(uncached.mean()) - mean) < 1.0
     assert np.median(uncached) == median
     assert round(float(np.percentile(uncached, 90))) == p90
     assert round(float(np.percentile(uncached, 99))) == p99
     assert round(1.0 - uncached.sum() / trace.input_tokens.sum(), 4) == token_hit_ratio
-    n_blocks = -(-trace.input_tokens // 512)  # ceil(input / 512) blocks per request, as in SOURCES.md
+    n_blocks = -(-trace.input_tokens // 512)  # ceil(input / 512) blocks per request (Mooncake's 512-token blocks)
     assert int(n_blocks.sum()) == total_blocks
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED, run_cli
+from tests.conftest import TRACES, run_cli
 
-MOONCAKE = SHARED / "data" / "traces" / "conversation_trace.jsonl"
+MOONCAKE = TRACES / "conversation_trace.jsonl"
 FIGURES = {"throughput_req_per_s", "ttft_s", "egress_gbit_per_s", "utilization"}
 
 
@@ -96,7 +96,6 @@ def test_bad_traces_name_the_line(tmp_path: Path, name: str, text: str, where: s
     assert where in result.stderr
 
 
-@pytest.mark.skipif(not MOONCAKE.exists(), reason="shared Mooncake trace not present")
 def test_trace_replay_at_a_load() -> None:
     """A Mooncake trace replays its first N requests, rescaled to 70 % of the trace plan's Λ_max."""
     result = run_cli("simulate", "--trace", str(MOONCAKE), "--requests", "3000", "--load", "0.7", "--json")
@@ -105,3 +104,17 @@ def test_trace_replay_at_a_load() -> None:
     assert payload["requests"] == 3000 and payload["trace"] == str(MOONCAKE)
     assert payload["load"] == pytest.approx(0.7, rel=1e-6)
     assert payload["simulated"]["completed_requests"] == 3000
+
+
+def test_trace_by_built_in_name_from_any_directory(tmp_path: Path) -> None:
+    """`--trace azure-conv` replays the shipped Azure file from a directory with no traces in it; an unknown
+    name exits 2 with one line that suggests the closest name and lists the built-in ones."""
+    result = run_cli("simulate", "--trace", "azure-conv", "--requests", "500", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["trace"] == str(TRACES / "AzureLLMInferenceTrace_conv.csv")
+    assert payload["simulated"]["completed_requests"] == 500
+    bad = run_cli("simulate", "--trace", "azure-cnv", "--requests", "500", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    assert "did you mean 'azure-conv'" in bad.stderr and "mooncake-conversation" in bad.stderr
