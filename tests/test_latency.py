@@ -28,14 +28,16 @@ from prfaas_plan.latency import (
     stage_state,
 )
 from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law
+from prfaas_plan.latency.link_spread import ps_sojourn
+from prfaas_plan.latency.stages import RouteMoments, StageState
 from prfaas_plan.latency.goodput import goodput_rates
 from prfaas_plan.latency.stages import erlang_c, ggc_wait
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import route_latency, route_mean_s, unloaded_ttft
-from tests.conftest import run_cli
+from tests.conftest import examples, run_cli
 from tests.strategies import loaded_stage_models
 
-EXAMPLES = settings(max_examples=25, deadline=None)
+EXAMPLES = settings(max_examples=examples(25), deadline=None)
 
 
 def _plan(model: StageModel, q: float, split: float) -> tuple[float, int, int]:
@@ -183,20 +185,45 @@ def test_percentiles_are_ordered(model: StageModel, q: float, split: float, load
 # --------------------------------------------------------------------------------------------------------
 
 
+def _sample_offloaded(
+    rng: np.random.Generator, model: StageModel, moments: RouteMoments, state: StageState, lengths: np.ndarray
+) -> np.ndarray:
+    """Zero-wait TTFT of offloaded requests with the transfer drawn from its sojourn law: x + Gamma(k, θ)
+    with the mean and variance of ``link_spread.ps_sojourn`` (the mean stretch where the link is idle)."""
+    route = route_latency(model)
+    assert route.offload_prefill is not None and route.offload_kv_bytes is not None
+    rho = float(state.utilization["prfaas_link"])
+    if not rho > 1e-9:
+        return route.offload_s(lengths, float(state.link_stretch))
+    p = float(moments.offload_fraction)
+    work = route.offload_kv_bytes(lengths) / route.link_bandwidth_bytes_per_s
+    ca2 = p * model.interarrival_scv + (1.0 - p)
+    mean, var = ps_sojourn(work, rho, float(moments.link_mean_s), float(moments.link_scv), ca2)
+    extra = np.maximum(mean - work, 0.0)
+    spread = (var > 0) & (extra > 0)
+    shape = np.where(spread, extra**2 / np.where(spread, var, 1.0), 1.0)
+    scale = np.where(spread, var / np.where(spread, extra, 1.0), 0.0)
+    transfer = work + np.where(spread, rng.gamma(shape, np.where(spread, scale, 1.0)), extra)
+    prefill = route.offload_prefill(lengths)
+    visible = prefill + transfer if model.transfer == "after_prefill" else np.maximum(prefill, transfer)
+    return np.asarray(visible + route.first_decode_step_s, dtype=np.float64)
+
+
 def _sample_wait(rng: np.random.Generator, p_wait: float, mean_s: float, n: int) -> np.ndarray:
     waits = rng.random(n) < p_wait
     return np.where(waits, rng.exponential(mean_s if mean_s > 0 else 1.0, n), 0.0)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(loaded_stage_models(), st.floats(0.0, 1.0), st.floats(0.1, 0.9), st.floats(0.3, 0.95), st.integers(0, 2**32 - 1))
 def test_ttft_law_matches_sampling_its_components(
     model: StageModel, q: float, split: float, load: float, seed: int
 ) -> None:
     """Sample 200,000 requests from the model's own component laws (length, route, atom-plus-exponential
-    waits of the request's pool and of the decode slot, stretched transfer) and compare: the mean within 5
-    standard errors (with the route-count variance term), and the share at or below each reported
-    percentile within 5 binomial standard errors (plus 1e-3 for the midpoint rule)."""
+    waits of the request's pool and of the decode slot, the transfer's shifted-gamma sojourn on the shared
+    link) and compare: the mean within 5 standard errors (with the route-count variance term), and the share
+    at or below each reported percentile within 5 binomial standard errors (plus 1e-3 for the midpoint rule
+    and the sojourn law's 16 slice nodes, which drop the variance inside each slice)."""
     t, n_p, n_d = _plan(model, q, split)
     rate = load * _limit(model, t, n_p, n_d)[0]
     result = loaded_ttft(model, t, n_p, n_d, rate)
@@ -207,8 +234,7 @@ def test_ttft_law_matches_sampling_its_components(
     n = 200_000
     lengths = model.lengths.sample(rng, n)
     offloaded = lengths > t
-    stretch = float(state.link_stretch)
-    service = np.where(offloaded, route.offload_s(lengths, stretch), route.local_s(lengths))
+    service = np.where(offloaded, _sample_offloaded(rng, model, moments, state, lengths), route.local_s(lengths))
     pool = np.where(
         offloaded,
         _sample_wait(rng, float(state.prfaas_wait.p_wait), float(state.prfaas_wait.conditional_mean_s), n),
@@ -232,7 +258,7 @@ def test_ttft_law_matches_sampling_its_components(
         assert abs(share - 0.9) <= 5 * math.sqrt(0.09 / mask.sum()) + 1e-3
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(loaded_stage_models(), st.floats(0.0, 0.9), st.floats(1.0, 3.0))
 def test_layerwise_mean_matches_quadrature(model: StageModel, q: float, stretch: float) -> None:
     """The closed-form E[max(T_prfaas, κ S/B); L > t] (crossing intervals + partial expectations) equals
@@ -254,7 +280,7 @@ def test_layerwise_mean_matches_quadrature(model: StageModel, q: float, stretch:
 # --------------------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(loaded_stage_models(), st.floats(0.2, 0.8), st.floats(0.2, 0.8), st.floats(1.1, 3.0))
 def test_p90_at_goodput_is_the_slo(model: StageModel, q: float, split: float, slack: float) -> None:
     """With an SLO above the unloaded P90, the P90 at the goodput rate equals the SLO (1e-6 relative), unless

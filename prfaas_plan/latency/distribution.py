@@ -36,6 +36,7 @@ from prfaas_plan.latency.stages import (
     stability_limit_req_per_s,
     stage_state,
 )
+from prfaas_plan.latency.link_spread import ps_sojourn, sojourn_nodes
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import (
@@ -51,6 +52,12 @@ from prfaas_plan.ttft import (
 
 Array = NDArray[np.float64]
 
+#: With a busy link, offloaded lengths on this many grid points, each with the transfer's sojourn law as
+#: this many nodes (``link_spread.sojourn_nodes``: slices narrowing toward the tail, so P99 falls among
+#: several of them).
+SOJOURN_GRID_POINTS = 512
+_MIN_SPREAD_UTILIZATION = 1e-9
+SOJOURN_NODES = 16
 #: Midpoint-rule points per route for E[G(x - g(L))] of one plan: the integrand is continuous in the
 #: length quantile; tests/test_latency.py checks the result against sampling.
 GRID_POINTS = 2048
@@ -97,41 +104,51 @@ def positive_wait_cdf(y: Array, first: Wait, second: Wait) -> Array:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteSpread:
-    """E[G(x - g(L)); route] / P(route) for one plan: the midpoint-rule mean over the route's length grid.
+    """E[G(x - g(L)); route] / P(route) for one plan: the weighted mean of G(x - g_i) over the route's zero-wait
+    latencies g_i (weights w_i summing to 1: equal on the length grid, or grid × link-sojourn nodes).
 
-    With scalar wait laws, Σ_{g_i < x} e^{-(x - g_i)/m} = exp(LSE_{g_i < x}(g_i/m) - x/m) where LSE is a
-    prefix log-sum-exp over the sorted latencies g_i, so each x costs a binary search instead of n terms
-    (and no term overflows: every exponent is <= log n). Nearly equal conditional means (the Erlang-2
-    case of ``positive_wait_cdf``) fall back to the direct sum. Build with ``route_spread``.
+    With scalar wait laws, Σ_{g_i < x} w_i e^{-(x - g_i)/m} = exp(LSE_{g_i < x}(g_i/m + ln w_i) - x/m) where LSE
+    is a prefix log-sum-exp over the sorted latencies, so each x costs a binary search instead of n terms (and
+    no term overflows). Nearly equal conditional means (the Erlang-2 case of ``positive_wait_cdf``) fall back
+    to the direct sum. Build with ``route_spread``.
     """
 
     latency_s: Array
+    weight: Array
+    #: Σ_{j <= i} w_j over the sorted latencies.
+    cumulative_weight: Array
     first: Wait
     second: Wait
-    #: Prefix log-sum-exp of g_i / m for each conditional mean; None in the direct-sum case.
+    #: Prefix log-sum-exp of g_i / m + ln w_i for each conditional mean; None in the direct-sum case.
     prefix: tuple[Array, Array] | None
 
+    def below(self, x_s: ArrayLike) -> Array:
+        """Σ_{g_i <= x} w_i: the zero-wait law's CDF at x."""
+        x = np.asarray(x_s, dtype=np.float64)
+        index = np.searchsorted(self.latency_s, x, side="right")
+        return np.where(index > 0, self.cumulative_weight[np.maximum(index - 1, 0)], 0.0)
+
     def mean(self, x_s: ArrayLike) -> Array:
-        """(1/n) Σ_i G(x - g_i) elementwise over x (s in, probability out)."""
+        """Σ_i w_i G(x - g_i) elementwise over x (s in, probability out)."""
         x = np.asarray(x_s, dtype=np.float64)
         p1, p2 = float(self.first.p_wait), float(self.second.p_wait)
         if p1 == 0.0 and p2 == 0.0:
             return np.zeros(x.shape)
         if self.prefix is None:
             direct = positive_wait_cdf(x[..., None] - self.latency_s, self.first, self.second)
-            return np.asarray(direct.mean(axis=-1), dtype=np.float64)
+            return np.asarray(direct @ self.weight, dtype=np.float64)
         m1, m2 = _safe_mean(self.first), _safe_mean(self.second)
-        n = self.latency_s.size
         below = np.searchsorted(self.latency_s, x, side="left")
         last = np.maximum(below - 1, 0)
         has = below > 0
+        mass = np.where(has, self.cumulative_weight[last], 0.0)
         s1, s2 = (
-            np.where(has, np.exp(np.minimum(prefix[last] - x / m, math.log(n))), 0.0)
+            np.where(has, np.exp(np.minimum(prefix[last] - x / m, 0.0)), 0.0)
             for prefix, m in zip(self.prefix, (m1, m2), strict=True)
         )
         positive = 1.0 - (1.0 - p1) * (1.0 - p2)
         survival = p1 * (1.0 - p2) * s1 + (1.0 - p1) * p2 * s2 + p1 * p2 * (m1 * s1 - m2 * s2) / (m1 - m2)
-        return np.asarray(np.maximum(positive * below - survival, 0.0) / n, dtype=np.float64)
+        return np.asarray(np.maximum(positive * mass - survival, 0.0), dtype=np.float64)
 
 
 def _safe_mean(wait: Wait) -> float:
@@ -139,21 +156,29 @@ def _safe_mean(wait: Wait) -> float:
     return float(wait.conditional_mean_s) if float(wait.p_wait) > 0 else 1.0
 
 
-def route_spread(latency_s: Array, first: Wait, second: Wait) -> RouteSpread:
-    """A route's spread term from its (unsorted) zero-wait latencies on the length grid and its two waits."""
-    g = np.sort(latency_s)
+def route_spread(latency_s: Array, first: Wait, second: Wait, weight: Array | None = None) -> RouteSpread:
+    """A route's spread term from its (unsorted) zero-wait latencies, their weights (default: equal) and its
+    two waits."""
+    g = np.asarray(latency_s, dtype=np.float64).reshape(-1)
+    w = np.full(g.size, 1.0 / g.size) if weight is None else np.asarray(weight, dtype=np.float64).reshape(-1)
+    order = np.argsort(g, kind="stable")
+    g, w = g[order], w[order]
     m1, m2 = _safe_mean(first), _safe_mean(second)
     prefix = None
     if abs(m1 - m2) > _EQUAL_MEANS_RTOL * max(m1, m2):
-        prefix = (np.logaddexp.accumulate(g / m1), np.logaddexp.accumulate(g / m2))
-    return RouteSpread(latency_s=g, first=first, second=second, prefix=prefix)
+        with np.errstate(divide="ignore"):
+            log_w = np.log(w)
+        prefix = (np.logaddexp.accumulate(g / m1 + log_w), np.logaddexp.accumulate(g / m2 + log_w))
+    return RouteSpread(latency_s=g, weight=w, cumulative_weight=np.cumsum(w), first=first, second=second, prefix=prefix)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TtftLaw:
     """The loaded TTFT law of one plan at one arrival rate (see the module docstring).
 
-    ``local_part(x)`` and ``offload_part(x)`` give P(TTFT <= x, local) and P(TTFT <= x, offloaded).
+    ``local_part(x)`` and ``offload_part(x)`` give P(TTFT <= x, local) and P(TTFT <= x, offloaded). With a busy
+    link (``offload_sojourn``) the offloaded zero-wait law is the weighted grid × sojourn-node set of
+    ``offload_spread`` rather than the exact inversion of the mean-stretched route curve.
     """
 
     lengths: LengthDistribution
@@ -165,6 +190,7 @@ class TtftLaw:
     offload_atom: float
     local_spread: RouteSpread
     offload_spread: RouteSpread
+    offload_sojourn: bool = False
 
     def local_part(self, x_s: ArrayLike) -> Array:
         """P(TTFT <= x, local) (unnormalised: the local route's probability at most)."""
@@ -174,9 +200,37 @@ class TtftLaw:
 
     def offload_part(self, x_s: ArrayLike) -> Array:
         """P(TTFT <= x, offloaded) (unnormalised: the offloaded route's probability at most)."""
-        zero_wait = offload_mass_below(self.lengths, self.route, self.threshold_tokens, x_s, self.link_stretch)
+        if self.offload_sojourn:
+            zero_wait = self.offload_fraction * self.offload_spread.below(x_s)
+        else:
+            zero_wait = offload_mass_below(self.lengths, self.route, self.threshold_tokens, x_s, self.link_stretch)
         spread = self.offload_fraction * self.offload_spread.mean(x_s)
         return np.asarray(self.offload_atom * zero_wait + spread, dtype=np.float64)
+
+    @property
+    def offload_zero_wait_mean_s(self) -> float:
+        """E[zero-wait TTFT | offloaded] over the weighted latencies (s)."""
+        return float(self.offload_spread.latency_s @ self.offload_spread.weight)
+
+
+def offload_sojourn_latencies(
+    model: StageModel, moments: RouteMoments, state: StageState, grid: Array, arrival_scv: float
+) -> tuple[Array, Array]:
+    """Zero-wait TTFT of offloaded requests with the link's processor-sharing spread: for each grid length its
+    transfer's sojourn law (``link_spread.ps_sojourn`` at the link's utilisation, work moments and the
+    offloaded stream's arrival SCV) as ``SOJOURN_NODES`` nodes, composed with the prefill as the route does
+    (after it, or overlapped layer-wise). Returns (latencies, weights) flattened, weights summing to 1."""
+    route = route_latency(model)
+    assert route.offload_prefill is not None and route.offload_kv_bytes is not None
+    rho = float(state.utilization["prfaas_link"])
+    work = route.offload_kv_bytes(grid) / route.link_bandwidth_bytes_per_s
+    mean, var = ps_sojourn(work, rho, float(moments.link_mean_s), float(moments.link_scv), arrival_scv)
+    sojourn, node_weight = sojourn_nodes(mean, var, SOJOURN_NODES, work)
+    prefill = route.offload_prefill(grid)[..., None]
+    visible = prefill + sojourn if route.transfer == "after_prefill" else np.maximum(prefill, sojourn)
+    latency = visible + route.first_decode_step_s
+    weight = np.broadcast_to(node_weight / grid.size, latency.shape)
+    return latency.reshape(-1), weight.reshape(-1)
 
 
 def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_points: int = GRID_POINTS) -> TtftLaw:
@@ -188,8 +242,16 @@ def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_p
     p = float(moments.offload_fraction)
     stretch = float(state.link_stretch)
     local_grid = length_grid(lengths, lo - 1.0, t, grid_points)
-    offload_grid = length_grid(lengths, max(t, lo - 1.0), hi, grid_points)
-    offload_latency = route.offload_s(offload_grid, stretch) if p > 0 else np.zeros_like(offload_grid)
+    # Below a utilisation of 1e-9 the spread is below a nanosecond per second of transfer: mean stretch only.
+    sojourn = p > 0 and float(state.utilization["prfaas_link"]) > _MIN_SPREAD_UTILIZATION
+    if sojourn:
+        offload_grid = length_grid(lengths, max(t, lo - 1.0), hi, SOJOURN_GRID_POINTS)
+        ca2_offload = p * model.interarrival_scv + (1.0 - p)
+        offload_latency, offload_weight = offload_sojourn_latencies(model, moments, state, offload_grid, ca2_offload)
+    else:
+        offload_grid = length_grid(lengths, max(t, lo - 1.0), hi, grid_points)
+        offload_latency = route.offload_s(offload_grid, stretch) if p > 0 else np.zeros_like(offload_grid)
+        offload_weight = None
     decode_free = 1.0 - float(state.decode_wait.p_wait)
     return TtftLaw(
         lengths=lengths,
@@ -200,7 +262,8 @@ def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_p
         local_atom=(1.0 - float(state.local_wait.p_wait)) * decode_free,
         offload_atom=(1.0 - float(state.prfaas_wait.p_wait)) * decode_free,
         local_spread=route_spread(route.local_s(local_grid), state.local_wait, state.decode_wait),
-        offload_spread=route_spread(offload_latency, state.prfaas_wait, state.decode_wait),
+        offload_spread=route_spread(offload_latency, state.prfaas_wait, state.decode_wait, offload_weight),
+        offload_sojourn=sojourn,
     )
 
 
@@ -284,12 +347,17 @@ def loaded_ttft(
     t = law.threshold_tokens
     stretch = law.link_stretch
     local_mean, offload_mean = route_mean_s(model.lengths, law.route, t, stretch)
+    if law.offload_sojourn:
+        offload_mean = p * law.offload_zero_wait_mean_s
     w_offload = _scalar(state.prfaas_wait.mean_s)
     w_local = _scalar(state.local_wait.mean_s)
     w_decode = _scalar(state.decode_wait.mean_s)
     local_total = local_mean + q * (w_local + w_decode)
     offload_total = offload_mean + p * (w_offload + w_decode)
     low, high = ttft_bracket(model.lengths, law.route, t, stretch)
+    if law.offload_sojourn:
+        g = law.offload_spread.latency_s
+        low, high = min(low, float(g[0])), max(high, float(g[-1]))
     tail = max(
         _scalar(state.prfaas_wait.quantile_s(_WAIT_BOUND_LEVEL)) if p > 0 else 0.0,
         _scalar(state.local_wait.quantile_s(_WAIT_BOUND_LEVEL)) if q > 0 else 0.0,

@@ -51,6 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, positive_wait_cdf
+from prfaas_plan.latency.link_spread import ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import Wait, ggc_wait
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import TTFT_LEVELS, route_latency
@@ -73,8 +74,11 @@ _MIN_WINDOWS = 4
 #: The relaxation time, and the link's stretch, are evaluated at a load of at most this (both diverge at 1;
 #: a window at or past capacity is carried by the fluid backlog instead).
 _TIMESCALE_LOAD_CAP = 0.95
-#: Bisection steps for each TTFT quantile (the bracket shrinks by 2^-52: below a nanosecond).
-_QUANTILE_STEPS = 52
+#: Bisection steps for each TTFT quantile (the bracket, at most a few minutes wide, shrinks by 2^-36: to
+#: about a microsecond).
+_QUANTILE_STEPS = 36
+#: Nodes of each transfer's processor-sharing sojourn law (``link_spread.sojourn_nodes``).
+SOJOURN_NODES = 8
 
 # The domain in which the model was checked against the simulator (tests/validation/test_profile_sim.py and
 # the accuracy matrix in tests/benchmarks/loaded_accuracy.py). Outside it the figures are flagged.
@@ -322,6 +326,8 @@ class LinkProfile:
     stretch: Array
     fluid_delay_s: Array
     pool: PoolProfile
+    #: Each transfer's window load (capped at ``_TIMESCALE_LOAD_CAP``) for its sojourn law.
+    utilization: Array
 
 
 def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
@@ -329,7 +335,7 @@ def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
     ca² and cs² of that window as ``pool_profile`` measures them on the transfers (one server, work S_kv/B)."""
     pool = pool_profile(start_s, work_s, 1.0, span_s, batches=False)
     if start_s.size == 0:
-        return LinkProfile(stretch=np.zeros(0), fluid_delay_s=np.zeros(0), pool=pool)
+        return LinkProfile(stretch=np.zeros(0), fluid_delay_s=np.zeros(0), pool=pool, utilization=np.zeros(0))
     # Recover each transfer's window load from the pool's stationary wait inputs: recompute it directly.
     width = pool.window_s
     span = max(float(span_s), float(np.max(start_s)), 1e-9)
@@ -344,7 +350,7 @@ def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
     rho = np.minimum(rho, _TIMESCALE_LOAD_CAP)
     burst = (pool.arrival_scv + pool.service_scv) / (1.0 + pool.service_scv)
     stretch = 1.0 + burst * rho / (1.0 - rho)
-    return LinkProfile(stretch=stretch[index], fluid_delay_s=pool.fluid_delay_s, pool=pool)
+    return LinkProfile(stretch=stretch[index], fluid_delay_s=pool.fluid_delay_s, pool=pool, utilization=rho[index])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -370,15 +376,20 @@ def _quantiles(
     latency_s: Array, first: Wait, second: Wait, weights: Array, levels: tuple[float, ...]
 ) -> NDArray[np.float64]:
     """Quantiles of the mixture Σ_i w_i law(g_i + W1_i + W2_i), with rows of ``weights`` one distribution
-    each (shape (rows, n), each row summing to 1); returns (rows, len(levels))."""
+    each (shape (rows, n), each row summing to 1); returns (rows, len(levels)).
+
+    Bisection inside [the level's quantile of g alone, max g + the waits' 1 - 1e-9 quantiles]: waits are
+    non-negative, so the mixture's quantile is at least that of g."""
     rows = weights.shape[0]
     q = np.tile(np.asarray(levels, dtype=np.float64), rows)
     row_of = np.repeat(np.arange(rows), len(levels))
     w = weights[row_of]  # (m, n)
-    bound = float(np.max(latency_s)) if latency_s.size else 0.0
+    order = np.argsort(latency_s)
+    cumulative = np.cumsum(w[:, order], axis=1)
+    first_at = np.minimum(np.argmax(cumulative >= q[:, None] * (1.0 - 1e-12), axis=1), order.size - 1)
+    lo = latency_s[order][first_at]
     tails = first.quantile_s(1.0 - 1e-9) + second.quantile_s(1.0 - 1e-9)
-    hi = np.full(q.shape, bound + (float(np.max(tails)) if tails.size else 0.0) + 1e-9)
-    lo = np.zeros(q.shape)
+    hi = np.full(q.shape, float(np.max(latency_s)) + float(np.max(tails)) + 1e-9)
     atom = (1.0 - first.p_wait) * (1.0 - second.p_wait)
     for _ in range(_QUANTILE_STEPS):
         mid = 0.5 * (lo + hi)
@@ -468,25 +479,52 @@ def profile_ttft(
     prefill_s = service
     starts = arrival + fluid + route_wait_mean + (prefill_s if model.transfer == "after_prefill" else 0.0)
     link = link_profile(np.minimum(starts[offload], span), transfer_work[offload], span)
-    stretch = np.ones(n)
-    stretch[offload] = link.stretch
     link_fluid = np.zeros(n)
     link_fluid[offload] = link.fluid_delay_s
+
+    # Each transfer's sojourn on the shared link (processor sharing at its window's load), as nodes.
+    work = transfer_work[offload]
+    sojourn_mean, sojourn_var = ps_sojourn(
+        work, np.where(link.utilization > 1e-9, link.utilization, 0.0), float(np.mean(work)) if work.size else 0.0, link.pool.service_scv,
+        link.pool.arrival_scv if math.isfinite(link.pool.arrival_scv) else 1.0,
+    )
+    sojourn, node_weight = sojourn_nodes(sojourn_mean, sojourn_var, SOJOURN_NODES, work)
+    prefill_off = route.offload_prefill(lengths[offload])[:, None] if np.any(offload) else np.zeros((0, 1))
+
+    def offloaded_latency(transfer_s: Array) -> Array:
+        visible = prefill_off + transfer_s if model.transfer == "after_prefill" else np.maximum(prefill_off, transfer_s)
+        return np.asarray(visible + route.first_decode_step_s, dtype=np.float64)
 
     zero_wait = np.empty(n)
     zero_wait[local] = route.local_s(lengths[local])
     if np.any(offload):
-        zero_wait[offload] = route.offload_s(lengths[offload], stretch[offload])
+        zero_wait[offload] = (offloaded_latency(sojourn) @ node_weight) if model.transfer == "layerwise" else (
+            offloaded_latency(sojourn_mean[:, None])[:, 0]
+        )
     ready = arrival + fluid + route_wait_mean + zero_wait + link_fluid
     decode = pool_profile(np.minimum(ready, span), hold, slots, span)
-    latency = zero_wait + fluid + link_fluid + decode.fluid_delay_s
+    delays = fluid + link_fluid + decode.fluid_delay_s
+    latency = zero_wait + delays
     first = Wait(p_wait=p_route, conditional_mean_s=m_route)
     second = decode.wait
 
+    # Entries for the law: one per local request, SOJOURN_NODES per offloaded one (weighted nodes).
+    local_index, offload_index = np.flatnonzero(local), np.flatnonzero(offload)
+    entry_request = np.concatenate([local_index, np.repeat(offload_index, SOJOURN_NODES)])
+    entry_weight = np.concatenate([np.ones(local_index.size), np.tile(node_weight, offload_index.size)])
+    entry_latency = np.concatenate(
+        [latency[local_index], (offloaded_latency(sojourn) + delays[offload_index, None]).reshape(-1)]
+    )
     masks = {"overall": np.ones(n, dtype=bool), "offloaded": offload, "local": local}
     kinds = [k for k, mask in masks.items() if np.any(mask)]
-    weights = np.stack([masks[k] / np.count_nonzero(masks[k]) for k in kinds])
-    quantiles = _quantiles(latency, first, second, weights, TTFT_LEVELS)
+    weights = np.stack([entry_weight * masks[k][entry_request] / np.count_nonzero(masks[k]) for k in kinds])
+    quantiles = _quantiles(
+        entry_latency,
+        Wait(p_wait=first.p_wait[entry_request], conditional_mean_s=first.conditional_mean_s[entry_request]),
+        Wait(p_wait=second.p_wait[entry_request], conditional_mean_s=second.conditional_mean_s[entry_request]),
+        weights,
+        TTFT_LEVELS,
+    )
     total = latency + first.mean_s + second.mean_s
 
     def summary(kind: str) -> TtftSummary | None:
