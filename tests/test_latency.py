@@ -28,7 +28,7 @@ from prfaas_plan.latency import (
     stage_state,
 )
 from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law
-from prfaas_plan.latency.link_spread import ps_sojourn
+from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn
 from prfaas_plan.latency.stages import RouteMoments, StageState
 from prfaas_plan.latency.goodput import goodput_rates
 from prfaas_plan.latency.stages import erlang_c, ggc_wait
@@ -198,12 +198,20 @@ def _sample_offloaded(
     p = float(moments.offload_fraction)
     work = route.offload_kv_bytes(lengths) / route.link_bandwidth_bytes_per_s
     ca2 = p * model.interarrival_scv + (1.0 - p)
-    mean, var = ps_sojourn(work, rho, float(moments.link_mean_s), float(moments.link_scv), ca2)
-    extra = np.maximum(mean - work, 0.0)
-    spread = (var > 0) & (extra > 0)
-    shape = np.where(spread, extra**2 / np.where(spread, var, 1.0), 1.0)
-    scale = np.where(spread, var / np.where(spread, extra, 1.0), 0.0)
-    transfer = work + np.where(spread, rng.gamma(shape, np.where(spread, scale, 1.0)), extra)
+    link = (rho, float(moments.link_mean_s), float(moments.link_scv), ca2)
+    mean, var = ps_sojourn(work, *link)
+    alone = ps_alone_probability(work, *link)
+    # With probability p0 the transfer has the link to itself (T = x); otherwise x + a gamma matched to the
+    # mean and variance left once the atom is taken out.
+    busy = np.maximum(1.0 - alone, 1e-300)
+    extra = np.maximum(mean - work, 0.0) / busy
+    second = (var + (mean - work) ** 2) / busy
+    var_busy = np.maximum(second - extra**2, 0.0)
+    spread = (var_busy > 0) & (extra > 0)
+    shape = np.where(spread, extra**2 / np.where(spread, var_busy, 1.0), 1.0)
+    scale = np.where(spread, var_busy / np.where(spread, extra, 1.0), 1.0)
+    draw = np.where(spread, rng.gamma(shape, scale), extra)
+    transfer = work + np.where(rng.random(work.size) < alone, 0.0, draw)
     prefill = route.offload_prefill(lengths)
     visible = prefill + transfer if model.transfer == "after_prefill" else np.maximum(prefill, transfer)
     return np.asarray(visible + route.first_decode_step_s, dtype=np.float64)
@@ -221,7 +229,7 @@ def test_ttft_law_matches_sampling_its_components(
 ) -> None:
     """Sample 200,000 requests from the model's own component laws (length, route, atom-plus-exponential
     waits of the request's pool and of the decode slot, the transfer's shifted-gamma sojourn on the shared
-    link) and compare: the mean within 5 standard errors (with the route-count variance term), and the share
+    link, an atom at its own work when it has the link to itself) and compare: the mean within 5 standard errors (with the route-count variance term), and the share
     at or below each reported percentile within 5 binomial standard errors (plus 1e-3 for the midpoint rule
     and the sojourn law's 16 slice nodes, which drop the variance inside each slice)."""
     t, n_p, n_d = _plan(model, q, split)

@@ -188,7 +188,15 @@ def _footer(study: Study, payload: dict[str, Any]) -> str:
     queues = ", ".join(f"{k} {v:.2f}" for k, v in sim["queue_length"].items() if v is not None)
     closed = payload["closed_form"]
     note = "" if closed["stable"] else f"Past the closed form's stability limit ({closed['unstable_stage']}): no TTFT."
+    validity = closed["validity"]
+    domain = (
+        "inside the domain where it was validated"
+        if validity["in_domain"]
+        else "OUT OF ITS VALIDATED DOMAIN: " + "; ".join(validity["reasons"])
+    )
+    replay = f"Replayed: {study.trace_source}.\n" if study.trace_source else ""
     return (
+        f"{replay}Closed form: {closed['method']}, {domain}.\n"
         f"{study.requests:,} requests ({sim['measured_requests']:,} measured after warm-up), seed {study.seed}; "
         f"time-average requests per state: {queues}. {note}\n"
         f"wall {study.wall_s:.2f} s: {study.requests_per_s:,.0f} requests/s, {study.events_per_s:,.0f} events/s"

@@ -36,7 +36,7 @@ from prfaas_plan.latency.stages import (
     stability_limit_req_per_s,
     stage_state,
 )
-from prfaas_plan.latency.link_spread import ps_sojourn, sojourn_nodes
+from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import (
@@ -218,14 +218,17 @@ def offload_sojourn_latencies(
 ) -> tuple[Array, Array]:
     """Zero-wait TTFT of offloaded requests with the link's processor-sharing spread: for each grid length its
     transfer's sojourn law (``link_spread.ps_sojourn`` at the link's utilisation, work moments and the
-    offloaded stream's arrival SCV) as ``SOJOURN_NODES`` nodes, composed with the prefill as the route does
+    offloaded stream's arrival SCV; an atom at its own work when it has the link to itself) as
+    ``SOJOURN_NODES`` nodes, composed with the prefill as the route does
     (after it, or overlapped layer-wise). Returns (latencies, weights) flattened, weights summing to 1."""
     route = route_latency(model)
     assert route.offload_prefill is not None and route.offload_kv_bytes is not None
     rho = float(state.utilization["prfaas_link"])
     work = route.offload_kv_bytes(grid) / route.link_bandwidth_bytes_per_s
-    mean, var = ps_sojourn(work, rho, float(moments.link_mean_s), float(moments.link_scv), arrival_scv)
-    sojourn, node_weight = sojourn_nodes(mean, var, SOJOURN_NODES, work)
+    link = (rho, float(moments.link_mean_s), float(moments.link_scv), arrival_scv)
+    mean, var = ps_sojourn(work, *link)
+    alone = ps_alone_probability(work, *link)
+    sojourn, node_weight = sojourn_nodes(mean, var, SOJOURN_NODES, work, atom_probability=alone)
     prefill = route.offload_prefill(grid)[..., None]
     visible = prefill + sojourn if route.transfer == "after_prefill" else np.maximum(prefill, sojourn)
     latency = visible + route.first_decode_step_s

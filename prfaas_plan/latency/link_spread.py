@@ -105,7 +105,7 @@ _WILSON_HILFERTY_SHAPE = 1e4
 _GAMMA_RTOL = 1e-15
 _GAMMA_MAX_TERMS = 2_000
 _LENTZ_TINY = 1e-300
-# Safeguarded Newton iterations for a gamma quantile and the relative tolerance on the quantile.
+# Halley iterations for a gamma quantile, the relative tolerance on it, and a clip on the step's factors.
 _QUANTILE_STEPS = 100
 _QUANTILE_RTOL = 1e-12
 _STEP_CLIP = 1e150
@@ -247,7 +247,8 @@ def ps_sojourn(
     slope = r * mm * (a2 + c2) / (1.0 - r) ** 3
     slope_poisson = 2.0 * v_poisson * theta_p
     variance_seen = seen * (1.0 + seen)
-    meet = slope / (2.0 * np.maximum(variance_seen, np.finfo(np.float64).tiny))
+    # b/(2v), kept finite (<= 1e300) where v underflows: the min with θ_G below is all that is used of it.
+    meet = slope / np.maximum(2.0 * variance_seen, np.maximum(slope * 1e-300, np.finfo(np.float64).tiny))
     theta_one = np.minimum(meet, theta_g)
     theta_one = np.where(theta_one > 0.0, theta_one, theta_p)  # b = 0 (so v = 0): no variance on any scale
     e_one, _, excess_one = _relaxation(xx, theta_one)

@@ -51,7 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, positive_wait_cdf
-from prfaas_plan.latency.link_spread import ps_sojourn, sojourn_nodes
+from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import Wait, ggc_wait
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import TTFT_LEVELS, route_latency
@@ -484,11 +484,16 @@ def profile_ttft(
 
     # Each transfer's sojourn on the shared link (processor sharing at its window's load), as nodes.
     work = transfer_work[offload]
-    sojourn_mean, sojourn_var = ps_sojourn(
-        work, np.where(link.utilization > 1e-9, link.utilization, 0.0), float(np.mean(work)) if work.size else 0.0, link.pool.service_scv,
+    link_state = (
+        np.where(link.utilization > 1e-9, link.utilization, 0.0),
+        float(np.mean(work)) if work.size else 0.0,
+        link.pool.service_scv if math.isfinite(link.pool.service_scv) else 0.0,
         link.pool.arrival_scv if math.isfinite(link.pool.arrival_scv) else 1.0,
     )
-    sojourn, node_weight = sojourn_nodes(sojourn_mean, sojourn_var, SOJOURN_NODES, work)
+    sojourn_mean, sojourn_var = ps_sojourn(work, *link_state)
+    alone = ps_alone_probability(work, *link_state)
+    sojourn, node_weight = sojourn_nodes(sojourn_mean, sojourn_var, SOJOURN_NODES, work, atom_probability=alone)
+    node_weight = np.broadcast_to(node_weight, sojourn.shape)
     prefill_off = route.offload_prefill(lengths[offload])[:, None] if np.any(offload) else np.zeros((0, 1))
 
     def offloaded_latency(transfer_s: Array) -> Array:
@@ -498,7 +503,7 @@ def profile_ttft(
     zero_wait = np.empty(n)
     zero_wait[local] = route.local_s(lengths[local])
     if np.any(offload):
-        zero_wait[offload] = (offloaded_latency(sojourn) @ node_weight) if model.transfer == "layerwise" else (
+        zero_wait[offload] = np.sum(offloaded_latency(sojourn) * node_weight, axis=-1) if model.transfer == "layerwise" else (
             offloaded_latency(sojourn_mean[:, None])[:, 0]
         )
     ready = arrival + fluid + route_wait_mean + zero_wait + link_fluid
@@ -511,7 +516,7 @@ def profile_ttft(
     # Entries for the law: one per local request, SOJOURN_NODES per offloaded one (weighted nodes).
     local_index, offload_index = np.flatnonzero(local), np.flatnonzero(offload)
     entry_request = np.concatenate([local_index, np.repeat(offload_index, SOJOURN_NODES)])
-    entry_weight = np.concatenate([np.ones(local_index.size), np.tile(node_weight, offload_index.size)])
+    entry_weight = np.concatenate([np.ones(local_index.size), node_weight.reshape(-1)])
     entry_latency = np.concatenate(
         [latency[local_index], (offloaded_latency(sojourn) + delays[offload_index, None]).reshape(-1)]
     )

@@ -155,6 +155,18 @@ def run_study(
             workload: Workload = trace_workload(trace, requests, rate_req_per_s)
         except ValueError as error:
             raise InputError(Problem(file=trace.source, message=str(error))) from None
+        if seed != 0:
+            # Seed 0 replays the trace as recorded; any other seed a circular block-bootstrap resample of it
+            # (``verify.bootstrap_workload``), and the closed form is set beside that same realisation.
+            from prfaas_plan.sim.verify import BOOTSTRAP_BLOCKS, bootstrap_workload
+
+            workload = bootstrap_workload(workload, np.random.default_rng(seed))
+            trace = Trace(
+                source=f"{trace.source} (block-bootstrap resample: {BOOTSTRAP_BLOCKS} blocks, seed {seed})",
+                arrival_s=np.asarray(workload.arrival_s),
+                input_tokens=np.asarray(workload.input_tokens, dtype=np.int64),
+                output_tokens=np.asarray(workload.output_tokens, dtype=np.int64),
+            )
         offered = workload.mean_rate_req_per_s
         outputs_scv = Empirical(values=workload.output_tokens).scv
     else:
