@@ -28,10 +28,9 @@ from prfaas_plan.latency import (
     stage_state,
 )
 from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law
-from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn
-from prfaas_plan.latency.stages import RouteMoments, StageState
 from prfaas_plan.latency.goodput import goodput_rates
-from prfaas_plan.latency.stages import erlang_c, ggc_wait
+from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn
+from prfaas_plan.latency.stages import RouteMoments, StageState, erlang_c, ggc_wait
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import route_latency, route_mean_s, unloaded_ttft
 from tests.conftest import examples, run_cli
@@ -229,9 +228,10 @@ def test_ttft_law_matches_sampling_its_components(
 ) -> None:
     """Sample 200,000 requests from the model's own component laws (length, route, atom-plus-exponential
     waits of the request's pool and of the decode slot, the transfer's shifted-gamma sojourn on the shared
-    link, an atom at its own work when it has the link to itself) and compare: the mean within 5 standard errors (with the route-count variance term), and the share
-    at or below each reported percentile within 5 binomial standard errors (plus 1e-3 for the midpoint rule
-    and the sojourn law's 16 slice nodes, which drop the variance inside each slice)."""
+    link with an atom at its own work when it has the link to itself) and compare: the mean within 5
+    standard errors (with the route-count variance term), and the share at or below each reported percentile
+    within 5 binomial standard errors (plus 1e-3 for the midpoint rule and the sojourn law's 16 slice nodes,
+    which drop the variance inside each slice)."""
     t, n_p, n_d = _plan(model, q, split)
     rate = load * _limit(model, t, n_p, n_d)[0]
     result = loaded_ttft(model, t, n_p, n_d, rate)

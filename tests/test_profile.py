@@ -30,9 +30,7 @@ def test_sustained_overload_builds_a_fluid_backlog() -> None:
     """One server, 1-s jobs, evenly spaced: 0.5/s for 1000 s, 2/s for 200 s, 0.5/s for 1000 s. The backlog
     grows at (2 - 1) s of work per second during the surge, so the last surge arrival waits about 200 s, and
     the backlog drains at 0.5 s/s afterwards (gone about 400 s after the surge)."""
-    times = np.concatenate(
-        [np.arange(0, 1000, 2.0), 1000 + np.arange(0, 200, 0.5), 1200 + np.arange(0, 1000, 2.0)]
-    )
+    times = np.concatenate([np.arange(0, 1000, 2.0), 1000 + np.arange(0, 200, 0.5), 1200 + np.arange(0, 1000, 2.0)])
     profile = pool_profile(times, np.ones(times.size), 1.0, 2200.0)
     end_of_surge = np.searchsorted(times, 1199.0)
     assert profile.fluid_delay_s[end_of_surge] == pytest.approx(200.0, rel=0.15)

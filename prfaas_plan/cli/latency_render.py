@@ -171,9 +171,7 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
     from rich.table import Table
 
     assert view.checks is not None and view.loaded is not None
-    table = Table(
-        title=f"TTFT under load: {view.label}, {view.traffic_label} (closed form)", title_justify="left"
-    )
+    table = Table(title=f"TTFT under load: {view.label}, {view.traffic_label} (closed form)", title_justify="left")
     table.add_column("")
     for title in (plan_title, "Homogeneous PD", "Naive heterogeneous"):
         table.add_column(title, justify="right")
@@ -244,8 +242,12 @@ def verification_table(check: LoadedCheck, *, plan_title: str) -> Table:
                 relative = (closed - figure.value) / figure.value
                 flagged = any(line.startswith(f"{kind} {stat.upper()}:") for line in check.disagreements)
                 diff = f"[bold red]{relative:+.0%}[/bold red]" if flagged else f"{relative:+.0%}"
-            table.add_row(f"{_KIND_LABELS[kind]} {stat.upper() if stat != 'mean' else 'mean'}", _s(closed),
-                          f"{figure.value:.2f}{interval}", diff)
+            table.add_row(
+                f"{_KIND_LABELS[kind]} {stat.upper() if stat != 'mean' else 'mean'}",
+                _s(closed),
+                f"{figure.value:.2f}{interval}",
+                diff,
+            )
     return table
 
 
@@ -384,9 +386,11 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: Good
         ("limited by", lambda e: e.goodput.limited_by),
         (
             "goodput simulated (req/s)",
-            lambda e: _DASH
-            if check is None or e is not comparison.plan
-            else f"[bold]{check.simulated_rate_req_per_s:.2f}[/bold] ({check.relative_difference:+.0%} closed form)",
+            lambda e: (
+                _DASH
+                if check is None or e is not comparison.plan
+                else f"[bold]{check.simulated_rate_req_per_s:.2f}[/bold] ({check.relative_difference:+.0%} closed form)"
+            ),
         ),
         ("busiest stage at goodput", busiest),
         ("unloaded TTFT P90 (s)", lambda e: f"{e.plan.ttft_unloaded_p90_s:.2f}"),

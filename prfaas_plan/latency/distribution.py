@@ -21,13 +21,13 @@ closed form: E[g_r(L); r] from ``ttft.route_mean_s`` plus the mean waits.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import (
     RouteMoments,
     StageState,
@@ -36,7 +36,6 @@ from prfaas_plan.latency.stages import (
     stability_limit_req_per_s,
     stage_state,
 )
-from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.throughput import STAGES, StageModel
 from prfaas_plan.ttft import (

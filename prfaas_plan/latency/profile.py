@@ -142,7 +142,9 @@ def relaxation_time_s(utilization: float, mean_service_s: float, service_scv: fl
     return rho * mean_service_s * (1.0 + service_scv) / (servers * (1.0 - rho) ** 2)
 
 
-def _scales_s(span_s: float, n: int, mean_s: float, scv: float, servers: float, utilization: float) -> tuple[float, float]:
+def _scales_s(
+    span_s: float, n: int, mean_s: float, scv: float, servers: float, utilization: float
+) -> tuple[float, float]:
     """(w, v) for a pool: the window and the sub-window over which short-scale dispersion is measured (module
     docstring). v is the relaxation time (at least one mean service time): the scale at which the queue
     feels arrival variability. w holds at least ``SUBWINDOWS`` sub-windows, ``_MIN_WINDOW_ARRIVALS`` arrivals
@@ -156,7 +158,9 @@ def _scales_s(span_s: float, n: int, mean_s: float, scv: float, servers: float, 
     return width, min(sub, width / 2.0)
 
 
-def pool_profile(arrival_s: Array, service_s: Array, servers: float, span_s: float, *, batches: bool = True) -> PoolProfile:
+def pool_profile(
+    arrival_s: Array, service_s: Array, servers: float, span_s: float, *, batches: bool = True
+) -> PoolProfile:
     """The windowed model of one FCFS pool of ``servers`` identical servers (module docstring).
 
     ``arrival_s``: arrival time of each request at this pool (s, any order, within [0, span_s]);
@@ -189,7 +193,7 @@ def pool_profile(arrival_s: Array, service_s: Array, servers: float, span_s: flo
             intra[k] = start
             heapq.heappush(free, start + float(work[k]))
     effective = max(1.0, float(round(servers / mean_batch))) if mean_batch > 1.0 else servers
-    unit_work = np.bincount(group, weights=work) * (effective / servers)
+    unit_work = np.asarray(np.bincount(group, weights=work) * (effective / servers), dtype=np.float64)
     unit = _unit_profile(times[first], unit_work, effective, span_s)
     back = np.empty(n, dtype=np.int64)
     back[order] = group
@@ -273,7 +277,7 @@ def _unit_profile(arrival_s: Array, service_s: Array, servers: float, span_s: fl
     arrival_scv = max(work_dispersion - scv, 0.0)
 
     rate_work = total_work / span
-    work_hat, shrink = _smoothed_work(work, lengths, rate_work, mean_s * work_dispersion)
+    work_hat, shrink = _smoothed_work(np.asarray(work, dtype=np.float64), lengths, rate_work, mean_s * work_dispersion)
     rho = work_hat / (servers * lengths)
 
     # Fluid backlog (server-seconds) at each window's start, then at each request's arrival.
@@ -301,9 +305,7 @@ def _unit_profile(arrival_s: Array, service_s: Array, servers: float, span_s: fl
     # Capping shortens the exponential part and keeps the probability of waiting (Erlang C); an overloaded
     # window makes everyone wait, with the capped mean.
     p_wait = np.where(stable, stationary.p_wait, 1.0)
-    conditional = np.where(
-        stable, np.minimum(stationary.conditional_mean_s, cap_s / np.maximum(p_wait, 1e-300)), cap_s
-    )
+    conditional = np.where(stable, np.minimum(stationary.conditional_mean_s, cap_s / np.maximum(p_wait, 1e-300)), cap_s)
     return PoolProfile(
         fluid_delay_s=fluid,
         wait=Wait(p_wait=p_wait[index], conditional_mean_s=conditional[index]),
@@ -430,9 +432,7 @@ def profile_ttft(
     offload = lengths > threshold_tokens
     local = ~offload
     servers = {"prfaas_compute": float(model.n_prfaas), "pd_prefill": float(n_pd_prefill)}
-    service = np.where(
-        offload, model.prfaas_prefill(lengths), model.local_prefill(lengths)
-    ).astype(np.float64)
+    service = np.where(offload, model.prfaas_prefill(lengths), model.local_prefill(lengths)).astype(np.float64)
     hold = outputs * model.decode_step_time_s
     slots = float(n_pd_decode * model.decode_max_batch)
     transfer_work = np.asarray(model.kv_bytes(lengths), dtype=np.float64) / model.link_bandwidth_bytes_per_s
@@ -494,6 +494,7 @@ def profile_ttft(
     alone = ps_alone_probability(work, *link_state)
     sojourn, node_weight = sojourn_nodes(sojourn_mean, sojourn_var, SOJOURN_NODES, work, atom_probability=alone)
     node_weight = np.broadcast_to(node_weight, sojourn.shape)
+    assert route.offload_prefill is not None
     prefill_off = route.offload_prefill(lengths[offload])[:, None] if np.any(offload) else np.zeros((0, 1))
 
     def offloaded_latency(transfer_s: Array) -> Array:
@@ -503,8 +504,10 @@ def profile_ttft(
     zero_wait = np.empty(n)
     zero_wait[local] = route.local_s(lengths[local])
     if np.any(offload):
-        zero_wait[offload] = np.sum(offloaded_latency(sojourn) * node_weight, axis=-1) if model.transfer == "layerwise" else (
-            offloaded_latency(sojourn_mean[:, None])[:, 0]
+        zero_wait[offload] = (
+            np.sum(offloaded_latency(sojourn) * node_weight, axis=-1)
+            if model.transfer == "layerwise"
+            else (offloaded_latency(sojourn_mean[:, None])[:, 0])
         )
     ready = arrival + fluid + route_wait_mean + zero_wait + link_fluid
     decode = pool_profile(np.minimum(ready, span), hold, slots, span)

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -74,7 +74,7 @@ class ClosedForm:
     egress_mean_bytes_per_s: float
     utilization: dict[str, float]
     method: str = "stationary (G/G/c, renewal arrivals)"
-    validity: Validity = Validity(in_domain=True, reasons=())
+    validity: Validity = field(default_factory=lambda: Validity(in_domain=True, reasons=()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -84,7 +84,7 @@ class LoadedCheck:
 
     @property
     def verdict_source(self) -> str:
-        """"simulation" when a simulation ran (verdicts then use it), else "closed form"."""
+        """ "simulation" when a simulation ran (verdicts then use it), else "closed form"."""
         return "simulation" if self.simulated is not None else "closed form"
 
     def figure_closed(self, kind: str, stat: str) -> float | None:
@@ -124,7 +124,9 @@ def bootstrap_workload(workload: Workload, rng: np.random.Generator, blocks: int
     return Workload.of(times, workload.input_tokens[index], workload.output_tokens[index])
 
 
-def _ttft_figures(model: StageModel, plan_args: tuple[float, int, int], workload: Workload) -> dict[str, dict[str, float]]:
+def _ttft_figures(
+    model: StageModel, plan_args: tuple[float, int, int], workload: Workload
+) -> dict[str, dict[str, float]]:
     """One simulation: mean and percentiles of TTFT overall and per route, after the warm-up requests."""
     threshold, n_p, n_d = plan_args
     config = ClusterConfig(model=model, threshold_tokens=threshold, n_pd_prefill=n_p, n_pd_decode=n_d)
@@ -166,7 +168,8 @@ def simulate_ttft(
             runs.append(_ttft_figures(model, plan_args, bootstrap_workload(recorded, rng)))
         realisation = (
             f"the recorded trace, and {replications - 1} circular block-bootstrap resamples of it "
-            f"({BOOTSTRAP_BLOCKS} blocks of {recorded.arrival_s[-1] / BOOTSTRAP_BLOCKS:,.0f} s, seed {seed}) for the interval"
+            f"({BOOTSTRAP_BLOCKS} blocks of {recorded.arrival_s[-1] / BOOTSTRAP_BLOCKS:,.0f} s, seed {seed}) "
+            "for the interval"
             if replications > 1
             else "the recorded trace (one realisation: no interval)"
         )
@@ -175,7 +178,9 @@ def simulate_ttft(
         for r in range(replications):
             rng = np.random.default_rng(seed + r)
             runs.append(_ttft_figures(model, plan_args, workload_for(model, traffic, rate_req_per_s, requests, rng)))
-        realisation = f"{replications} independent workloads of {requests:,} requests, seeds {seed}..{seed + replications - 1}"
+        realisation = (
+            f"{replications} independent workloads of {requests:,} requests, seeds {seed}..{seed + replications - 1}"
+        )
         n_requests = requests
     figures: dict[str, dict[str, Figure]] = {}
     for kind in KINDS:
@@ -237,7 +242,9 @@ def check_loaded(
     tolerance: float = TOLERANCE,
 ) -> LoadedCheck:
     """Closed form and (with ``verify``) simulation of plan (t, N_p, N_d) at rate λ, side by side."""
-    closed, method, validity = closed_loaded(model, threshold_tokens, n_pd_prefill, n_pd_decode, rate_req_per_s, traffic)
+    closed, method, validity = closed_loaded(
+        model, threshold_tokens, n_pd_prefill, n_pd_decode, rate_req_per_s, traffic
+    )
     simulated = None
     if verify and closed.stable:
         simulated = simulate_ttft(
@@ -311,8 +318,15 @@ def simulated_goodput(
     def at(rate: float) -> Figure:
         nonlocal last
         last = simulate_ttft(
-            model, threshold_tokens, n_pd_prefill, n_pd_decode, rate, traffic,
-            replications=replications, requests=requests, seed=seed,
+            model,
+            threshold_tokens,
+            n_pd_prefill,
+            n_pd_decode,
+            rate,
+            traffic,
+            replications=replications,
+            requests=requests,
+            seed=seed,
         )
         return last.figures["overall"][stat]
 

@@ -35,7 +35,7 @@ def paper() -> tuple[StageModel, float, int, int, float]:
 def _write_mooncake(path: Path, arrival_s: np.ndarray, inputs: np.ndarray, outputs: np.ndarray) -> None:
     """A Mooncake-format JSONL trace (timestamps in ms), read back by the real trace reader."""
     lines = [
-        json.dumps({"timestamp": int(round(t * 1000)), "input_length": int(i), "output_length": int(o)})
+        json.dumps({"timestamp": round(t * 1000), "input_length": int(i), "output_length": int(o)})
         for t, i, o in zip(arrival_s, inputs, outputs, strict=True)
     ]
     path.write_text("\n".join(lines) + "\n")
@@ -52,7 +52,9 @@ def _doubling_trace(model: StageModel, base_rate: float, seed: int) -> tuple[np.
     return arrival, np.round(model.lengths.sample(rng, arrival.size))
 
 
-def test_p90_follows_a_ten_minute_rate_doubling(paper: tuple[StageModel, float, int, int, float], tmp_path: Path) -> None:
+def test_p90_follows_a_ten_minute_rate_doubling(
+    paper: tuple[StageModel, float, int, int, float], tmp_path: Path
+) -> None:
     """A trace whose rate doubles for ten minutes (0.4 -> 0.8 of Λ_max): through the CLI, the closed form's
     P90 and P99 stay within 15 % of the simulation's (or inside its interval), while the stationary model at
     the trace's average rate misses the simulated P90 by more than 15 %: the closed form moves with the
@@ -63,8 +65,18 @@ def test_p90_follows_a_ten_minute_rate_doubling(paper: tuple[StageModel, float, 
     _write_mooncake(trace, arrival, inputs, np.full(arrival.size, 1024))
     rate = (arrival.size - 1) / float(arrival[-1] - arrival[0])
     result = run_cli(
-        "evaluate", "--threshold", str(t), "--n-pd-prefill", str(n_p), "--n-pd-decode", str(n_d),
-        "--trace", str(trace), "--rate", f"{rate:.6f}", "--json",
+        "evaluate",
+        "--threshold",
+        str(t),
+        "--n-pd-prefill",
+        str(n_p),
+        "--n-pd-decode",
+        str(n_d),
+        "--trace",
+        str(trace),
+        "--rate",
+        f"{rate:.6f}",
+        "--json",
     )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)["loaded"]
@@ -109,8 +121,17 @@ def test_onoff_arrivals_in_yaml_are_checked_by_simulation(tmp_path: Path) -> Non
     scenario = tmp_path / "onoff.yaml"
     scenario.write_text(text)
     result = run_cli(
-        "evaluate", str(scenario), "--threshold", "19418", "--n-pd-prefill", "3", "--n-pd-decode", "5",
-        "--load", "0.5", "--json",
+        "evaluate",
+        str(scenario),
+        "--threshold",
+        "19418",
+        "--n-pd-prefill",
+        "3",
+        "--n-pd-decode",
+        "5",
+        "--load",
+        "0.5",
+        "--json",
     )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)["loaded"]
