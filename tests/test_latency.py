@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from prfaas_plan import queueing
+from tests import queueing_oracles as queueing
 from prfaas_plan.cli.app import app
 from prfaas_plan.io.report import loaded_to_dict
 from prfaas_plan.latency import (
@@ -52,7 +52,7 @@ def _limit(model: StageModel, t: float, n_p: int, n_d: int) -> tuple[float, dict
 
 
 # --------------------------------------------------------------------------------------------------------
-# The vectorised primitives are the scalar ones of prfaas_plan.queueing
+# The vectorised primitives are the scalar oracles of tests.queueing_oracles
 # --------------------------------------------------------------------------------------------------------
 
 

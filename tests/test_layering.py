@@ -17,7 +17,6 @@ LAYERS = [
     "reference",
     "throughput",
     "ttft",
-    "queueing",
     "latency",
     "optimize",
     "sim",

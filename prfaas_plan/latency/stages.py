@@ -6,7 +6,7 @@ are offloaded, the rest prefilled locally; routing by length is independent of a
 - **PrfaaS prefill pool**: G/G/c, c = N_prfaas, arrival rate pΛ, service T_prfaas(L) for L > t. Its mean
   and SCV come from the first two moments E[T | L > t], E[T² | L > t] (``curve.expect``, power 1 and 2),
   not from T at one representative length. Waiting law: Whitt's (1993) refinement of Allen-Cunneen for the
-  mean, Erlang C for P(W > 0), exponential conditional wait (``prfaas_plan.queueing.ggc_wait``, whose
+  mean, Erlang C for P(W > 0), exponential conditional wait (``tests.queueing_oracles.ggc_wait``, whose
   docstring tabulates the error against simulation).
 - **Cross-datacenter link**: the offloaded transfers, S_kv(L)/B seconds of work each, share B fairly
   (processor sharing, what TCP flows on one link approximate). For M/G/1-PS a transfer of work x takes
@@ -55,7 +55,7 @@ Array = NDArray[np.float64]
 
 
 # --------------------------------------------------------------------------------------------------------
-# Vectorised G/G/c primitives (elementwise twins of prfaas_plan.queueing; tests check they agree)
+# Vectorised G/G/c primitives (the one implementation; tests check it against the scalar oracles of tests.queueing_oracles)
 # --------------------------------------------------------------------------------------------------------
 
 
@@ -89,7 +89,7 @@ def erlang_c(servers: ArrayLike, offered_load_erlangs: ArrayLike) -> Array:
 def whitt_factor(servers: ArrayLike, utilization: ArrayLike, arrival_scv: ArrayLike, service_scv: ArrayLike) -> Array:
     """Whitt's φ(ρ, ca², cs², c) in W_q(GI/G/c) ≈ φ · (ca² + cs²)/2 · W_q(M/M/c), elementwise.
 
-    The equations of ``prfaas_plan.queueing.whitt_correction_factor`` (Whitt 1993, Eqs. 2.24-2.28).
+    The equations of ``tests.queueing_oracles.whitt_correction_factor`` (Whitt 1993, Eqs. 2.24-2.28).
     Domain: c >= 1, 0 < ρ < 1, ca² + cs² > 0; 1 elsewhere (where the wait is zero or undefined anyway).
     """
     c = np.asarray(servers, dtype=np.float64)

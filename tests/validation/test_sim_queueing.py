@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from prfaas_plan.lengths import Fixed, LengthDistribution
-from prfaas_plan.queueing import mmc_wait_mean_s
+from tests.queueing_oracles import mmc_wait_mean_s
 from prfaas_plan.sim.arrivals import Poisson
 from prfaas_plan.sim.cluster import ClusterConfig, simulate
 from prfaas_plan.sim.records import Records

@@ -1,6 +1,9 @@
-"""Closed-form waiting times under load: M/M/c (exact), M/G/1 (exact moments), G/G/c (approximations).
+"""Scalar oracles for the queueing primitives: M/M/c (exact), M/G/1 (exact moments), G/G/c (approximations).
 
-These are the primitives the stage-by-stage TTFT model composes: a PrfaaS prefill pool of ``servers``
+The planner has one queueing implementation, the vectorised one in ``prfaas_plan.latency.stages``; these
+scalar, loop-free-of-numpy versions of the same laws live with the tests, which check the two agree and
+check these against exact results and simulation. They are the primitives the stage-by-stage TTFT model
+composes: a PrfaaS prefill pool of ``servers``
 instances with general service times, a cross-datacenter link, a local prefill pool, decode-slot admission.
 Every function takes scalars in SI units (rates per second, times in seconds) and returns the waiting time
 *in queue* (before service starts), never the sojourn time.
