@@ -16,7 +16,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests import queueing_oracles as queueing
 from prfaas_plan.cli.app import app
 from prfaas_plan.io.report import loaded_to_dict
 from prfaas_plan.latency import (
@@ -31,8 +30,9 @@ from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law
 from prfaas_plan.latency.goodput import goodput_rates
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn
 from prfaas_plan.latency.stages import RouteMoments, StageState, erlang_c, ggc_wait
+from prfaas_plan.latency.unloaded import route_latency, route_mean_s, unloaded_ttft
 from prfaas_plan.throughput import STAGES, StageModel
-from prfaas_plan.ttft import route_latency, route_mean_s, unloaded_ttft
+from tests import queueing_oracles as queueing
 from tests.conftest import examples, run_cli
 from tests.strategies import loaded_stage_models
 
@@ -83,8 +83,8 @@ def test_vectorised_ggc_matches_queueing(servers: int, rho: float, ca2: float, c
 @EXAMPLES
 @given(loaded_stage_models(), st.floats(0.0, 1.0), st.floats(0.1, 0.9))
 def test_zero_load_is_the_unloaded_ttft_exactly(model: StageModel, q: float, split: float) -> None:
-    """At Λ = 0 the loaded TTFT equals ttft.unloaded_ttft with the same settings (transfer mode, intra-cluster
-    transfer, first decode step), bit for bit: mean, P50, P90 and P99."""
+    """At Λ = 0 the loaded TTFT equals latency.unloaded.unloaded_ttft with the same settings (transfer mode,
+    intra-cluster transfer, first decode step), bit for bit: mean, P50, P90 and P99."""
     t, n_p, n_d = _plan(model, q, split)
     loaded = loaded_ttft(model, t, n_p, n_d, 0.0)
     unloaded = unloaded_ttft(model.lengths, route_latency(model), t)
@@ -158,7 +158,7 @@ def test_burstier_arrivals_never_decrease_waiting(
     low = loaded_ttft(smooth, t, n_p, n_d, rate).ttft
     high = loaded_ttft(bursty, t, n_p, n_d, rate).ttft
     assert low is not None and high is not None
-    # Quantiles are solved to ~3e-11 of a bracket up to ~100 s wide (ttft.solve_quantiles).
+    # Quantiles are solved to ~3e-11 of a bracket up to ~100 s wide (latency.unloaded.solve_quantiles).
     assert high.p90_s >= low.p90_s * (1 - 1e-8) - 1e-8
 
 

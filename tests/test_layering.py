@@ -16,7 +16,6 @@ LAYERS = [
     "physics",
     "reference",
     "throughput",
-    "ttft",
     "latency",
     "optimize",
     "sim",

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from prfaas_plan.lengths import Empirical, Fixed, LengthDistribution, TruncatedLogNormal, Uniform
+from tests.conftest import examples
 
-PROPERTY = settings(max_examples=60, deadline=None)
+PROPERTY = settings(max_examples=examples(60), deadline=None)
 LOG_MAX = math.log(1e6)
 
 

@@ -10,12 +10,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.optimize import evaluate, search
+from prfaas_plan.lengths import TruncatedLogNormal
+from prfaas_plan.optimize import best_thresholds, evaluate, search
 from prfaas_plan.physics.curves import PolyCurve
-from prfaas_plan.throughput import StageModel, routing
+from prfaas_plan.throughput import StageModel, routing, stage_bounds, stage_throughputs
+from prfaas_plan.units import GBIT_PER_S
+from tests.conftest import examples
 from tests.strategies import length_distributions, stage_models
 
-SETTINGS = settings(max_examples=30, deadline=None)
+SETTINGS = settings(max_examples=examples(30), deadline=None)
 # The optimiser refines t to a 1e-3-token bracket around the Eq. 7 crossing; a plan elsewhere in the search
 # space may not beat it by more than this relative amount.
 RTOL = 1e-7
@@ -30,6 +33,83 @@ def _lam(model: StageModel, t: float, n_p: int) -> float:
 
 def _scaled(curve: PolyCurve, factor: float) -> PolyCurve:
     return replace(curve, coefficients=tuple(c * factor for c in curve.coefficients))
+
+
+def _prefill_side(model: StageModel, thresholds: np.ndarray) -> np.ndarray:
+    """F(t, N_p) = min(Θ_prfaas/p, Θ_pd-p/(1-p)) straight from Eqs. 3-6, rows N_p = 0..N_local-1."""
+    route = routing(model.lengths, thresholds)
+    n_p = np.arange(model.n_local, dtype=np.float64)[:, None]
+    bounds = stage_bounds(stage_throughputs(model, route, n_p), route)
+    return np.asarray(np.fmin(np.fmin(bounds["prfaas_compute"], bounds["prfaas_link"]), bounds["pd_prefill"]))
+
+
+def _poly(*coefficients: float) -> PolyCurve:
+    return PolyCurve(coefficients=coefficients, provenance="assumed", source="test")
+
+
+def two_peak_model() -> StageModel:
+    """Lengths from 450 to 1.06M tokens (log-normal, median 1.6K, σ = 2), one PrfaaS instance with a convex
+    prefill curve behind a 6.7 Gbit/s link, six local instances of 1 req/s decode each.
+
+    For N_p = 4, F(t) peaks at t ≈ 2.7K (0.9189 req/s, where the PrfaaS stage turns from link- to
+    compute-bound), falls while p·T_prfaas(l_long) grows, and peaks again at the Eq. 7 crossing t ≈ 549K
+    (1.0121 req/s), inside the last quantile cell of the coarse grid (361K-1.06M tokens).
+    """
+    return StageModel(
+        lengths=TruncatedLogNormal(mu=7.4, sigma=2.0, lower_tokens=450.0, upper_tokens=1_060_000.0),
+        prfaas_prefill=_poly(0.32, 3.85e-5, 1.06e-9),
+        local_prefill=_poly(0.32, 2.0e-4, 5.5e-9),
+        kv_bytes=_poly(400e6, 50e3),
+        decode_max_batch=20,
+        decode_step_time_s=0.025,
+        output_tokens_mean=800.0,
+        link_bandwidth_bytes_per_s=6.7 * GBIT_PER_S,
+        n_prfaas=1,
+        n_local=6,
+    )
+
+
+def test_search_finds_the_higher_of_two_peaks() -> None:
+    """Regression for issue 9: the search is at least as good as a dense brute force over t for every split
+    (relative RTOL), and its proven bound on F is never below the brute force.
+
+    The old search (coarse quantile grid, then refinement of each split's best coarse cell only) failed it:
+    for N_p = 4 it refined the first peak of ``two_peak_model`` (F = 0.9189 req/s at t = 2,715, 9.2 % below
+    the brute force's 1.0121) and returned N_p = 5, t = 631,355, Λ = 1.000 req/s (decode-bound), while
+    N_p = 4, t = 548,823 gives Λ = 1.0121 req/s.
+    """
+    model = two_peak_model()
+    lengths = model.lengths
+    # 5.3-token spacing over the whole range, plus 20,001 quantiles for the body of the distribution.
+    dense_t = np.unique(
+        np.concatenate((np.linspace(0.0, lengths.upper_tokens, 200_001), lengths.quantile(np.linspace(0, 1, 20_001))))
+    )
+    dense = np.max(_prefill_side(model, dense_t), axis=1)
+    found = best_thresholds(model, np.arange(model.n_local), 10.0)
+    assert np.all(found.prefill_req_per_s >= dense * (1 - RTOL))
+    assert np.all(found.prefill_bound_req_per_s >= dense)
+    plan = search(model)
+    assert plan.n_pd_prefill == 4
+    assert {"prfaas_compute", "pd_prefill"} <= set(plan.binding)
+    assert plan.threshold_tokens == pytest.approx(548_823, abs=1)
+    assert plan.throughput_req_per_s == pytest.approx(1.01209, rel=1e-5)
+
+
+@SETTINGS
+@given(stage_models(), st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), min_size=5, max_size=12))
+def test_threshold_search_bound_holds_at_every_sampled_threshold(
+    model: StageModel, points: list[tuple[float, bool]]
+) -> None:
+    """For every N_p: F at the threshold found is what it reports, and the proven upper bound on F is never
+    below F at any sampled threshold (quantiles, and evenly in tokens to reach the sparse tail), which
+    checks the monotonicity argument the branch and bound rests on."""
+    found = best_thresholds(model, np.arange(model.n_local), 10.0)
+    top = model.lengths.upper_tokens
+    t = np.array([model.lengths.quantile(x) if by_quantile else x * top for x, by_quantile in points])
+    assert np.all(_prefill_side(model, t) <= found.prefill_bound_req_per_s[:, None])
+    at_found = np.diagonal(_prefill_side(model, found.threshold_tokens))
+    np.testing.assert_allclose(at_found, found.prefill_req_per_s, rtol=1e-12)
+    assert np.all(found.prefill_req_per_s <= found.prefill_bound_req_per_s)
 
 
 @SETTINGS

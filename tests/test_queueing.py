@@ -1,4 +1,5 @@
-"""Tests of the scalar queueing oracles (``tests.queueing_oracles``): exact laws, the G/G/c approximations against simulation, properties.
+"""Tests of the scalar queueing oracles (``tests.queueing_oracles``): exact laws, G/G/c approximations against
+simulation, properties.
 
 Measured approximation error against the FCFS simulation below (``_simulate_fcfs_waits``: 600,000
 customers per case, first 10% dropped, seed 2024, E[S] = 1 s; arrivals Poisson (ca² = 1) or gamma; service
@@ -52,6 +53,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import ModelDomainError
+from tests.conftest import examples
 from tests.queueing_oracles import (
     GGcApproximation,
     WaitEstimate,
@@ -70,7 +72,6 @@ from tests.queueing_oracles import (
     utilisation,
     whitt_correction_factor,
 )
-from tests.conftest import examples
 
 PROPERTY_SETTINGS = settings(max_examples=examples(60), deadline=None)
 APPROXIMATIONS: tuple[GGcApproximation, ...] = ("whitt", "allen_cunneen")

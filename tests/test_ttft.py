@@ -6,12 +6,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prfaas_plan.latency.unloaded import route_latency, unloaded_ttft
 from prfaas_plan.throughput import StageModel
-from prfaas_plan.ttft import route_latency, unloaded_ttft
+from tests.conftest import examples
 from tests.strategies import stage_models
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(stage_models(), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
 def test_unloaded_ttft_matches_sampling(model: StageModel, q: float, seed: int) -> None:
     """Against 200,000 sampled requests' zero-load latencies: the mean within 4 standard errors, and the share

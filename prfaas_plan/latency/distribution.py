@@ -1,22 +1,22 @@
-"""The distribution of TTFT under load, composed from the stage laws of ``stages`` and the route curves of ``ttft``.
+"""The distribution of TTFT under load, composed from the stage laws of ``stages`` and the route curves of ``unloaded``.
 
 A request of uncached length L on route r (offloaded: L > t; local: L <= t) sees
 
     TTFT = W_r + W_d + g_r(L)
 
 where W_r is the wait of its prefill pool, W_d the wait for a decode slot, and g_r(L) the zero-wait latency
-of ``ttft.RouteLatency`` (prefill + visible transfer [+ first decode step]) with the offloaded transfer
+of ``unloaded.RouteLatency`` (prefill + visible transfer [+ first decode step]) with the offloaded transfer
 stretched by the link's sharing factor κ. W_r and W_d are taken as independent, each an atom at zero plus
 an exponential. Then for x >= 0
 
     P(TTFT <= x, r) = P(W_r = 0) P(W_d = 0) · P(g_r(L) <= x, r) + E[G_r(x - g_r(L)); r]
 
 with G_r(y) = P(0 < W_r + W_d <= y) (a mixture of two exponentials and their hypoexponential
-convolution, closed form). The first term is the zero-load CDF of ``ttft`` (exact inversion of the
-monotone route curve), so at zero load the whole law reduces to ``ttft.unloaded_ttft`` exactly. The second
+convolution, closed form). The first term is the zero-load CDF of ``unloaded`` (exact inversion of the
+monotone route curve), so at zero load the whole law reduces to ``unloaded.unloaded_ttft`` exactly. The second
 is an expectation over L of a continuous function, evaluated by the midpoint rule on an equal-probability
 grid of the route's conditional length law. The overall law is the mixture of the two routes. The mean is
-closed form: E[g_r(L); r] from ``ttft.route_mean_s`` plus the mean waits.
+closed form: E[g_r(L); r] from ``unloaded.route_mean_s`` plus the mean waits.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ from prfaas_plan.latency.stages import (
     stability_limit_req_per_s,
     stage_state,
 )
-from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.throughput import STAGES, StageModel
-from prfaas_plan.ttft import (
+from prfaas_plan.latency.unloaded import (
     TTFT_LEVELS,
     RouteLatency,
     local_mass_below,
@@ -48,6 +46,8 @@ from prfaas_plan.ttft import (
     solve_quantiles,
     ttft_bracket,
 )
+from prfaas_plan.lengths import LengthDistribution
+from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
 
@@ -319,7 +319,7 @@ def loaded_ttft(
 ) -> LoadedTtft:
     """TTFT mean, P50, P90 and P99 overall and per route for plan (t, N_p, N_d) at arrival rate Λ (req/s).
 
-    N_prfaas is ``model.n_prfaas``. At Λ = 0 the result equals ``ttft.unloaded_ttft`` (same settings) exactly.
+    N_prfaas is ``model.n_prfaas``. At Λ = 0 the result equals ``unloaded.unloaded_ttft`` (same settings) exactly.
     ``decode_service_scv``: SCV of a decode slot's holding time (that of the output length; 0 = fixed).
     """
     if not (rate_req_per_s >= 0.0 and np.isfinite(rate_req_per_s)):

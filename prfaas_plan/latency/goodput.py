@@ -20,8 +20,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.latency.distribution import GRID_POINTS, length_grid, positive_wait_cdf
 from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state
+from prfaas_plan.latency.unloaded import (
+    RouteLatency,
+    largest_length_within,
+    local_mass_below,
+    offload_mass_below,
+    route_latency,
+)
 from prfaas_plan.throughput import StageModel
-from prfaas_plan.ttft import RouteLatency, largest_length_within, local_mass_below, offload_mass_below, route_latency
 
 Array = NDArray[np.float64]
 

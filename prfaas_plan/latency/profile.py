@@ -30,7 +30,7 @@ scale τ = ρ E[S] (1 + cs²) / (c (1 - ρ)²) (Whitt 2002, Stochastic-Process L
 10 mean service times and 32 arrivals and above by a quarter of the trace. The link is one server whose
 "service" is a transfer's time alone on it (S_kv/B) and whose stationary part is the processor-sharing mean
 stretch of ``stages``; the decode stage has N_d·BS_max servers holding a slot for L_out·T_decode. A request's
-TTFT is then its fluid delays, plus its route's zero-wait latency (``ttft.RouteLatency``) with its window's
+TTFT is then its fluid delays, plus its route's zero-wait latency (``unloaded.RouteLatency``) with its window's
 link stretch, plus two independent waits (its prefill pool's and the decode slot's, each an atom at zero and
 an exponential), and the TTFT law is the average of the requests' laws.
 
@@ -53,8 +53,8 @@ from numpy.typing import NDArray
 from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, positive_wait_cdf
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import Wait, ggc_wait
+from prfaas_plan.latency.unloaded import TTFT_LEVELS, route_latency
 from prfaas_plan.throughput import STAGES, StageModel
-from prfaas_plan.ttft import TTFT_LEVELS, route_latency
 
 Array = NDArray[np.float64]
 

@@ -18,7 +18,7 @@ are offloaded, the rest prefilled locally; routing by length is independent of a
   κ = 1 + ρ/(1 - ρ) · (ca² + cs²)/(1 + cs²), exact for Poisson arrivals. The stretch is applied to each
   request's own transfer time (the PS mean given its size), so the link adds no variance of its own: at
   the paper's link loads (≤ 15 %) it moves TTFT by milliseconds; a link-bound plan's percentiles are
-  under-dispersed. Layer-wise transfers are visible only where κ S/B outlasts the prefill (``ttft``).
+  under-dispersed. Layer-wise transfers are visible only where κ S/B outlasts the prefill (``unloaded``).
 - **Local prefill pool**: G/G/c as the PrfaaS pool, c = N_p, arrival rate (1 - p)Λ, service T_local(L),
   L <= t. The intra-cluster transfer (when its bandwidth is given) is added to TTFT but does not hold the
   prefill instance (the transfer is asynchronous and each instance has its own NIC; at 100 GB/s a 2.4 GB
@@ -55,7 +55,7 @@ Array = NDArray[np.float64]
 
 
 # --------------------------------------------------------------------------------------------------------
-# Vectorised G/G/c primitives (the one implementation; tests check it against the scalar oracles of tests.queueing_oracles)
+# Vectorised G/G/c primitives: the one implementation (tests check it against tests.queueing_oracles)
 # --------------------------------------------------------------------------------------------------------
 
 

@@ -12,11 +12,12 @@ from prfaas_plan.reference.checks import caches_agree
 from prfaas_plan.reference.kernel import prefill
 from prfaas_plan.reference.model import build_model
 from prfaas_plan.spec.model import DTYPE_BYTES
+from tests.conftest import examples
 from tests.strategies_models import one_of_each
 
 
 @given(window=st.integers(1, 5), chunks=st.lists(st.integers(1, 9), min_size=1, max_size=5))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 def test_window_keeps_the_newest_rows_oldest_first(window: int, chunks: list[int]) -> None:
     """After any sequence of appends, a windowed layer holds the last min(n, window) rows, oldest first."""
     layer = LayerCache(kind="swa", rows={"k": np.zeros((0, 2), np.float32)}, states={}, window=window)

@@ -18,6 +18,7 @@ from prfaas_plan.reference.cache import Cache
 from prfaas_plan.reference.kernel import decode, prefill
 from prfaas_plan.reference.model import build_model
 from prfaas_plan.spec.model import ATTENTION_KINDS, DTYPE_BYTES
+from tests.conftest import examples
 from tests.strategies_models import architectures
 
 
@@ -28,7 +29,7 @@ def _by_kind(cache: Cache, kinds: tuple[str, ...]) -> int:
 @pytest.mark.parametrize("dtype", DTYPE_BYTES)
 @pytest.mark.parametrize("kind", ATTENTION_KINDS)
 @given(data=st.data())
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 def test_cache_nbytes_equal_physics_memory(kind: str, dtype: str, data: st.DataObject) -> None:
     """nbytes == cache_bytes(length), and each layer type's share equals its physics.memory term."""
     arch = data.draw(architectures(attention_kinds=(kind,), dtypes=(dtype,)))

@@ -21,6 +21,7 @@ from prfaas_plan.reference.counter import Counter, OpCount
 from prfaas_plan.reference.kernel import decode, empty_cache, prefill
 from prfaas_plan.reference.model import build_model
 from prfaas_plan.spec.model import ATTENTION_KINDS, DTYPE_BYTES, Architecture
+from tests.conftest import examples
 from tests.strategies_models import architectures, one_of_each
 
 # Rotary embeddings (3 per rotated element), q/k L2 norms and gates, SiLU after the convolution and on the
@@ -67,7 +68,7 @@ def _assert_extra_bounded(op: OpCount) -> None:
 
 @pytest.mark.parametrize("kind", ATTENTION_KINDS)
 @given(data=st.data())
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_counts_equal_physics_ops(kind: str, data: st.DataObject) -> None:
     """Every counted field of every operation equals physics.ops (cards built around ``kind``, any FFN/dtype)."""
     arch = data.draw(architectures(attention_kinds=(kind,)) | architectures())

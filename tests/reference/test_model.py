@@ -16,14 +16,14 @@ from prfaas_plan.reference.kernel import prefill
 from prfaas_plan.reference.model import MAX_REFERENCE_PARAMETERS, build_model, check_reference_size
 from prfaas_plan.reference.shrink import shrink_architecture
 from prfaas_plan.spec.model import Architecture, Attention, Dtypes
-from tests.conftest import REPO
+from tests.conftest import REPO, examples
 from tests.strategies_models import architectures, one_of_each
 
 CARDS = sorted((REPO / "workloads" / "models").glob("*.yaml"))
 
 
 @given(arch=architectures())
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_stored_weights_add_up_to_parameter_count(arch: Architecture) -> None:
     """The kernel's stored tensors hold exactly physics.memory.parameter_count elements."""
     assert build_model(arch, np.random.default_rng(0)).stored_parameters == parameter_count(arch)

@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 from prfaas_plan.reference.storage import LARGEST, Codec, state_codec, weight_codec
 from prfaas_plan.spec.model import DTYPE_BYTES
+from tests.conftest import examples
 
 # Largest relative error of one rounding, inside each format's normal range (half a unit in the last place).
 HALF_ULP = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8, "fp8": 2.0**-4}
@@ -23,7 +24,7 @@ values = hnp.arrays(
 
 @pytest.mark.parametrize("dtype", DTYPE_BYTES)
 @given(x=values)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_nbytes_is_elements_times_dtype_bytes(dtype: str, x: np.ndarray) -> None:
     """A stored array's nbytes is its element count times DTYPE_BYTES, for every dtype (fp4: two per byte)."""
     assert state_codec(dtype).encode(x).nbytes == x.size * DTYPE_BYTES[dtype]
@@ -31,7 +32,7 @@ def test_nbytes_is_elements_times_dtype_bytes(dtype: str, x: np.ndarray) -> None
 
 @pytest.mark.parametrize("dtype", DTYPE_BYTES)
 @given(x=values)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_round_trip_is_idempotent(dtype: str, x: np.ndarray) -> None:
     """Storing what a stored array holds stores the same codes: rounding once is final (cache sufficiency rests
     on this: a value read back from the cache and stored again is unchanged)."""
@@ -43,7 +44,7 @@ def test_round_trip_is_idempotent(dtype: str, x: np.ndarray) -> None:
 
 @pytest.mark.parametrize("dtype", HALF_ULP)
 @given(x=values)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_rounding_error_is_within_half_an_ulp(dtype: str, x: np.ndarray) -> None:
     """Inside a float format's normal range, the stored value is within half a unit in the last place."""
     held = Codec(dtype=dtype).decode(Codec(dtype=dtype).encode(x))
@@ -80,7 +81,7 @@ def test_int8_uses_its_scale_and_fp4_needs_even_widths() -> None:
 
 @pytest.mark.parametrize("dtype", DTYPE_BYTES)
 @given(x=values)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_spacing_bounds_the_rounding_error(dtype: str, x: np.ndarray) -> None:
     """A stored value is within one spacing (unit in the last place) of what was stored, inside the range."""
     codec = state_codec(dtype)

@@ -19,9 +19,10 @@ from prfaas_plan.reference.checks import caches_agree, logits_agree
 from prfaas_plan.reference.kernel import decode, prefill
 from prfaas_plan.reference.model import build_model
 from prfaas_plan.spec.model import ATTENTION_KINDS, Architecture
+from tests.conftest import examples
 from tests.strategies_models import architectures
 
-SETTINGS = settings(max_examples=15, deadline=None)
+SETTINGS = settings(max_examples=examples(15), deadline=None)
 
 
 @pytest.mark.parametrize("kind", ATTENTION_KINDS)

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.sim.link import SharedLink
+from tests.conftest import examples
 
 
 def _drain(link: SharedLink, starts: list[tuple[float, float]]) -> dict[int, float]:
@@ -47,7 +48,7 @@ def test_staggered_finishes() -> None:
     assert done == {0: pytest.approx(2.0), 1: pytest.approx(4.0)}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.floats(0.0, 10.0), st.floats(0.01, 5.0)), min_size=1, max_size=12))
 def test_work_is_conserved(starts: list[tuple[float, float]]) -> None:
     """The link is never idle while a transfer waits, so the last finish is the busy-period arithmetic:

@@ -43,10 +43,10 @@ import numpy as np
 import pytest
 
 from prfaas_plan.latency import route_moments, stage_state
+from prfaas_plan.latency.unloaded import route_latency
 from prfaas_plan.optimize import Comparison, PlanEvaluation, compare, loaded_plan
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
-from prfaas_plan.ttft import route_latency
 
 pytestmark = pytest.mark.validation
 

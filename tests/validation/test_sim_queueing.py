@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from prfaas_plan.lengths import Fixed, LengthDistribution
-from tests.queueing_oracles import mmc_wait_mean_s
 from prfaas_plan.sim.arrivals import Poisson
 from prfaas_plan.sim.cluster import ClusterConfig, simulate
 from prfaas_plan.sim.records import Records
 from prfaas_plan.sim.summary import confidence_half_width, replicate
 from prfaas_plan.sim.workload import synthetic_workload
+from tests.queueing_oracles import mmc_wait_mean_s
 from tests.sim.helpers import MEAN_TOKENS, Exponential, all_local, all_offloaded, linear, queue_model
 
 REPLICATIONS = 10
