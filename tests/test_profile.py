@@ -13,6 +13,7 @@ from prfaas_plan.latency.profile import (
     relaxation_time_s,
     validity,
 )
+from tests.conftest import examples
 
 
 def test_batches_are_list_scheduled_on_free_servers() -> None:
@@ -50,7 +51,7 @@ def test_poisson_window_loads_shrink_to_the_mean() -> None:
     assert profile.arrival_scv == pytest.approx(1.0, abs=0.15)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     st.integers(min_value=20, max_value=400),
     st.floats(min_value=0.1, max_value=0.9),
