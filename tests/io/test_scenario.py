@@ -216,3 +216,39 @@ def test_empirical_trace_scenario_optimises(tmp_path: Path) -> None:
     model = stage_model(scenario)
     plan = search(model)
     assert plan.throughput_req_per_s > 0 and 0 < plan.offload_fraction < 1
+
+
+def test_bursty_arrival_processes_load_with_their_parameters(tmp_path: Path) -> None:
+    """ON/OFF with batches and a diurnal profile parse into the spec, with the values given."""
+    onoff = _scenario(
+        tmp_path,
+        "    process: poisson ",
+        "    process: onoff\n    on_fraction: 0.25\n    mean_cycle_s: 90\n    batch_size_mean: 3\n    #",
+    )
+    arrival = load_scenario(onoff).traffic.arrival
+    assert (arrival.process, arrival.on_fraction, arrival.mean_cycle_s, arrival.batch_size_mean) == (
+        "onoff",
+        0.25,
+        90.0,
+        3.0,
+    )
+    assert not arrival.is_stationary_renewal
+    diurnal = _scenario(
+        tmp_path, "    process: poisson ", "    process: diurnal\n    amplitude: 0.5\n    period_s: 600\n    #"
+    )
+    assert load_scenario(diurnal).traffic.arrival.amplitude == 0.5
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("    process: poisson\n    on_fraction: 0.5\n    #", "does not apply to process 'poisson'"),
+        ("    process: diurnal\n    amplitude: 1.0\n    #", "amplitude: must be < 1"),
+        ("    process: onoff\n    on_fraction: 0\n    #", "on_fraction: must be > 0"),
+        ("    process: burst\n    #", "process"),
+    ],
+)
+def test_bad_arrival_settings_are_named(tmp_path: Path, edit: str, message: str) -> None:
+    """A parameter the process does not use, or a value out of range, is an input error naming the field."""
+    problems = _problems(_scenario(tmp_path, "    process: poisson ", edit))
+    assert any(message in p for p in problems), problems
