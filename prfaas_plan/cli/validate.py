@@ -70,10 +70,57 @@ def kernel(
         )
         study = timing.run_timing(base, size, load_hardware(written).accelerator, peaks, rng)
     payload = kernel_payload(verdicts, study, written, [key for key, _ in cards])
+    failed = [name for name, ok in payload["count_checks"].items() if not ok]
+    payload["passed"] = not failed and not payload["problems"]
     if json_output:
         emit(payload)
-        return
-    _render(payload)
+    else:
+        _render(payload)
+    if not payload["passed"]:
+        # A check that can fail must be able to fail the command: exit 1 (the physics disagrees with the kernel).
+        typer.echo(
+            f"validate kernel: {len(failed)} count check(s) failed: {', '.join(failed) or 'see problems'}", err=True
+        )
+        raise typer.Exit(1)
+
+
+@validate_app.command("gpu")
+def gpu(
+    hardware: Annotated[
+        str, typer.Option("--hardware", help="Accelerator profile: a YAML file or a built-in name (e.g. h200).")
+    ],
+    size: Annotated[str, typer.Option("--size", help="Card and cases, as validate kernel: small, medium, large.")] = (
+        "large"
+    ),
+    model: Annotated[str, typer.Option("--model", help="Model card (file or built-in name) to time.")] = DEFAULT_MODEL,
+) -> None:
+    """Time the reference cases' matrix products on this machine's CUDA device (torch, bf16, CUDA graphs) against
+    the datasheet roofline of --hardware; prints one JSON object. Needs torch and a GPU (exit 1 without).
+
+    Example: prfaas-plan validate gpu --hardware h200 --size large
+    """
+    from prfaas_plan.errors import InputError, Problem
+    from prfaas_plan.io.scenario import load_named_hardware, load_named_model
+    from prfaas_plan.reference.gpu_timing import gpu_timing_report
+    from prfaas_plan.reference.timing import SIZES
+
+    with handled():
+        if size not in SIZES:
+            raise InputError(Problem(field="--size", message=f"must be one of {', '.join(SIZES)}, got {size!r}"))
+        accelerator = load_named_hardware(hardware).accelerator
+        card = load_named_model(model)
+        if card.architecture is None:
+            raise InputError(Problem(field="--model", message=f"{card.key} has no architecture to time"))
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is None or not torch.cuda.is_available():
+            reason = "torch is not installed" if torch is None else "no CUDA device is visible"
+            typer.echo(f"validate gpu: {reason}: nothing to time on this machine", err=True)
+            raise typer.Exit(1)
+        report = gpu_timing_report(card.architecture, accelerator, size, torch)
+    emit({"hardware": hardware, "model": card.key, **report})
 
 
 def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, Architecture]], Architecture]:

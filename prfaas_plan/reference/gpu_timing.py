@@ -1,6 +1,6 @@
 """Time the products of the reference cases on a CUDA device and compare with the roofline on a datasheet.
 
-    python -m prfaas_plan.reference.gpu_timing --hardware hardware_profiles/h200.yaml [--size large]
+    prfaas-plan validate gpu --hardware h200 [--size large]
 
 For each case of ``validate kernel`` (the same card, Qwen3-Next shrunk to the size's caps, here all bf16),
 every matrix product ``physics.ops`` prices (projections, FFNs, routed and shared experts, MLA's kv_b and
@@ -11,17 +11,13 @@ fraction of the datasheet roofline the device achieves. Attention cores, the lin
 element-wise work are left out of both sides: on a GPU they need fused kernels (FlashAttention, FLA) that a
 short script does not bring. MoE tokens are spread evenly over the expected number of touched experts.
 
-Output: one JSON object, {"device", "hardware", "size", "timing": [{"case", "predicted_s", "measured_s",
-"ratio", "products"}], "median_abs_log_ratio"}. torch is imported inside ``main`` only.
+``gpu_timing_report`` returns {"device", "size", "timing": [{"case", "predicted_s", "measured_s", "ratio",
+"products"}], "median_abs_log_ratio"}; the CLI command imports torch and passes it in.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +25,7 @@ import numpy as np
 from prfaas_plan.physics.ops import expected_experts_touched, forward_ops
 from prfaas_plan.physics.roofline import Instance, roofline_time
 from prfaas_plan.reference.checks import with_all_storage
-from prfaas_plan.reference.timing import SIZES, TimingCase, timing_architecture, timing_cases
+from prfaas_plan.reference.timing import TimingCase, timing_architecture, timing_cases
 from prfaas_plan.spec.hardware import Accelerator, RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -136,26 +132,13 @@ def _measure_s(torch: Any, shapes: list[Product], replays: int = 20) -> float:
     return best
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, time every case on the GPU, print one JSON object."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--hardware", required=True, help="Accelerator profile YAML (e.g. hardware_profiles/h200.yaml)."
-    )
-    parser.add_argument("--size", choices=SIZES, default="large", help="Card and cases, as validate kernel.")
-    parser.add_argument("--model", default="qwen3-next-80b-a3b", help="Model card (file or built-in name).")
-    args = parser.parse_args(argv)
-    import torch
-
-    if not torch.cuda.is_available():
-        raise SystemExit("no CUDA device")
-    # An entry point, like cli/: it reads YAML through io/ at run time; the library code above does not.
-    io = importlib.import_module("prfaas_plan.io.scenario")
-    accelerator = io.load_hardware(Path(args.hardware)).accelerator
-    card = io.load_named_model(args.model).architecture
-    arch = with_all_storage(timing_architecture(card, args.size), "bf16")
+def gpu_timing_report(card: Architecture, accelerator: Accelerator, size: str, torch: Any) -> dict[str, Any]:
+    """Time every case of ``size`` on the CUDA device of ``torch`` (the module, imported by the caller) and set
+    each beside the datasheet roofline of ``accelerator``: {"device", "size", "timing": [{"case",
+    "predicted_s", "measured_s", "ratio", "products"}], "median_abs_log_ratio"}."""
+    arch = with_all_storage(timing_architecture(card, size), "bf16")
     rows: list[dict[str, Any]] = []
-    for case in timing_cases(args.size):
+    for case in timing_cases(size):
         shapes = products(arch, case)
         measured, predicted = _measure_s(torch, shapes), predicted_s(arch, case, accelerator)
         rows.append(
@@ -168,15 +151,11 @@ def main(argv: list[str] | None = None) -> None:
             }
         )
     median = float(np.median([abs(math.log(r["ratio"])) for r in rows]))
-    report = {
+    return {
         "device": torch.cuda.get_device_name(),
-        "hardware": str(args.hardware),
-        "size": args.size,
+        "size": size,
         "timing": rows,
         "median_abs_log_ratio": median,
     }
-    print(json.dumps(report, indent=2))
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()

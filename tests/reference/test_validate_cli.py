@@ -64,3 +64,20 @@ def test_json_payload_has_the_documented_schema() -> None:
     assert {"case", "predicted_s", "measured_s", "ratio"} <= payload["timing"][0].keys()
     assert payload["timing"][0]["ratio"] == 2.0
     assert payload["median_abs_log_ratio"] > 0
+
+
+def test_validate_gpu_without_a_device_exits_1_naming_why() -> None:
+    """``validate gpu`` is the GPU timing entry point: on a machine without torch or a CUDA device it exits 1
+    with one line saying which (no traceback); an unknown profile is an input error (exit 2)."""
+    import importlib.util
+
+    result = run_cli("validate", "gpu", "--hardware", "h200", "--size", "small")
+    has_torch = importlib.util.find_spec("torch") is not None
+    if result.returncode == 1:
+        assert ("torch is not installed" in result.stderr) != has_torch or "no CUDA device" in result.stderr
+    else:  # a machine with a GPU: one JSON object
+        assert result.returncode == 0, result.stderr
+        assert "median_abs_log_ratio" in result.stdout
+    assert "Traceback" not in result.stderr
+    unknown = run_cli("validate", "gpu", "--hardware", "no-such-accelerator")
+    assert unknown.returncode == 2 and "--hardware" in unknown.stderr
