@@ -6,7 +6,8 @@ it leaves, to check ``physics`` (counts, cache sizes, sufficiency) and to time i
     next_logits = decode(model, [cache], [token])     # one step; the cache grows in place
     Cache.from_bytes(cache.to_bytes())                # what crosses the link, and back
 
-Timing lives in ``reference.timing`` (and ``reference.gpu_timing``, a torch script), imported on demand.
+Timing lives in ``reference.timing`` (and ``reference.gpu_timing``, run by ``validate gpu`` with torch),
+imported on demand.
 """
 
 from prfaas_plan.reference.cache import Cache, LayerCache
