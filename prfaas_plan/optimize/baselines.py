@@ -1,0 +1,83 @@
+"""The paper's two baselines (homogeneous PD on the local hardware, naive heterogeneous offload of everything)
+and the comparisons that set a plan beside them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from prfaas_plan.errors import InfeasibleError, InputError, Problem
+from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
+from prfaas_plan.optimize.search import search
+from prfaas_plan.throughput import (
+    StageModel,
+    max_throughput,
+    routing,
+    stage_bounds,
+    stage_throughputs,
+)
+
+
+def homogeneous_model(model: StageModel, prfaas_gpus: int, local_gpus_per_instance: int) -> StageModel:
+    """The homogeneous-PD baseline's pool: the PrfaaS GPUs become local GPUs (the paper: 32 H200 + 64 H20
+    -> 96 H20 = 12 instances). GPUs that do not fill a whole local instance are dropped."""
+    extra = prfaas_gpus // local_gpus_per_instance
+    return replace(model, n_prfaas=0, n_local=model.n_local + extra)
+
+
+def best_split_without_offload(model: StageModel, label: str) -> PlanEvaluation:
+    """Best N_p for a pool that prefills everything locally (p = 0): max over N_p of min(Θ_pd-p, Θ_pd-d)."""
+    t_all_local = model.lengths.upper_tokens
+    n_p = np.arange(1, model.n_local)
+    if n_p.size == 0:
+        raise InfeasibleError("pd_prefill/pd_decode: the local pool cannot hold one prefill and one decode instance")
+    route = routing(model.lengths, t_all_local)
+    lam = max_throughput(stage_bounds(stage_throughputs(model, route, n_p[:, None]), route)).ravel()
+    best = evaluate(model, t_all_local, int(n_p[int(np.argmax(lam))]), label=label)
+    return replace(best, threshold_tokens=None)
+
+
+def _with_baselines(
+    model: StageModel, plan: PlanEvaluation, prfaas_gpus: int, local_gpus_per_instance: int
+) -> Comparison:
+    homogeneous = best_split_without_offload(
+        homogeneous_model(model, prfaas_gpus, local_gpus_per_instance), label="homogeneous-pd"
+    )
+    naive = evaluate(model, 0.0, 0, label="naive-heterogeneous")
+    return Comparison(plan=plan, homogeneous_pd=homogeneous, naive_heterogeneous=naive, sources=model.sources)
+
+
+def compare(
+    model: StageModel, prfaas_gpus: int, local_gpus_per_instance: int, resolution_tokens: float = 10.0
+) -> Comparison:
+    """The optimised plan beside homogeneous PD (no PrfaaS, same GPU count) and naive heterogeneous
+    (every request prefilled on PrfaaS, every local instance decodes: t = 0, N_p = 0)."""
+    return _with_baselines(model, search(model, resolution_tokens), prfaas_gpus, local_gpus_per_instance)
+
+
+def evaluate_given(model: StageModel, threshold_tokens: float, n_pd_prefill: int, n_pd_decode: int) -> PlanEvaluation:
+    """A given plan (t, N_p, N_d). N_p + N_d may use fewer local instances than the pool has (the rest idle),
+    never more: that is an input error naming the options."""
+    if n_pd_prefill + n_pd_decode > model.n_local:
+        raise InputError(
+            Problem(
+                field="--n-pd-prefill/--n-pd-decode",
+                message=f"{n_pd_prefill} + {n_pd_decode} instances exceed the local pool's {model.n_local} "
+                "(deployment.local.instances)",
+            )
+        )
+    return evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+
+
+def plan_comparison(
+    model: StageModel,
+    prfaas_gpus: int,
+    local_gpus_per_instance: int,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+) -> Comparison:
+    """A given plan (``evaluate_given``) beside the baselines."""
+    plan = evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
+    return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)

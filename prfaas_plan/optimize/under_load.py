@@ -1,0 +1,181 @@
+"""Plans under load: TTFT at a rate (closed form), the TTFT curve over loads, and the goodput objective."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.latency import (
+    Goodput,
+    LoadedTtft,
+    best_goodput_plan,
+    loaded_ttft,
+    plan_goodput,
+    plans_goodput,
+    stage_utilization,
+)
+from prfaas_plan.optimize.baselines import best_split_without_offload, homogeneous_model
+from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
+from prfaas_plan.optimize.search import search
+from prfaas_plan.throughput import (
+    StageModel,
+)
+
+# --------------------------------------------------------------------------------------------------------
+# Under load (prfaas_plan.latency): TTFT at a given rate, and the goodput objective
+# --------------------------------------------------------------------------------------------------------
+
+#: Loads, as fractions of a plan's Λ_max, at which ``ttft_curve`` reports TTFT.
+LOAD_CURVE_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def _as_scored(model: StageModel, plan: PlanEvaluation) -> tuple[StageModel, float]:
+    """The stage model and threshold a scored plan stands for: its PrfaaS count and instances; t = the top of
+    the length range when nothing is offloaded (homogeneous PD reports no threshold)."""
+    t = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
+    return replace(model, n_prfaas=plan.n_prfaas, n_local=plan.n_pd_prefill + plan.n_pd_decode), t
+
+
+def loaded_plan(
+    model: StageModel, plan: PlanEvaluation, rate_req_per_s: float, decode_service_scv: float = 0.0
+) -> LoadedTtft:
+    """TTFT of a scored plan at arrival rate Λ (req/s); ``model`` is the one the plan was scored with, or the
+    scenario's (a baseline's instance counts come from the plan itself)."""
+    sized, t = _as_scored(model, plan)
+    return loaded_ttft(
+        sized, t, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv=decode_service_scv
+    )
+
+
+def loaded_comparison(
+    model: StageModel,
+    comparison: Comparison,
+    *,
+    rate_req_per_s: float | None = None,
+    load_fraction: float | None = None,
+    decode_service_scv: float = 0.0,
+) -> dict[str, LoadedTtft]:
+    """The plan and both baselines under load: all at one rate, or each at a fraction of its own Λ_max.
+
+    Keys: "plan", "homogeneous_pd", "naive_heterogeneous". Exactly one of the two loads must be given.
+    """
+    if (rate_req_per_s is None) == (load_fraction is None):
+        raise ValueError("give exactly one of rate_req_per_s and load_fraction")
+    plans = {
+        "plan": comparison.plan,
+        "homogeneous_pd": comparison.homogeneous_pd,
+        "naive_heterogeneous": comparison.naive_heterogeneous,
+    }
+    out = {}
+    for key, plan in plans.items():
+        if rate_req_per_s is not None:
+            rate = rate_req_per_s
+        else:
+            assert load_fraction is not None
+            rate = load_fraction * plan.throughput_req_per_s
+        out[key] = loaded_plan(model, plan, rate, decode_service_scv)
+    return out
+
+
+def ttft_curve(
+    model: StageModel,
+    plan: PlanEvaluation,
+    fractions: tuple[float, ...] = LOAD_CURVE_FRACTIONS,
+    decode_service_scv: float = 0.0,
+) -> list[LoadedTtft]:
+    """TTFT of a plan at each fraction of its Λ_max (default 10 %..95 %)."""
+    return [loaded_plan(model, plan, f * plan.throughput_req_per_s, decode_service_scv) for f in fractions]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoodputEvaluation:
+    """A scored plan with its goodput and every stage's utilisation at that rate."""
+
+    plan: PlanEvaluation
+    goodput: Goodput
+    utilization_at_goodput: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoodputComparison:
+    """The goodput-optimal PrfaaS-PD plan beside the throughput-optimal one and the two baselines, each with
+    its goodput under the same TTFT SLO."""
+
+    ttft_slo_s: float
+    quantile: float
+    plan: GoodputEvaluation
+    throughput_plan: GoodputEvaluation
+    homogeneous_pd: GoodputEvaluation
+    naive_heterogeneous: GoodputEvaluation
+    sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+def goodput_evaluation(
+    model: StageModel, plan: PlanEvaluation, ttft_slo_s: float, quantile: float = 0.9, decode_service_scv: float = 0.0
+) -> GoodputEvaluation:
+    """The goodput of a scored plan (see ``latency.goodput``) and its utilisations at that rate."""
+    sized, t = _as_scored(model, plan)
+    goodput = plan_goodput(
+        sized, t, plan.n_pd_prefill, plan.n_pd_decode, ttft_slo_s, quantile, decode_service_scv=decode_service_scv
+    )
+    utilization = stage_utilization(sized, t, plan.n_pd_prefill, plan.n_pd_decode, goodput.rate_req_per_s)
+    return GoodputEvaluation(plan=plan, goodput=goodput, utilization_at_goodput=utilization)
+
+
+def compare_goodput(
+    model: StageModel,
+    prfaas_gpus: int,
+    local_gpus_per_instance: int,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    resolution_tokens: float = 10.0,
+    decode_service_scv: float = 0.0,
+) -> GoodputComparison:
+    """Maximise goodput (the largest Λ with the TTFT ``quantile`` <= ``ttft_slo_s``) over t and N_p, beside
+    the throughput-optimal plan and the baselines (homogeneous PD with its split chosen for goodput).
+
+    Raises InfeasibleError when no threshold and split meets the SLO even with no load.
+    """
+    options = {"decode_service_scv": decode_service_scv}
+    t, n_p, rate = best_goodput_plan(model, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, **options)
+    if rate <= 0:
+        raise InfeasibleError(
+            f"ttft_p{quantile * 100:g}: no threshold and split keeps the P{quantile * 100:g} TTFT within "
+            f"{ttft_slo_s:g} s even with no load"
+        )
+    # The goodput-optimal, the Λ_max-optimal and the naive plan share the pools: score them together.
+    same_pool = [
+        evaluate(model, t, n_p, label="prfaas-pd-goodput"),
+        search(model, resolution_tokens),
+        evaluate(model, 0.0, 0, label="naive-heterogeneous"),
+    ]
+    thresholds = [_as_scored(model, plan)[1] for plan in same_pool]
+    splits = [plan.n_pd_prefill for plan in same_pool]
+    scored = plans_goodput(model, thresholds, splits, ttft_slo_s, quantile, **options)
+    best, throughput, naive = (
+        GoodputEvaluation(
+            plan=plan,
+            goodput=goodput,
+            utilization_at_goodput=stage_utilization(
+                model, t_plan, plan.n_pd_prefill, plan.n_pd_decode, goodput.rate_req_per_s
+            ),
+        )
+        for plan, goodput, t_plan in zip(same_pool, scored, thresholds, strict=True)
+    )
+    homogeneous = homogeneous_model(model, prfaas_gpus, local_gpus_per_instance)
+    top = homogeneous.lengths.upper_tokens
+    _, n_homog, homog_rate = best_goodput_plan(homogeneous, ttft_slo_s, quantile, thresholds=[top], **options)
+    if homog_rate > 0:
+        homog_plan = replace(evaluate(homogeneous, top, n_homog, label="homogeneous-pd"), threshold_tokens=None)
+    else:  # no split meets the SLO: keep the throughput-optimal split
+        homog_plan = best_split_without_offload(homogeneous, label="homogeneous-pd")
+    return GoodputComparison(
+        ttft_slo_s=ttft_slo_s,
+        quantile=quantile,
+        plan=best,
+        throughput_plan=throughput,
+        homogeneous_pd=goodput_evaluation(model, homog_plan, ttft_slo_s, quantile, **options),
+        naive_heterogeneous=naive,
+        sources=model.sources,
+    )
