@@ -26,7 +26,7 @@ from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
 from prfaas_plan.physics.derived import pool_costs
-from prfaas_plan.spec.scenario import Arrival, Scenario
+from prfaas_plan.spec.scenario import Arrival, Scenario, TransferMode
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
 
@@ -52,7 +52,7 @@ class StageModel:
     n_prfaas: int
     n_local: int
     #: "after_prefill" or "layerwise" (see spec.scenario.Link).
-    transfer: str = "after_prefill"
+    transfer: TransferMode = "after_prefill"
     #: Per-instance intra-cluster KV bandwidth of the local pool, bytes/s; None = not modelled.
     local_kv_transfer_bytes_per_s: float | None = None
     #: Arrival process: squared coefficient of variation of inter-arrival times (1 = Poisson), what the

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
+from prfaas_plan.spec.scenario import TransferMode
 from prfaas_plan.throughput import StageModel
 
 Array = NDArray[np.float64]
@@ -76,7 +77,7 @@ class RouteLatency:
     offload_kv_bytes: Curve | None = None
     link_bandwidth_bytes_per_s: float = 1.0
     #: "after_prefill" (the paper's figures) or "layerwise" (see the module docstring).
-    transfer: str = "after_prefill"
+    transfer: TransferMode = "after_prefill"
     #: Per-instance intra-cluster KV bandwidth b of the local pool, bytes/s; None = the transfer is neglected.
     local_kv_transfer_bytes_per_s: float | None = None
     #: Added to every request's TTFT: one decode step when the scenario counts it, else 0 (s).

@@ -39,6 +39,7 @@ from prfaas_plan.sim.link import SharedLink
 from prfaas_plan.sim.records import STATES, Records, SimResult
 from prfaas_plan.sim.workload import Workload
 from prfaas_plan.throughput import StageModel
+from prfaas_plan.units import GIB
 
 # Event kinds (handler indices).
 _ARRIVAL, _PREFILL_DONE, _LINK_DONE, _KV_READY, _DECODE_DONE, _BANDWIDTH = range(6)
@@ -139,8 +140,8 @@ class _Cluster:
             problems.append(
                 Problem(
                     field="decode KV capacity",
-                    message=f"a request's KV cache ({float(np.max(kv)) / 2**30:.2f} GiB) exceeds one decode "
-                    f"instance's {capacity / 2**30:.2f} GiB: it could never be admitted",
+                    message=f"a request's KV cache ({float(np.max(kv)) / GIB:.2f} GiB) exceeds one decode "
+                    f"instance's {capacity / GIB:.2f} GiB: it could never be admitted",
                 )
             )
         if problems:

@@ -51,12 +51,18 @@ class Engine:
         """Fire events in (time, seq) order until none is left or the next lies after ``until_s``.
 
         Events after ``until_s`` stay scheduled; ``now_s`` ends at ``until_s`` when that is finite and
-        earlier events ran out, so state read afterwards is the state at the horizon.
+        earlier events ran out, so state read afterwards is the state at the horizon. An event scheduled
+        before the time of the event that scheduled it (a bug in a handler) raises RuntimeError when it
+        comes up: time never runs backwards.
         """
         heap, pop = self._heap, heapq.heappop
         fired = 0
+        now_s = self.now_s
         while heap and heap[0][0] <= until_s:
             time_s, _, kind, arg = pop(heap)
+            if time_s < now_s:
+                raise RuntimeError(f"event {kind}({arg}) scheduled at {time_s!r} s, before the current {now_s!r} s")
+            now_s = time_s
             handlers[kind](time_s, arg)
             fired += 1
         self.events_fired += fired

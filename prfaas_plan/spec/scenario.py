@@ -27,6 +27,8 @@ class ModelCard:
 
 
 ArrivalKind = Literal["poisson", "renewal", "onoff", "diurnal"]
+#: How much of a KV transfer a request sees (``Link.transfer``).
+TransferMode = Literal["after_prefill", "layerwise"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,7 +129,7 @@ class Link:
     """
 
     bandwidth_bytes_per_s: float
-    transfer: str = "after_prefill"
+    transfer: TransferMode = "after_prefill"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

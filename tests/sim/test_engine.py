@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from prfaas_plan.sim.engine import Engine
 
 
@@ -41,3 +43,15 @@ def test_two_engines_share_nothing() -> None:
     second.schedule(1.0, 0, 7)
     second.run([lambda t, a: seen.append(a)])
     assert seen == [7] and first.pending == 1
+
+
+def test_an_event_in_the_past_is_refused() -> None:
+    """A handler that schedules an event before its own time is a bug: the run raises instead of firing it."""
+    engine = Engine()
+
+    def backwards(now_s: float, arg: int) -> None:
+        engine.schedule(now_s - 1.0, 0, arg + 1)
+
+    engine.schedule(5.0, 0, 0)
+    with pytest.raises(RuntimeError, match="before the current"):
+        engine.run([backwards])
