@@ -202,7 +202,7 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
         ("offloaded P50/P90 (s)", [by_route(x, "offloaded") for x in columns]),
         ("local P50/P90 (s)", [by_route(x, "local") for x in columns]),
         (
-            "closed form's domain",
+            "closed form in its validated domain",
             [_domain(view.checks[k].validity) for k in ("plan", "homogeneous_pd", "naive_heterogeneous")],
         ),
     ]
@@ -212,7 +212,7 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
 
 
 def _domain(validity: Validity) -> str:
-    return "validated" if validity.in_domain else "[bold yellow]OUT OF DOMAIN[/bold yellow]"
+    return "in" if validity.in_domain else "[bold yellow]OUT[/bold yellow]"
 
 
 _KIND_LABELS = {"overall": "TTFT", "offloaded": "  offloaded", "local": "  local"}
@@ -306,9 +306,11 @@ def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Va
 def load_note() -> str:
     """What the loaded figures are."""
     return (
-        "Loaded TTFT: G/G/c prefill pools (Whitt), processor-sharing link, decode-slot admission; "
-        "percentiles of the composed distribution. Λ_max is the paper's fluid bound; the stability limit "
-        "uses E[T(L)] and is lower because T is convex."
+        "Loaded TTFT: G/G/c prefill pools (Whitt), decode-slot admission and a processor-sharing link on "
+        "which each transfer's time spreads with its size; for a trace or bursty arrivals, the windowed model "
+        "driven by the requests themselves. 'domain': whether the closed form is inside the domain where it "
+        "was validated against the simulator. Λ_max is the paper's fluid bound; the stability limit uses "
+        "E[T(L)] and is lower because T is convex."
     )
 
 
