@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from prfaas_plan.cli.common import check_bandwidth, check_finite, check_goodput_pools, check_instances, interruptible
 from prfaas_plan.cli.common import emit as _emit
 from prfaas_plan.cli.common import handled as _handled
 from prfaas_plan.cli.kv import kv
@@ -90,6 +91,7 @@ SeedOpt = Annotated[
 
 
 def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
+    check_bandwidth(bandwidth)
     from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
 
     scenario = load_scenario(resolve_scenario_path(name))
@@ -137,13 +139,19 @@ def optimize(
     from prfaas_plan.throughput import stage_model
 
     with _handled():
+        check_finite(
+            {"--resolution-tokens": resolution_tokens, "--ttft-p90-s": ttft_p90_s, "--rate": rate, "--load": load}
+        )
+        check_instances({"--n-prfaas": n_prfaas, "--n-local": n_local})
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
-        model, traffic, label = _traffic(stage_model(spec), spec, trace, prefix_cache)
+        loaded = slo is not None or rate is not None or load is not None or curve
+        model, traffic, label = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
         options = _verify_options(verify, replications, verify_requests, seed)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
+            check_goodput_pools(spec.prfaas.instances, spec.local.instances)
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
             check = lat.verified_goodput(model, best, traffic, options)
@@ -195,10 +203,14 @@ def evaluate(
     from prfaas_plan.throughput import stage_model
 
     with _handled():
+        check_finite({"--rate": rate, "--load": load})
+        check_instances({"--n-prfaas": n_prfaas, "--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode})
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)
-        model, traffic, label = _traffic(stage_model(spec), spec, trace, prefix_cache)
+        model, traffic, label = _traffic(
+            stage_model(spec), spec, trace, prefix_cache, rate is not None or load is not None or curve
+        )
         options = _verify_options(verify, replications, verify_requests, seed)
         result: Comparison = plan_comparison(
             model,
@@ -228,7 +240,7 @@ def _print_comparison(out: Any, spec: Any, result: Any, payload: dict[str, Any],
     lat.print_under_load(out, result, view, plan_title=plan_title)
 
 
-def _traffic(model: Any, spec: Any, trace: str | None, prefix_cache: bool) -> tuple[Any, Any, str | None]:
+def _traffic(model: Any, spec: Any, trace: str | None, prefix_cache: bool, loaded: bool) -> tuple[Any, Any, str | None]:
     """The stage model and the offered traffic: the scenario's, or a trace's (its lengths replace the
     scenario's length distribution, as in ``simulate``). Returns (model, traffic, trace label or None)."""
     from prfaas_plan.sim.closed_form import Traffic
@@ -241,6 +253,13 @@ def _traffic(model: Any, spec: Any, trace: str | None, prefix_cache: bool) -> tu
     from prfaas_plan.sim.study import trace_model
 
     replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache)
+    if loaded and not (replay.n_requests >= 2 and float(replay.arrival_s[-1] - replay.arrival_s[0]) > 0):
+        raise InputError(
+            Problem(
+                file=replay.source,
+                message="figures under load rescale the trace to a rate, which needs two distinct arrival times",
+            )
+        )
     return trace_model(model, replay), Traffic(trace=replay), trace
 
 
@@ -292,8 +311,11 @@ app.command()(simulate)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. Ctrl-C (SIGINT) and SIGTERM unwind the stack as ``Interrupted``, so that
+    every ``finally`` and cleanup handler runs (no temporary file is left behind), then exit with status
+    128 + the signal number (130 for Ctrl-C, 143 for SIGTERM) and one line on stderr, never a traceback."""
+    with interruptible():
+        app()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,15 +2,139 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import typer
 
-from prfaas_plan.errors import InfeasibleError, InputError, PlanError
+from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
+
+#: Instance counts a flag may set (--n-prfaas, --n-local, --n-pd-prefill, --n-pd-decode). The largest
+#: deployments the paper and its sources describe have hundreds of instances per pool; 10,000 leaves ample
+#: room while keeping every per-instance array (the search grids, the simulator's servers) in memory.
+MAX_INSTANCES = 10_000
+
+#: Instances per pool the goodput search accepts. Its Erlang C terms grow with the square of the pool:
+#: measured on the paper's scenario, 64 local instances take 0.25 GB and 6 s, 128 take 0.9 GB and 13 s,
+#: 256 take 3.2 GB and 56 s, 400 over 7 GB and two minutes.
+MAX_GOODPUT_INSTANCES = 128
+
+#: Range of --bandwidth-gbit-per-s: 1 Mbit/s to 1 Pbit/s. Outside it the link is no datacenter link: below,
+#: one KV cache takes hours to move; above, squared transfer times underflow in the queueing formulas.
+BANDWIDTH_RANGE_GBIT_PER_S = (1e-3, 1e6)
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwinds the stack (running every cleanup) up to ``interruptible``.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` does not swallow it; not a
+    KeyboardInterrupt, which click would turn into "Aborted!" and exit status 1."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    # One signal is enough: ignore further ones so that the cleanup it starts runs to the end.
+    for other in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into ``Interrupted`` while the body runs; on one, print a line on stderr and
+    exit with status 128 + signal number (130 for Ctrl-C, 143 for SIGTERM), the shell's convention."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+        name = signal.Signals(signum).name
+        print(f"interrupted ({name}): stopped; unfinished output files were removed", file=sys.stderr)
+        sys.exit(128 + signum)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def check_finite(values: dict[str, float | None]) -> None:
+    """Refuse NaN and infinite flag values (``{flag: value}``; None means not given): exit 2 naming each."""
+    problems = [
+        Problem(field=flag, message=f"must be a finite number, got {value}")
+        for flag, value in values.items()
+        if value is not None and not math.isfinite(value)
+    ]
+    if problems:
+        raise InputError(problems)
+
+
+def check_bandwidth(bandwidth_gbit_per_s: float | None) -> None:
+    """Refuse a --bandwidth-gbit-per-s that is not finite and > 0, or outside ``BANDWIDTH_RANGE_GBIT_PER_S``."""
+    if bandwidth_gbit_per_s is None:
+        return
+    low, high = BANDWIDTH_RANGE_GBIT_PER_S
+    if not (math.isfinite(bandwidth_gbit_per_s) and bandwidth_gbit_per_s > 0):
+        message = f"must be a finite number > 0, got {bandwidth_gbit_per_s}"
+    elif not low <= bandwidth_gbit_per_s <= high:
+        message = f"must be between {low:g} and {high:g} Gbit/s (1 Mbit/s to 1 Pbit/s), got {bandwidth_gbit_per_s:g}"
+    else:
+        return
+    raise InputError(Problem(field="--bandwidth-gbit-per-s", message=message))
+
+
+def check_instances(values: dict[str, int | None]) -> None:
+    """Refuse instance counts above ``MAX_INSTANCES`` (``{flag: value}``; None means not given)."""
+    problems = [
+        Problem(
+            field=flag,
+            message=f"must be at most {MAX_INSTANCES:,} instances (larger pools do not fit the search grids "
+            f"in memory), got {value:,}",
+        )
+        for flag, value in values.items()
+        if value is not None and value > MAX_INSTANCES
+    ]
+    if problems:
+        raise InputError(problems)
+
+
+def check_goodput_pools(prfaas_instances: int, local_instances: int) -> None:
+    """Refuse a goodput search over pools larger than ``MAX_GOODPUT_INSTANCES`` (its time and memory)."""
+    problems = [
+        Problem(
+            field="--objective goodput",
+            message=f"searches pools of at most {MAX_GOODPUT_INSTANCES} instances (its cost grows with the square "
+            f"of the pool), the {pool} pool has {count:,}; use --objective throughput",
+        )
+        for pool, count in (("PrfaaS", prfaas_instances), ("local", local_instances))
+        if count > MAX_GOODPUT_INSTANCES
+    ]
+    if problems:
+        raise InputError(problems)
+
+
+def check_output(path: str, flag: str) -> None:
+    """Check before any work that ``path`` can be written (see ``io.records.check_writable``); a problem
+    names the flag."""
+    from prfaas_plan.io.records import check_writable
+
+    try:
+        check_writable(path)
+    except InputError as exc:
+        raise InputError(
+            [dataclasses.replace(p, file=None, field=flag, message=f"{p.file}: {p.message}") for p in exc.problems]
+        ) from None
 
 
 @contextmanager

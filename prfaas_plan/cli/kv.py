@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.cli.common import emit, handled
+from prfaas_plan.cli.common import check_finite, emit, handled
 
 _DEFAULT_LENGTHS = [1_000, 8_000, 32_000, 128_000]
 
@@ -14,9 +14,18 @@ _DEFAULT_LENGTHS = [1_000, 8_000, 32_000, 128_000]
 def kv(
     model: Annotated[str, typer.Option("--model", help="Model card name (workloads/models/NAME.yaml) or path.")],
     hardware: Annotated[str, typer.Option("--hardware", help="Hardware profile name or path.")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per instance.", min=1)] = 8,
+    gpus: Annotated[
+        int, typer.Option("--gpus", help="GPUs per instance (at most 1,024: a rack-scale domain).", min=1, max=1024)
+    ] = 8,
     length: Annotated[
-        list[int] | None, typer.Option("--length", help="Uncached input length in tokens (repeatable).", min=1)
+        list[int] | None,
+        typer.Option(
+            "--length",
+            help="Uncached input length in tokens (repeatable; at most 10,000,000, about the longest context "
+            "window of current models).",
+            min=1,
+            max=10_000_000,
+        ),
     ] = None,
     method: Annotated[
         str,
@@ -45,6 +54,13 @@ def kv(
     from prfaas_plan.physics.derived import kv_rows
 
     with handled():
+        check_finite(
+            {
+                "--compute-efficiency": compute_efficiency,
+                "--memory-efficiency": memory_efficiency,
+                "--overhead-s": overhead_s,
+            }
+        )
         overrides = {
             key: value
             for key, value in (

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from prfaas_plan.cli.common import emit, handled
+from prfaas_plan.cli.common import check_output, emit, handled
 
 model_app = typer.Typer(
     no_args_is_help=True,
@@ -38,6 +39,8 @@ def import_config(
     from prfaas_plan.io.hf_import import card_yaml, import_hf_config
 
     with handled():
+        if out is not None:
+            check_output(os.fspath(out), "--out")
         imported = import_hf_config(config, name=name)
         text = card_yaml(imported)
         if out is not None:

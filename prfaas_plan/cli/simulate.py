@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import emit, handled
+from prfaas_plan.cli.common import check_bandwidth, check_finite, check_instances, check_output, emit, handled
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -29,7 +29,9 @@ def simulate(
         float | None, typer.Option("--load", help="Offered rate as a fraction of the plan's Λ_max (default 0.7).")
     ] = None,
     requests: Annotated[int, typer.Option("--requests", help="Requests to simulate (a trace: the first N).")] = 100_000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the workload's random numbers.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the workload's random numbers.", min=0, max=2**63 - 1)
+    ] = 0,
     trace: Annotated[
         str | None,
         typer.Option(
@@ -75,7 +77,15 @@ def simulate(
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GIB
 
-    with handled():
+    with handled(), _flag_names():
+        check_finite({"--threshold": threshold})
+        check_bandwidth(bandwidth_gbit_per_s)
+        check_finite({"--decode-kv-gib": decode_kv_gib, "--rate": rate, "--load": load})
+        check_instances(
+            {"--n-prfaas": n_prfaas, "--n-local": n_local, "--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode}
+        )
+        if records is not None:
+            check_output(records, "--records")
         if not 0.0 <= warmup < 1.0:
             raise InputError(Problem(field="--warmup", message=f"must be in [0, 1), got {warmup}"))
         if decode_kv_gib is not None and not decode_kv_gib > 0:
@@ -111,7 +121,7 @@ def simulate(
         payload = study_to_dict(study)
     if not study.closed.stable:
         print(
-            f"note: offered {study.rate_req_per_s:.3g} req/s is {study.load:.2f} × Λ_max: queues grow for the "
+            f"note: offered {study.rate_req_per_s:.3g} req/s is {study.load:.3g} × Λ_max: queues grow for the "
             f"whole run (capped at {study.requests:,} requests); throughput shows the saturated capacity",
             file=sys.stderr,
         )
@@ -123,6 +133,30 @@ def simulate(
     out = console()
     out.print(_table(study, payload))
     out.print(_footer(study, payload), style="dim")
+
+
+#: The library's neutral names of the options it checks, and the flags that set them.
+_FLAGS = {
+    "requests": "--requests",
+    "rate": "--rate",
+    "load": "--load",
+    "rate/load": "--rate/--load",
+    "threshold/n_pd_prefill/n_pd_decode": "--threshold/--n-pd-prefill/--n-pd-decode",
+}
+
+
+@contextmanager
+def _flag_names() -> Iterator[None]:
+    """Name the flags in the library's input errors: ``requests`` becomes ``--requests``."""
+    from dataclasses import replace
+
+    from prfaas_plan.errors import InputError
+
+    try:
+        yield
+    except InputError as exc:
+        problems = [replace(p, field=_FLAGS[p.field]) if p.field in _FLAGS else p for p in exc.problems]
+        raise InputError(problems) from None
 
 
 @contextmanager

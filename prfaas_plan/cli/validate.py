@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import emit, handled
+from prfaas_plan.cli.common import check_output, emit, handled
+from prfaas_plan.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from prfaas_plan.reference.checks import CountChecks
@@ -59,6 +61,8 @@ def kernel(
     from prfaas_plan.reference import checks, timing
 
     with handled():
+        if profile_out is not None:
+            _check_profile_out(profile_out)
         cards, base = _cards(model, shrink, size)
         rng = np.random.default_rng(seed)
         verdicts = checks.merge_checks([(key, checks.run_count_checks(arch, rng)) for key, arch in cards])
@@ -121,6 +125,17 @@ def gpu(
             raise typer.Exit(1)
         report = gpu_timing_report(card.architecture, accelerator, size, torch)
     emit({"hardware": hardware, "model": card.key, **report})
+
+
+def _check_profile_out(path: Path) -> None:
+    """--profile-out must be writable before minutes of timing: the writer creates missing directories, so
+    a path under one is checked at its nearest existing ancestor."""
+    if path.parent.is_dir():
+        check_output(os.fspath(path), "--profile-out")
+        return
+    ancestor = next((p for p in path.parents if p.exists()), None)
+    if ancestor is None or not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise InputError(Problem(field="--profile-out", message=f"{path}: cannot create its directory"))
 
 
 def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, Architecture]], Architecture]:

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.yamlsrc import suggest
+from prfaas_plan.io.models import MAX_LAYERS, MAX_SHAPE
+from prfaas_plan.io.yamlsrc import MAX_DEPTH, read_text_bounded, suggest
 from prfaas_plan.spec.model import Architecture, Attention, Dtypes, Ffn, LayerGroup
 from prfaas_plan.spec.scenario import ModelCard
 
@@ -116,6 +117,8 @@ _FAMILY_NOTES = {
 
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _KEY_LINE = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +173,11 @@ class _Fields:
                 self.report(key, f"missing, needed for a {self.ctx.family} card{why}")
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < ge:
-            self.report(key, f"expected an integer >= {ge}, got {json.dumps(value)}")
+            self.report(key, f"expected an integer >= {ge}, got {_compact(value)}")
+            return None
+        limit = MAX_LAYERS if key in _LAYER_COUNTS else MAX_SHAPE
+        if value > limit:
+            self.report(key, f"must be <= {limit}, got {_compact(value)}")
             return None
         return value
 
@@ -190,7 +197,10 @@ class _Fields:
                 self.report(key, f"missing, needed for a {self.ctx.family} card")
             return None
         if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            self.report(key, f"expected a list of integers, got {json.dumps(value)[:60]}")
+            self.report(key, f"expected a list of integers, got {_compact(value)}")
+            return None
+        if len(value) > MAX_LAYERS or any(abs(v) > MAX_SHAPE for v in value):
+            self.report(key, f"expected at most {MAX_LAYERS} integers of at most {MAX_SHAPE}, got {_compact(value)}")
             return None
         return list(value)
 
@@ -199,7 +209,7 @@ class _Fields:
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.report(key, f"expected a list of strings, got {json.dumps(value)[:60]}")
+            self.report(key, f"expected a list of strings, got {_compact(value)}")
             return None
         return list(value)
 
@@ -208,11 +218,23 @@ class _Fields:
         if value is None:
             return None
         if not isinstance(value, Mapping):
-            self.report(key, f"expected a JSON object, got {json.dumps(value)[:60]}")
+            self.report(key, f"expected a JSON object, got {_compact(value)}")
             return None
         child = _Fields(value, self.name(key), self.ctx)
         self.ctx.children.append(child)
         return child
+
+
+#: The field that counts layers (each one a loop iteration and a list entry): bounded by MAX_LAYERS.
+_LAYER_COUNTS = frozenset({"num_hidden_layers"})
+
+
+def _compact(value: Any) -> str:
+    """A JSON value as shown in a message: at most 60 characters, huge integers by their size."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Context:
@@ -527,9 +549,9 @@ def _weights_dtype(sources: list[_Fields]) -> tuple[str, str]:
             value = c.data.get(key)
             if value is None:
                 continue
-            if value in _TORCH_DTYPES:
+            if isinstance(value, str) and value in _TORCH_DTYPES:
                 return _TORCH_DTYPES[value], f"weights {_TORCH_DTYPES[value]}: {c.name(key)} is {value}"
-            c.report(key, f"unsupported dtype {json.dumps(value)}; known: {', '.join(_TORCH_DTYPES)}")
+            c.report(key, f"unsupported dtype {_compact(value)}; known: {', '.join(_TORCH_DTYPES)}")
             return "bf16", ""
     return "bf16", "weights bf16: the config names no dtype (assumed)"
 
@@ -571,21 +593,36 @@ def _unmapped(views: list[_Fields]) -> list[Unmapped]:
     return out
 
 
+def _too_deep(text: str) -> int | None:
+    """The line where brackets first nest deeper than MAX_DEPTH (strings skipped), or None."""
+    depth = 0
+    blanked = _JSON_STRING.sub(lambda m: " " * (m.end() - m.start()), text)
+    for match in _JSON_BRACKET.finditer(blanked):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return text.count("\n", 0, match.start()) + 1
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _read_json(path: Path, display: str) -> tuple[str, Any]:
+    """Stage one: the file's text and its JSON value, within the size and depth limits of ``io.yamlsrc``;
+    NaN and Infinity (which Python's decoder accepts) are refused."""
+    text = read_text_bounded(path, display, "a config.json file")
+    line = _too_deep(text)
+    if line is not None:
+        raise InputError(Problem(file=display, line=line, message=f"malformed JSON: nested deeper than {MAX_DEPTH}"))
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(Problem(file=display, message="file not found")) from None
-    except IsADirectoryError:
-        raise InputError(Problem(file=display, message="is a directory, expected a config.json file")) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(file=display, message=f"cannot read: {exc}")) from None
-    try:
-        return text, json.loads(text)
+        return text, json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(
             Problem(file=display, line=exc.lineno, message=f"malformed JSON: {exc.msg} (column {exc.colno})")
         ) from None
+    except (ValueError, RecursionError) as exc:  # NaN/Infinity, an integer over 4,300 digits
+        raise InputError(Problem(file=display, message=f"malformed JSON: {exc}")) from None
 
 
 def import_hf_config(path: Path, *, name: str | None = None, display: str | None = None) -> ImportedCard:

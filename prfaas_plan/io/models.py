@@ -30,6 +30,14 @@ from prfaas_plan.spec.model import (
 )
 from prfaas_plan.spec.scenario import ModelCard
 
+#: The largest shape field (hidden size, vocabulary, heads, head width, experts, window, layer count): released
+#: models stay under 2^20 in every one, and products of a few such fields must stay exact in float64.
+MAX_SHAPE = 2**24
+#: Layers of a model: the deepest released models have under 200; every layer is a loop iteration downstream.
+MAX_LAYERS = 4096
+#: Parameters in billions: a thousand times the largest released model.
+MAX_PARAMETERS_B = 1e6
+
 # Required and optional shape fields of each attention kind.
 ATTENTION_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gqa": (("heads", "kv_heads", "head_dim"), ("v_head_dim",)),
@@ -65,7 +73,7 @@ def _kind_section(
     if kind is None:
         return None, values, sec
     for name in (*required, *optional):
-        value = sec.number(name, ge=1 if name in required else 0, integer=True)
+        value = sec.number(name, ge=1 if name in required else 0, le=MAX_SHAPE, integer=True)
         if value is not None:
             values[name] = int(value)
     return kind, values, sec
@@ -73,7 +81,7 @@ def _kind_section(
 
 def _attention(parent: Section) -> Attention | None:
     kind, v, sec = _kind_section(parent, "attention", ATTENTION_KINDS, ATTENTION_FIELDS)
-    if kind is None or len(v) < len(ATTENTION_FIELDS[kind][0]):
+    if kind is None or any(name not in v for name in ATTENTION_FIELDS[kind][0]):
         return None
     if kind in ("gqa", "swa") and v["heads"] % v["kv_heads"] != 0:
         sec.checker.report(
@@ -117,7 +125,7 @@ def _attention(parent: Section) -> Attention | None:
 
 def _ffn(parent: Section) -> Ffn | None:
     kind, v, sec = _kind_section(parent, "ffn", FFN_KINDS, FFN_FIELDS)
-    if kind is None or len(v) < len(FFN_FIELDS[kind][0]):
+    if kind is None or any(name not in v for name in FFN_FIELDS[kind][0]):
         return None
     if kind == "dense":
         return Ffn(kind=kind, intermediate=v["intermediate"])
@@ -143,9 +151,9 @@ def _architecture(root: Section) -> Architecture | None:
         required=("hidden_size", "vocab_size", "num_layers", "layers"),
         optional=("tie_embeddings", "dtypes"),
     )
-    hidden = arch.number("hidden_size", ge=1, integer=True)
-    vocab = arch.number("vocab_size", ge=1, integer=True)
-    num_layers = arch.number("num_layers", ge=1, integer=True)
+    hidden = arch.number("hidden_size", ge=1, le=MAX_SHAPE, integer=True)
+    vocab = arch.number("vocab_size", ge=1, le=MAX_SHAPE, integer=True)
+    num_layers = arch.number("num_layers", ge=1, le=MAX_LAYERS, integer=True)
     tie = arch.boolean("tie_embeddings", default=False)
     dtypes_sec = arch.sub("dtypes", optional=("weights", "kv_cache", "state", "conv_state"))
     dtype_names = tuple(DTYPE_BYTES)
@@ -160,7 +168,7 @@ def _architecture(root: Section) -> Architecture | None:
     complete = True
     for path, item in arch.items("layers"):
         group = Section(arch.checker, path, item, required=("count", "attention", "ffn"))
-        count = group.number("count", ge=1, integer=True)
+        count = group.number("count", ge=1, le=MAX_LAYERS, integer=True)
         attention = _attention(group)
         ffn = _ffn(group)
         if count is None or attention is None or ffn is None:
@@ -189,8 +197,8 @@ def load_model_card(path: Path, display: str | None = None) -> ModelCard:
     root = checker.root(required=("model",), optional=("architecture",))
     sec = root.sub("model", required=("name", "source"), optional=("parameters_b", "active_parameters_b", "inferred"))
     name = sec.string("name")
-    params = sec.number("parameters_b", gt=0)
-    active = sec.number("active_parameters_b", gt=0)
+    params = sec.number("parameters_b", gt=0, le=MAX_PARAMETERS_B)
+    active = sec.number("active_parameters_b", gt=0, le=MAX_PARAMETERS_B)
     source = sec.string("source")
     inferred = sec.boolean("inferred", default=False)
     architecture = _architecture(root) if root.has("architecture") else None

@@ -26,6 +26,33 @@ _TIME_FORMAT = "%.6f"
 DERIVED = ("prefill_wait_s", "decode_wait_s", "ttft_s")
 
 
+def _partial_name(target: Path) -> Path:
+    """The temporary name beside ``target`` that ``write_records_csv`` writes first."""
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Check, before a long run, that a file can be written at ``path``: a non-empty name that is not a
+    directory, in a directory where a file can be created (tried by creating and removing the temporary
+    file ``write_records_csv`` would use). Raises InputError naming the path."""
+    text = os.fspath(path)
+    target = Path(text)
+    if not text.strip() or target.name in ("", ".", ".."):
+        raise InputError(Problem(file=repr(text), message="not a file name"))
+    if target.is_dir():
+        raise InputError(Problem(file=text, message="is a directory, expected a file name"))
+    partial = _partial_name(target)
+    try:
+        with partial.open("x", encoding="utf-8"):
+            pass
+    except FileExistsError:
+        raise InputError(Problem(file=str(partial), message="a temporary file of this name is in the way")) from None
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise InputError(Problem(file=text, message=f"cannot write: {reason}")) from None
+    partial.unlink(missing_ok=True)
+
+
 def write_records_csv(path: str | os.PathLike[str], records: Records, chunk_rows: int = CHUNK_ROWS) -> None:
     """Write one CSV row per request: header ``request``, ``sim.records.COLUMNS``, then ``DERIVED`` (the waits
     and TTFT); empty cells for events that had not happened by the horizon.
@@ -39,7 +66,9 @@ def write_records_csv(path: str | os.PathLike[str], records: Records, chunk_rows
     columns = {**records.columns(), **{name: getattr(records, name) for name in DERIVED}}
     # A unique name beside the target (same filesystem, so the rename is atomic), created with mode "x" so
     # that it gets the user's usual permissions (tempfile's are 0600).
-    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    if target.name in ("", ".", ".."):
+        raise InputError(Problem(file=repr(os.fspath(path)), message="not a file name"))
+    partial = _partial_name(target)
     try:
         with partial.open("x", encoding="utf-8", newline="") as handle:
             handle.write(",".join(["request", *names]) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,54 @@ from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
 PROVENANCES = ("measured", "derived", "assumed")
 DEFAULT_SCENARIO = "paper-case-study"
 
+# Upper limits of every number in a profile or scenario: each far beyond any real value, and small enough that
+# the formulas downstream stay finite and the searches stay within memory.
+#: Lower limits: below these a figure is a unit mistake, and dividing by it overflows the formulas.
+#: A length of under one token; a link under 1 Mbit/s (the --bandwidth-gbit-per-s floor); memory under 1 MB;
+#: HBM under 1 MB/s; compute under 1 GFLOP/s; a decode SLO under 0.001 token/s; a KV size under one byte;
+#: a lognormal sigma under 0.001 (that is a fixed length: use distribution: fixed).
+MIN_TOKENS = 1.0
+MIN_LINK_GBIT_PER_S = 1e-3
+MIN_MEMORY_GB = 1e-3
+MIN_HBM_TB_PER_S = 1e-6
+MIN_DENSE_TFLOPS = 1e-3
+MIN_DECODE_TOKENS_PER_S = 1e-3
+MIN_KV_MIB = 2.0**-20
+MIN_SIGMA = 1e-3
+#: Tokens in one request: ten times the longest context any released model serves (10M).
+MAX_TOKENS = 1e8
+#: GPUs in one instance: the largest scale-up domains (NVL576) are under a thousand GPUs.
+MAX_GPUS_PER_INSTANCE = 4096
+#: Instances in one pool: thousands of GPUs at 8 per instance; the optimiser searches every prefill/decode
+#: split, so its arrays grow with the count.
+MAX_INSTANCES = 1024
+#: Requests in one decode batch: a million concurrent sequences on one instance is beyond any engine.
+MAX_DECODE_BATCH = 1e6
+#: Seconds for one prefill or decode step: a day; a larger figure is a unit mistake.
+MAX_STEP_S = 86_400.0
+#: The shortest prefill or decode step, in seconds: one kernel launch takes microseconds, so a smaller figure is
+#: a unit mistake (and would pin a calibrated efficiency at its bound of 1).
+MIN_STEP_S = 1e-6
+#: KV size of one request in MiB: 1 PiB, beyond any memory a request could hold.
+MAX_KV_MIB = 1e9
+#: Datasheet figures: memory (GB), HBM bandwidth (TB/s), dense TFLOP/s, scale-up (GB/s), scale-out (Gbit/s),
+#: power (W) and price (USD per GPU-hour), each about a thousand times today's largest part.
+MAX_MEMORY_GB = 1e6
+MAX_HBM_TB_PER_S = 1e4
+MAX_DENSE_TFLOPS = 1e7
+MAX_LINK_GB_PER_S = 1e7
+MAX_TDP_W = 1e6
+MAX_PRICE_USD_PER_HOUR = 1e5
+#: Link bandwidth (Gbit/s) of a scenario: a petabit per second, beyond any cross-cluster link.
+MAX_LINK_GBIT_PER_S = 1e6
+#: Decode speed SLO (tokens/s per request) and TTFT SLO (s): beyond these no plan is meaningful.
+MAX_DECODE_TOKENS_PER_S = 1e6
+MAX_TTFT_S = 86_400.0
+#: A lognormal's log-median mu and spread sigma: exp(30) tokens is far beyond MAX_TOKENS; measured request
+#: lengths have sigma under 3, and from sigma of about 9 the partial moments (exp of sigma squared) overflow.
+MAX_ABS_MU = 30.0
+MAX_SIGMA = 5.0
+
 
 def builtin_root() -> Path:
     """Where the built-in ``workloads/`` and ``hardware_profiles/`` live: inside the installed wheel, or the
@@ -63,14 +112,16 @@ def _display(path: Path) -> str:
 # --------------------------------------------------------------------------------------------- hardware
 
 
-def _points(sec: Section, value_key: str, scale: float) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+def _points(
+    sec: Section, value_key: str, scale: float, limit: float, low: float
+) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
     lengths: list[float] = []
     values: list[float] = []
     ok = True
     for path, item in sec.items("points"):
         point = Section(sec.checker, path, item, required=("length_tokens", value_key))
-        length = point.number("length_tokens", gt=0)
-        value = point.number(value_key, gt=0)
+        length = point.number("length_tokens", gt=0, ge=MIN_TOKENS, le=MAX_TOKENS)
+        value = point.number(value_key, gt=0, ge=low, le=limit)
         if length is None or value is None:
             ok = False
             continue
@@ -84,11 +135,11 @@ def _points(sec: Section, value_key: str, scale: float) -> tuple[tuple[float, ..
     return tuple(lengths), tuple(values)
 
 
-def _profile_points(sec: Section, value_key: str, scale: float) -> ProfilePoints | None:
+def _profile_points(sec: Section, value_key: str, scale: float, limit: float, low: float) -> ProfilePoints | None:
     provenance = sec.string("provenance", choices=PROVENANCES)
     source = sec.string("source")
     degree = sec.number("fit_degree", ge=0, le=4, integer=True)
-    pts = _points(sec, value_key, scale)
+    pts = _points(sec, value_key, scale, limit, low)
     if None in (provenance, source, degree, pts):
         return None
     assert pts is not None and degree is not None
@@ -116,17 +167,17 @@ def _instance_profile(checker: Checker, path: KeyPath, raw: Any) -> InstanceProf
         optional=("engine", "kv_cache", "decode"),
     )
     model = sec.string("model")
-    gpus = sec.number("gpus_per_instance", ge=1, integer=True)
+    gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
     engine = sec.string("engine", default="unspecified")
-    prefill = _profile_points(sec.sub("prefill", required=_POINTS_KEYS), "latency_s", 1.0)
+    prefill = _profile_points(sec.sub("prefill", required=_POINTS_KEYS), "latency_s", 1.0, MAX_STEP_S, MIN_STEP_S)
     kv = None
     if sec.has("kv_cache"):
-        kv = _profile_points(sec.sub("kv_cache", required=_POINTS_KEYS), "size_mib", MIB)
+        kv = _profile_points(sec.sub("kv_cache", required=_POINTS_KEYS), "size_mib", MIB, MAX_KV_MIB, MIN_KV_MIB)
     decode = None
     if sec.has("decode"):
         d = sec.sub("decode", required=("provenance", "source", "max_batch", "step_time_s"))
-        batch = d.number("max_batch", ge=1, integer=True)
-        step = d.number("step_time_s", gt=0)
+        batch = d.number("max_batch", ge=1, le=MAX_DECODE_BATCH, integer=True)
+        step = d.number("step_time_s", gt=0, ge=MIN_STEP_S, le=MAX_STEP_S)
         prov = d.string("provenance", choices=PROVENANCES)
         src = d.string("source")
         if None not in (batch, step, prov, src):
@@ -160,18 +211,18 @@ def load_hardware(path: Path) -> HardwareProfile:
     flops = hw.sub("dense_tflops", optional=("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"))
     dense = {}
     for key in flops.data if not flops.dead else ():
-        value = flops.number(str(key), gt=0)
+        value = flops.number(str(key), gt=0, ge=MIN_DENSE_TFLOPS, le=MAX_DENSE_TFLOPS)
         if value is not None:
             dense[str(key)] = value * TFLOP_PER_S
     if not flops.dead and not flops.data:
         checker.report(flops.path, "give at least one dtype's dense TFLOP/s")
     name = hw.string("name")
-    memory = hw.number("memory_gb", gt=0)
-    bandwidth = hw.number("hbm_bandwidth_tb_per_s", gt=0)
-    scale_up = hw.number("scale_up_bandwidth_gb_per_s", gt=0)
-    scale_out = hw.number("scale_out_gbit_per_s", gt=0)
-    tdp = hw.number("tdp_w", gt=0)
-    price = hw.number("price_usd_per_gpu_hour", gt=0)
+    memory = hw.number("memory_gb", gt=0, ge=MIN_MEMORY_GB, le=MAX_MEMORY_GB)
+    bandwidth = hw.number("hbm_bandwidth_tb_per_s", gt=0, ge=MIN_HBM_TB_PER_S, le=MAX_HBM_TB_PER_S)
+    scale_up = hw.number("scale_up_bandwidth_gb_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
+    scale_out = hw.number("scale_out_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
+    tdp = hw.number("tdp_w", gt=0, le=MAX_TDP_W)
+    price = hw.number("price_usd_per_gpu_hour", gt=0, le=MAX_PRICE_USD_PER_HOUR)
     confidence = hw.string("confidence", choices=("high", "medium", "low"))
     source = hw.string("source")
     profiles = []
@@ -223,19 +274,19 @@ def _length_distribution(sec: Section, base: Path, *, role: str) -> dist.LengthD
         if key not in sec.data:
             sec.checker.report(sec.path, f"missing required key '{key}' for a {kind} distribution")
     if kind == "fixed":
-        tokens = sec.number("tokens", gt=0)
+        tokens = sec.number("tokens", gt=0, ge=MIN_TOKENS, le=MAX_TOKENS)
         return None if tokens is None else dist.Fixed(tokens=tokens)
     if kind == "empirical":
         return _empirical(sec, base, role)
-    low = sec.number("min_tokens", ge=0)
-    high = sec.number("max_tokens", gt=0)
+    low = sec.number("min_tokens", ge=0, le=MAX_TOKENS)
+    high = sec.number("max_tokens", gt=0, ge=MIN_TOKENS, le=MAX_TOKENS)
     if low is not None and high is not None and not high > low:
         sec.checker.report((*sec.path, "max_tokens"), f"must be > min_tokens ({low:g}), got {high:g}")
         return None
     if kind == "uniform":
         return None if low is None or high is None else dist.Uniform(lower_tokens=low, upper_tokens=high)
-    mu = sec.number("mu")
-    sigma = sec.number("sigma", gt=0)
+    mu = sec.number("mu", ge=-MAX_ABS_MU, le=MAX_ABS_MU)
+    sigma = sec.number("sigma", gt=0, ge=MIN_SIGMA, le=MAX_SIGMA)
     if low is not None and low <= 0:
         sec.checker.report((*sec.path, "min_tokens"), f"must be > 0 for a lognormal, got {low:g}")
         return None
@@ -320,8 +371,8 @@ def _roofline_params(sec: Section) -> RooflineParams:
         key: r.number(key, gt=0, le=1, default=getattr(default, key))
         for key in ("compute_efficiency", "memory_efficiency", "communication_efficiency")
     }
-    overhead = r.number("overhead_s", ge=0, default=default.overhead_s)
-    step = r.number("decode_step_overhead_s", ge=0, default=default.decode_step_overhead_s)
+    overhead = r.number("overhead_s", ge=0, le=MAX_STEP_S, default=default.overhead_s)
+    step = r.number("decode_step_overhead_s", ge=0, le=MAX_STEP_S, default=default.decode_step_overhead_s)
     source = r.string("source", default="scenario roofline overrides")
     if None in values.values() or overhead is None or step is None:
         return default
@@ -341,8 +392,8 @@ def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | N
 
 def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Pool | None:
     hardware = _load_hardware_at(sec, "hardware", base)
-    gpus = sec.number("gpus_per_instance", ge=1, integer=True)
-    instances = sec.number("instances", ge=1, integer=True)
+    gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
+    instances = sec.number("instances", ge=1, le=MAX_INSTANCES, integer=True)
     method = sec.string("method", choices=POOL_METHODS, default="measured")
     params = _roofline_params(sec)
     if role == "local" and instances is not None and instances < 2:
@@ -380,6 +431,15 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
             )
             return None
         calibration, calibration_accelerator = candidates[0], source.accelerator
+        if not _rising(calibration.prefill):
+            # A flat or falling curve cannot be fitted by a roofline that grows with length: the fit would sit
+            # on its bounds (efficiency 1, overhead 0) and plan silently on a meaningless calibration.
+            sec.checker.report(
+                (*sec.path, "calibrate_from" if sec.has("calibrate_from") else "method"),
+                f"{source.file}: the '{model.key}' prefill latencies must rise with length_tokens to calibrate "
+                "against; they are flat or fall",
+            )
+            return None
     if method == "measured":
         if profile is None:
             have = ", ".join(f"{p.model} on {p.gpus_per_instance} GPUs" for p in hardware.profiles) or "none"
@@ -410,6 +470,12 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         calibration=calibration,
         calibration_accelerator=calibration_accelerator,
     )
+
+
+def _rising(points: ProfilePoints) -> bool:
+    """Whether the latencies strictly rise with length (a longer prefill is never faster)."""
+    ordered = [v for _, v in sorted(zip(points.lengths_tokens, points.values, strict=True))]
+    return all(b > a for a, b in pairwise(ordered))
 
 
 def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution, pool_path: KeyPath) -> None:
@@ -489,6 +555,14 @@ def pool_for(
                     message=f"no measured points for model '{card.key}' to calibrate the roofline against",
                 )
             )
+        if not _rising(calibration.prefill):
+            raise InputError(
+                Problem(
+                    file=profile_file.file,
+                    field="profiles",
+                    message=f"the '{card.key}' prefill latencies must rise with length_tokens to calibrate against",
+                )
+            )
     pool = Pool(
         hardware_key=profile_file.accelerator.key,
         accelerator=profile_file.accelerator,
@@ -534,6 +608,10 @@ _ARRIVAL_PARAMETERS = {
 #: The largest batch, cycle and period accepted (a batch of a million requests or a cycle of a year is a typo).
 _MAX_BATCH_SIZE_MEAN = 1e4
 _MAX_PERIOD_S = 1e8
+#: The smallest cycle or period (a millisecond) and the smallest squared CV or on-fraction (one in a million):
+#: below them the process is a Poisson one in all but overflow.
+_MIN_PERIOD_S = 1e-3
+_MIN_FRACTION = 1e-6
 
 
 def _arrival(checker: Checker, arr: Section) -> Arrival:
@@ -541,11 +619,11 @@ def _arrival(checker: Checker, arr: Section) -> Arrival:
     process does not use is reported, so a typo'd process does not silently drop its settings."""
     process = arr.string("process", choices=tuple(_ARRIVAL_PARAMETERS))
     values = {
-        "interarrival_scv": arr.number("interarrival_scv", gt=0, le=1e4, default=1.0),
-        "on_fraction": arr.number("on_fraction", gt=0, le=1, default=1.0),
-        "mean_cycle_s": arr.number("mean_cycle_s", gt=0, le=_MAX_PERIOD_S, default=60.0),
+        "interarrival_scv": arr.number("interarrival_scv", gt=0, ge=_MIN_FRACTION, le=1e4, default=1.0),
+        "on_fraction": arr.number("on_fraction", gt=0, ge=_MIN_FRACTION, le=1, default=1.0),
+        "mean_cycle_s": arr.number("mean_cycle_s", gt=0, ge=_MIN_PERIOD_S, le=_MAX_PERIOD_S, default=60.0),
         "amplitude": arr.number("amplitude", ge=0, default=0.0),
-        "period_s": arr.number("period_s", gt=0, le=_MAX_PERIOD_S, default=86_400.0),
+        "period_s": arr.number("period_s", gt=0, ge=_MIN_PERIOD_S, le=_MAX_PERIOD_S, default=86_400.0),
         "batch_size_mean": arr.number("batch_size_mean", ge=1, le=_MAX_BATCH_SIZE_MEAN, default=1.0),
     }
     if values["amplitude"] is not None and not values["amplitude"] < 1:
@@ -595,18 +673,18 @@ def load_scenario(path: Path) -> Scenario:
     slo_sec = root.sub(
         "slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s", "ttft_includes_first_decode_step")
     )
-    tokens_per_s = slo_sec.number("decode_tokens_per_s", gt=0)
-    ttft_p90 = slo_sec.number("ttft_p90_s", gt=0)
+    tokens_per_s = slo_sec.number("decode_tokens_per_s", gt=0, ge=MIN_DECODE_TOKENS_PER_S, le=MAX_DECODE_TOKENS_PER_S)
+    ttft_p90 = slo_sec.number("ttft_p90_s", gt=0, ge=MIN_STEP_S, le=MAX_TTFT_S)
     first_step = slo_sec.boolean("ttft_includes_first_decode_step", default=False)
     deployment = root.sub("deployment", required=("prfaas", "local", "link"))
     prfaas = _pool(deployment.sub("prfaas", required=_POOL_KEYS, optional=_POOL_OPTIONAL), base, model, role="prfaas")
     local_sec = deployment.sub("local", required=_POOL_KEYS, optional=(*_POOL_OPTIONAL, "kv_transfer_gbit_per_s"))
     local = _pool(local_sec, base, model, role="local")
-    rdma = local_sec.number("kv_transfer_gbit_per_s", gt=0)
+    rdma = local_sec.number("kv_transfer_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GBIT_PER_S)
     if local is not None and rdma is not None:
         local = replace(local, kv_transfer_bytes_per_s=rdma * GBIT_PER_S)
     link_sec = deployment.sub("link", required=("bandwidth_gbit_per_s",), optional=("transfer",))
-    bandwidth = link_sec.number("bandwidth_gbit_per_s", gt=0)
+    bandwidth = link_sec.number("bandwidth_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GBIT_PER_S)
     transfer = link_sec.string("transfer", choices=TRANSFER_MODES, default="after_prefill")
     if input_len is not None:
         for pool, key in ((prfaas, "prfaas"), (local, "local")):
@@ -638,7 +716,10 @@ def load_scenario(path: Path) -> Scenario:
         ),
         prfaas=prfaas,  # type: ignore[arg-type]
         local=local,  # type: ignore[arg-type]
-        link=Link(bandwidth_bytes_per_s=bandwidth * GBIT_PER_S, transfer=str(transfer)),  # type: ignore[operator]
+        link=Link(
+            bandwidth_bytes_per_s=bandwidth * GBIT_PER_S,  # type: ignore[operator]
+            transfer="layerwise" if transfer == "layerwise" else "after_prefill",
+        ),
     )
 
 

@@ -38,6 +38,15 @@ MOONCAKE_BLOCK_TOKENS = 512
 #: At most this many problems are listed one by one; the rest are counted in one closing problem.
 MAX_PROBLEMS = 20
 
+#: Largest token count a request may have (input or output). The longest context windows of current models
+#: are about 10 million tokens (Llama 4 Scout); larger counts are corrupt data and would overflow the
+#: KV-size and prefill-time curves' domain.
+MAX_TOKENS = 10_000_000
+#: Longest span a trace may cover, s (a leap year). The public traces span an hour to a week; longer spans
+#: are corrupt timestamps (milliseconds read as microseconds, epoch offsets), and in float64 seconds a
+#: year still resolves the Azure traces' 100 ns digits to about 4 ns.
+MAX_SPAN_S = 366 * 86_400.0
+
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _MS_PER_S = 1000.0
@@ -237,8 +246,8 @@ def _well_formed_fields(record: Any, latest_ms: float) -> tuple[float, int, int]
     if (
         type(input_length) is int
         and type(output_length) is int
-        and input_length >= 0
-        and output_length >= 0
+        and 0 <= input_length <= MAX_TOKENS
+        and 0 <= output_length <= MAX_TOKENS
         and (type(timestamp) is int or type(timestamp) is float)
         and math.isfinite(timestamp)
         and timestamp >= latest_ms
@@ -287,11 +296,15 @@ def _json_count(record: dict[str, Any], key: str, line: int, problems: _Problems
     if key not in record:
         return None
     value = record[key]
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
         return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    problems.add(line, key, f"must be a non-negative integer number of tokens, got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_TOKENS:
+        problems.add(line, key, f"{value:.3g} tokens is more than the {MAX_TOKENS:,} a request may have")
+        return None
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    problems.add(line, key, f"must be a non-negative integer number of tokens, got {shown}")
     return None
 
 
@@ -320,7 +333,7 @@ def _prefix_hits(record: dict[str, Any], line: int, problems: _Problems, seen_bl
 
 
 def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace | None:
-    reader = csv.reader(handle)
+    reader = _Rows(csv.reader(handle), problems)
     header = next(reader, None)
     if header is None:
         problems.add(None, None, f"empty file: expected a header row {','.join(AZURE_COLUMNS)}")
@@ -380,6 +393,28 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace 
     return _trace(file, arrival_s=arrival_s, input_tokens=inputs, output_tokens=outputs, cached_tokens=None)
 
 
+class _Rows:
+    """The rows of a CSV reader; a row it cannot parse (a field over ``csv.field_size_limit()``, 128 KiB)
+    ends the rows with a problem on its line instead of raising ``csv.Error``."""
+
+    def __init__(self, reader: Any, problems: _Problems) -> None:
+        self._reader, self._problems = reader, problems
+
+    @property
+    def line_num(self) -> int:
+        return int(self._reader.line_num)
+
+    def __iter__(self) -> _Rows:
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return list(next(self._reader))
+        except csv.Error as error:
+            self._problems.add(self.line_num, None, f"not readable as CSV: {error}")
+            raise StopIteration from None
+
+
 def _wall_clock(text: str) -> tuple[int, float] | None:
     """(proleptic Gregorian day ordinal, seconds since midnight) of "YYYY-MM-DD HH:MM:SS[.f...]", or None.
 
@@ -413,11 +448,15 @@ def _minute_start(text: str) -> tuple[int, int] | None:
 def _text_count(text: str, column: str, line: int, problems: _Problems) -> int | None:
     """A non-negative integer token count from a CSV cell."""
     try:
-        value = int(text)
+        value = int(text) if len(text) <= 20 else -1  # longer text cannot be a count <= MAX_TOKENS
     except ValueError:
         value = -1
+    if value > MAX_TOKENS:
+        problems.add(line, column, f"{value:.3g} tokens is more than the {MAX_TOKENS:,} a request may have")
+        return None
     if value < 0:
-        problems.add(line, column, f"must be a non-negative integer number of tokens, got {text!r}")
+        shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+        problems.add(line, column, f"must be a non-negative integer number of tokens, got {shown}")
         return None
     return value
 
@@ -433,6 +472,15 @@ def _trace(
     output_tokens: list[int],
     cached_tokens: list[int] | None,
 ) -> Trace:
+    if arrival_s.size and float(arrival_s[-1]) > MAX_SPAN_S:
+        past = int(np.argmax(arrival_s > MAX_SPAN_S))
+        raise InputError(
+            Problem(
+                file=file,
+                message=f"request {past + 1:,} arrives {float(arrival_s[past]):.3g} s after the first, past the "
+                f"{MAX_SPAN_S / 86_400:.0f} days a trace may span (are the timestamps in the stated unit?)",
+            )
+        )
     arrays: dict[str, Any] = {
         "arrival_s": arrival_s,
         "input_tokens": np.array(input_tokens, dtype=np.int64),

@@ -1,8 +1,9 @@
 """Stage one and the tools of stage two of YAML parsing: load a file keeping the line of every field,
 then check fields one by one, collecting every problem with its file, line and dotted path.
 
-``yaml.safe_load`` semantics (no tags, no objects), plus two checks safe_load lacks: duplicate keys are
-errors, and every value's line is remembered so a later check can point at it.
+``yaml.safe_load`` semantics (no tags, no objects), plus checks safe_load lacks: duplicate keys are
+errors, every value's line is remembered so a later check can point at it, and the parser is bounded (file
+size, nesting depth, no aliases, no overlong numbers) so a hostile file costs bounded time and memory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,87 @@ import yaml
 from prfaas_plan.errors import InputError, Problem
 
 KeyPath = tuple[str | int, ...]
+
+#: The largest input file read, in bytes: the biggest shipped YAML is under 5 KB, so 1 MiB is room for any
+#: real profile or card while keeping a hostile file (or /dev/zero) from taking the memory of the machine.
+MAX_FILE_BYTES = 1 << 20
+#: The deepest nesting of mappings and lists: the schemas nest at most 6 levels; YAML's composer and JSON's
+#: decoder recurse per level, so an unbounded depth ends in RecursionError.
+MAX_DEPTH = 32
+#: The most digits a numeric literal may have: a float64 carries 17 significant digits, and Python refuses to
+#: convert integers over 4,300 digits; nothing the schemas hold needs more than 40.
+MAX_NUMBER_CHARS = 40
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+def read_text_bounded(path: Path, display: str, what: str) -> str:
+    """Read a UTF-8 text file of at most MAX_FILE_BYTES; InputError naming ``display`` otherwise.
+
+    Reads at most one byte past the limit, so special files (``/dev/zero``, a FIFO) cannot exhaust memory.
+    """
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(Problem(file=display, message="file not found")) from None
+    except IsADirectoryError:
+        raise InputError(Problem(file=display, message=f"is a directory, expected {what}")) from None
+    except OSError as exc:
+        raise InputError(Problem(file=display, message=f"cannot read: {exc.strerror or exc}")) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise InputError(
+            Problem(file=display, message=f"larger than {MAX_FILE_BYTES // (1 << 20)} MiB; expected {what}")
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(Problem(file=display, line=line, message=f"not UTF-8 text: {exc.reason}")) from None
+
+
+class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """``SafeLoader`` that refuses aliases (no shipped file uses them, and expanding them is the "billion
+    laughs" bomb), nesting deeper than MAX_DEPTH, and numeric literals longer than MAX_NUMBER_CHARS; and that
+    turns a value its constructor cannot build (``2001-02-30``) into a marked error instead of a ValueError."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not supported; write the value out", event.start_mark
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+                )
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if (
+            isinstance(node, yaml.ScalarNode)
+            and node.tag in (_INT_TAG, _FLOAT_TAG)
+            and len(node.value) > MAX_NUMBER_CHARS
+        ):
+            raise yaml.composer.ComposerError(
+                None, None, f"a number of {len(node.value)} characters (at most {MAX_NUMBER_CHARS})", node.start_mark
+            )
+        return node
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read value {str(node.value)[:40]!r}: {exc}", node.start_mark
+            ) from None
 
 
 def dotted(path: KeyPath) -> str:
@@ -76,7 +158,15 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], problems: l
 
 def parse_yaml(text: str, file: str) -> Document:
     """Parse YAML text (safe subset) into a :class:`Document`; raise InputError on any problem."""
-    loader = yaml.SafeLoader(text)
+    if len(text) > MAX_FILE_BYTES:
+        raise InputError(Problem(file=file, message=f"larger than {MAX_FILE_BYTES // (1 << 20)} MiB"))
+    try:
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:
+        at = text.count("\n", 0, exc.position) + 1
+        raise InputError(
+            Problem(file=file, line=at, message=f"malformed YAML: non-printable character U+{exc.character:04X}")
+        ) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -102,15 +192,7 @@ def parse_yaml(text: str, file: str) -> Document:
 def load_yaml(path: Path, display: str | None = None) -> Document:
     """Read and parse one YAML file. ``display`` is the name used in messages (default: the path)."""
     name = display if display is not None else str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(Problem(file=name, message="file not found")) from None
-    except IsADirectoryError:
-        raise InputError(Problem(file=name, message="is a directory, expected a YAML file")) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(file=name, message=f"cannot read: {exc}")) from None
-    return parse_yaml(text, name)
+    return parse_yaml(read_text_bounded(path, name, "a YAML file"), name)
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:
@@ -125,12 +207,21 @@ def _type_name(value: object) -> str:
     if isinstance(value, bool):
         return f"boolean {value}"
     if isinstance(value, str):
-        return f"string '{value}'"
+        return f"string '{value[:60]}{'...' if len(value) > 60 else ''}'"
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_shown(value)}"
+
+
+def _shown(value: object) -> str:
+    """A number as written in a message: huge integers in scientific notation, never thousands of digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        digits = len(str(abs(value))) if abs(value) < 10**4000 else None
+        return f"an integer of {digits} digits" if digits is not None and digits > 300 else f"{float(value):g}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class Checker:
@@ -279,20 +370,24 @@ def check_number(
     if isinstance(value, bool) or not isinstance(value, int | float):
         checker.report(path, f"expected {kind}, got {_type_name(value)}")
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float64's range (about 1.8e308)
+        checker.report(path, f"must be a finite number, got {_shown(value)}")
+        return None
     if not math.isfinite(number):
         checker.report(path, f"must be a finite number, got {value}")
         return None
     if integer and not number.is_integer():
-        checker.report(path, f"expected an integer, got {value}")
+        checker.report(path, f"expected an integer, got {_shown(value)}")
         return None
     if gt is not None and not number > gt:
-        checker.report(path, f"must be > {gt:g}, got {value}")
+        checker.report(path, f"must be > {gt:g}, got {_shown(value)}")
         return None
     if ge is not None and not number >= ge:
-        checker.report(path, f"must be >= {ge:g}, got {value}")
+        checker.report(path, f"must be >= {ge:g}, got {_shown(value)}")
         return None
     if le is not None and not number <= le:
-        checker.report(path, f"must be <= {le:g}, got {value}")
+        checker.report(path, f"must be <= {le:g}, got {_shown(value)}")
         return None
     return number

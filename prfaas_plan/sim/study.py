@@ -24,6 +24,34 @@ from prfaas_plan.throughput import StageModel
 
 #: Offered load (fraction of Λ_max) when neither a rate nor a load is given for synthetic traffic.
 DEFAULT_LOAD = 0.7
+#: Simulated time a run may span, s (about 116 days). The link's egress is tallied in 1 s bins
+#: (``ClusterConfig.egress_bin_s``), so a span bounds their memory (10 million bins, under 100 MB); it also
+#: keeps float64 arrival times resolving well under a microsecond (spacing 2e-9 s at 1e7 s).
+MAX_HORIZON_S = 1e7
+
+
+def _check_horizon(model: StageModel, workload: Workload, threshold_tokens: float, n_prfaas: int) -> str | None:
+    """Why the run would span more than ``MAX_HORIZON_S`` of simulated time, or None. The span is bounded
+    above by the last arrival plus the offloaded requests' PrfaaS prefill work (spread over the instances)
+    and their KV transfers back to back on the link."""
+    if workload.n_requests == 0:
+        return None
+    last_s = float(workload.arrival_s[-1])
+    lengths = np.asarray(workload.input_tokens)[np.asarray(workload.input_tokens) > threshold_tokens]
+    work_s = 0.0
+    if lengths.size and n_prfaas > 0:
+        prefill_s = float(np.sum(model.prfaas_prefill(lengths))) / n_prfaas
+        transfer_s = float(np.sum(model.kv_bytes(lengths))) / model.link_bandwidth_bytes_per_s
+        work_s = prefill_s + transfer_s
+    span_s = last_s + work_s
+    if span_s <= MAX_HORIZON_S:  # also False for NaN
+        return None
+    return (
+        f"the run would span up to {span_s:.3g} s of simulated time (arrivals until {last_s:.3g} s, then "
+        f"{work_s:.3g} s of offloaded prefill and KV transfer), more than the {MAX_HORIZON_S:.0e} s (about "
+        "116 days) a run may cover: egress is tallied in 1 s bins; offer a higher rate, fewer requests or a "
+        "faster link"
+    )
 
 
 def trace_model(model: StageModel, trace: Trace) -> StageModel:
@@ -57,7 +85,7 @@ def choose_plan(
         return search(model)
     if threshold_tokens is None or n_pd_prefill is None or n_pd_decode is None:
         raise InputError(
-            Problem(field="--threshold/--n-pd-prefill/--n-pd-decode", message="give all three, or none to optimise")
+            Problem(field="threshold/n_pd_prefill/n_pd_decode", message="give all three, or none to optimise")
         )
     return evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
 
@@ -65,14 +93,14 @@ def choose_plan(
 def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float | None) -> float | None:
     """The arrival rate to offer: ``rate``, or ``load`` · Λ_max, or None when neither is given."""
     if rate_req_per_s is not None and load is not None:
-        raise InputError(Problem(field="--rate/--load", message="give one of them, not both"))
+        raise InputError(Problem(field="rate/load", message="give one of them, not both"))
     if rate_req_per_s is not None:
         if not (math.isfinite(rate_req_per_s) and rate_req_per_s > 0):
-            raise InputError(Problem(field="--rate", message=f"must be a finite number > 0, got {rate_req_per_s}"))
+            raise InputError(Problem(field="rate", message=f"must be a finite number > 0, got {rate_req_per_s}"))
         return rate_req_per_s
     if load is not None:
         if not (math.isfinite(load) and load > 0):
-            raise InputError(Problem(field="--load", message=f"must be a finite number > 0, got {load}"))
+            raise InputError(Problem(field="load", message=f"must be a finite number > 0, got {load}"))
         return load * plan.throughput_req_per_s
     return None
 
@@ -148,7 +176,7 @@ def run_study(
     try:
         check_request_count(requests)
     except ValueError as error:
-        raise InputError(Problem(field="--requests", message=str(error))) from None
+        raise InputError(Problem(field="requests", message=str(error))) from None
     start = time.perf_counter()
     if trace is not None:
         try:
@@ -161,6 +189,14 @@ def run_study(
             from prfaas_plan.sim.verify import BOOTSTRAP_BLOCKS, bootstrap_workload
 
             workload = bootstrap_workload(workload, np.random.default_rng(seed))
+            if workload.n_requests == 0:
+                raise InputError(
+                    Problem(
+                        file=trace.source,
+                        message=f"too short for a block-bootstrap resample in {BOOTSTRAP_BLOCKS} blocks "
+                        f"(seed {seed}); seed 0 replays it as recorded",
+                    )
+                )
             trace = Trace(
                 source=f"{trace.source} (block-bootstrap resample: {BOOTSTRAP_BLOCKS} blocks, seed {seed})",
                 arrival_s=np.asarray(workload.arrival_s),
@@ -183,12 +219,18 @@ def run_study(
         n_pd_decode=plan.n_pd_decode,
         decode_kv_capacity_bytes=decode_kv_capacity_bytes,
     )
+    too_long = _check_horizon(model, workload, threshold, plan.n_prfaas)
+    if too_long is not None:
+        raise InputError(
+            Problem(file=trace.source, message=too_long) if trace is not None else Problem(message=too_long)
+        )
     result = simulate(config, workload, progress=progress)
     wall_s = time.perf_counter() - start
     try:
         summary = summarize(result, warmup_fraction=warmup_fraction)
     except ValueError as error:
-        raise InputError(Problem(field="--requests", message=str(error))) from None
+        where = Problem(file=trace.source, message=str(error)) if trace is not None else None
+        raise InputError(where or Problem(field="requests", message=str(error))) from None
     return Study(
         model=model,
         plan=plan,
