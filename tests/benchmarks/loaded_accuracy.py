@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_TRACES = Path("/work/shared/data/traces")
 
 TRACES = {
     "mooncake-conversation": "conversation_trace.jsonl",
@@ -214,8 +213,8 @@ def _stationarity(path: str, warmup_fraction: float = 0.1) -> dict[str, Any]:
 
 
 def _trace_paths(traces_dir: str | None) -> dict[str, Path]:
-    """Each trace file: from ``--traces-dir``, else the repository's ``workloads/traces/``, else the shared copy."""
-    dirs = [Path(traces_dir)] if traces_dir else [REPO_ROOT / "workloads" / "traces", SHARED_TRACES]
+    """Each trace file: from ``--traces-dir``, else the repository's ``workloads/traces/``."""
+    dirs = [Path(traces_dir)] if traces_dir else [REPO_ROOT / "workloads" / "traces"]
     found = {}
     for label, name in TRACES.items():
         for d in dirs:
