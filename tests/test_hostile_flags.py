@@ -132,9 +132,14 @@ def _start(tmp_path: Path, requests: int) -> subprocess.Popen[str]:
 def test_signal_during_the_run_exits_with_one_line(tmp_path: Path, sig: signal.Signals, code: int) -> None:
     """SIGINT (Ctrl-C) exits 130 and SIGTERM 143, each with one line and no traceback, leaving no file."""
     process = _start(tmp_path, 2_000_000)
-    time.sleep(1.5)
-    process.send_signal(sig)
-    _, err = process.communicate(timeout=60)
+    try:
+        time.sleep(1.5)
+        process.send_signal(sig)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode == code, err
     assert "Traceback" not in err
     assert err.strip().count("\n") == 0 and sig.name in err
