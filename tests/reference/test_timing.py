@@ -36,12 +36,35 @@ def _qwen3_next():  # type: ignore[no-untyped-def]
     return arch
 
 
-def test_blas_threads_yields_whether_it_pinned_and_gemm_still_works() -> None:
-    """Inside the block a product is still right; the context reports a bool either way."""
+def _openblas_threads() -> int | None:
+    """OpenBLAS's thread count as its own getter reports it (None where no OpenBLAS is loaded)."""
+    import ctypes
+    import re
+    from pathlib import Path
+
+    maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
+        lib = ctypes.CDLL(path)
+        for name in timing._BLAS_SETTERS:
+            getter = name.replace("set", "get")
+            if hasattr(lib, name) and hasattr(lib, getter):
+                return int(getattr(lib, getter)())
+    return None
+
+
+def test_blas_threads_pins_one_thread_and_restores_the_count() -> None:
+    """Where OpenBLAS is loaded the block runs it on exactly one thread (its own getter says so) and the
+    previous count is back afterwards; where it is not, the context says it could not pin. A product inside
+    the block is still right."""
     a = np.arange(12.0).reshape(3, 4)
+    before = _openblas_threads()
     with timing.blas_threads(1) as pinned:
-        assert isinstance(pinned, bool)
+        inside = _openblas_threads()
         assert np.array_equal(a @ a.T, np.einsum("ij,kj->ik", a, a))
+    if pinned:
+        assert inside == 1 and _openblas_threads() == before
+    else:
+        assert before is None
 
 
 def test_prediction_is_the_roofline_plus_launch_overhead() -> None:
