@@ -56,8 +56,8 @@ def kernel(
     """
     import numpy as np
 
+    from prfaas_plan.io.hardware import load_hardware
     from prfaas_plan.io.profile_writer import write_accelerator_profile
-    from prfaas_plan.io.scenario import load_hardware
     from prfaas_plan.reference import checks, timing
 
     with handled():
@@ -142,7 +142,8 @@ def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, 
     """The cards to count-check (at reference size) and the one to time; InputError for anything unusable."""
     from prfaas_plan.errors import InputError, Problem
     from prfaas_plan.io.models import load_model_card
-    from prfaas_plan.io.scenario import builtin_root, load_named_model
+    from prfaas_plan.io.paths import builtin_root
+    from prfaas_plan.io.scenario import load_named_model
     from prfaas_plan.physics.memory import parameter_count
     from prfaas_plan.reference.model import MAX_REFERENCE_PARAMETERS, check_reference_size
     from prfaas_plan.reference.shrink import shrink_architecture

@@ -1,4 +1,4 @@
-"""Write an accelerator as a ``hardware_profiles/*.yaml`` file that ``io.scenario.load_hardware`` reads back.
+"""Write an accelerator as a ``hardware_profiles/*.yaml`` file that ``io.hardware.load_hardware`` reads back.
 
 Only the ``hardware:`` section (the datasheet part) is written, in the file's human scales (GB, TB/s,
 TFLOP/s); floats are written in full (``repr``) so a write and a read give back the same numbers. The file

@@ -11,21 +11,34 @@ from collections.abc import Iterator
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.limits import (
+    MAX_ABS_MU,
+    MAX_DECODE_TOKENS_PER_S,
+    MAX_GPUS_PER_INSTANCE,
+    MAX_INSTANCES,
+    MAX_LINK_GBIT_PER_S,
+    MAX_SIGMA,
+    MAX_STEP_S,
+    MAX_TOKENS,
+    MAX_TTFT_S,
+    MIN_DECODE_TOKENS_PER_S,
+    MIN_LINK_GBIT_PER_S,
+    MIN_SIGMA,
+    MIN_STEP_S,
+    MIN_TOKENS,
+)
 from prfaas_plan.io.models import load_model_card
+from prfaas_plan.io.paths import builtin_root, display_path
 from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import (
-    Accelerator,
-    DecodeProfile,
     HardwareProfile,
-    InstanceProfile,
     ProfilePoints,
-    Provenance,
     RooflineParams,
 )
 from prfaas_plan.spec.scenario import (
@@ -39,213 +52,9 @@ from prfaas_plan.spec.scenario import (
     Slo,
     Traffic,
 )
-from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
+from prfaas_plan.units import GBIT_PER_S
 
-PROVENANCES = ("measured", "derived", "assumed")
 DEFAULT_SCENARIO = "paper-case-study"
-
-# Upper limits of every number in a profile or scenario: each far beyond any real value, and small enough that
-# the formulas downstream stay finite and the searches stay within memory.
-#: Lower limits: below these a figure is a unit mistake, and dividing by it overflows the formulas.
-#: A length of under one token; a link under 1 Mbit/s (the --bandwidth-gbit-per-s floor); memory under 1 MB;
-#: HBM under 1 MB/s; compute under 1 GFLOP/s; a decode SLO under 0.001 token/s; a KV size under one byte;
-#: a lognormal sigma under 0.001 (that is a fixed length: use distribution: fixed).
-MIN_TOKENS = 1.0
-MIN_LINK_GBIT_PER_S = 1e-3
-MIN_MEMORY_GB = 1e-3
-MIN_HBM_TB_PER_S = 1e-6
-MIN_DENSE_TFLOPS = 1e-3
-MIN_DECODE_TOKENS_PER_S = 1e-3
-MIN_KV_MIB = 2.0**-20
-MIN_SIGMA = 1e-3
-#: Tokens in one request: ten times the longest context any released model serves (10M).
-MAX_TOKENS = 1e8
-#: GPUs in one instance: the largest scale-up domains (NVL576) are under a thousand GPUs.
-MAX_GPUS_PER_INSTANCE = 4096
-#: Instances in one pool: thousands of GPUs at 8 per instance; the optimiser searches every prefill/decode
-#: split, so its arrays grow with the count.
-MAX_INSTANCES = 1024
-#: Requests in one decode batch: a million concurrent sequences on one instance is beyond any engine.
-MAX_DECODE_BATCH = 1e6
-#: Seconds for one prefill or decode step: a day; a larger figure is a unit mistake.
-MAX_STEP_S = 86_400.0
-#: The shortest prefill or decode step, in seconds: one kernel launch takes microseconds, so a smaller figure is
-#: a unit mistake (and would pin a calibrated efficiency at its bound of 1).
-MIN_STEP_S = 1e-6
-#: KV size of one request in MiB: 1 PiB, beyond any memory a request could hold.
-MAX_KV_MIB = 1e9
-#: Datasheet figures: memory (GB), HBM bandwidth (TB/s), dense TFLOP/s, scale-up (GB/s), scale-out (Gbit/s),
-#: power (W) and price (USD per GPU-hour), each about a thousand times today's largest part.
-MAX_MEMORY_GB = 1e6
-MAX_HBM_TB_PER_S = 1e4
-MAX_DENSE_TFLOPS = 1e7
-MAX_LINK_GB_PER_S = 1e7
-MAX_TDP_W = 1e6
-MAX_PRICE_USD_PER_HOUR = 1e5
-#: Link bandwidth (Gbit/s) of a scenario: a petabit per second, beyond any cross-cluster link.
-MAX_LINK_GBIT_PER_S = 1e6
-#: Decode speed SLO (tokens/s per request) and TTFT SLO (s): beyond these no plan is meaningful.
-MAX_DECODE_TOKENS_PER_S = 1e6
-MAX_TTFT_S = 86_400.0
-#: A lognormal's log-median mu and spread sigma: exp(30) tokens is far beyond MAX_TOKENS; measured request
-#: lengths have sigma under 3, and from sigma of about 9 the partial moments (exp of sigma squared) overflow.
-MAX_ABS_MU = 30.0
-MAX_SIGMA = 5.0
-
-
-def builtin_root() -> Path:
-    """Where the built-in ``workloads/`` and ``hardware_profiles/`` live: inside the installed wheel, or the
-    repository root when running from a source checkout."""
-    packaged = Path(__file__).resolve().parents[1] / "_builtin"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2]
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-# --------------------------------------------------------------------------------------------- hardware
-
-
-def _points(
-    sec: Section, value_key: str, scale: float, limit: float, low: float
-) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    lengths: list[float] = []
-    values: list[float] = []
-    ok = True
-    for path, item in sec.items("points"):
-        point = Section(sec.checker, path, item, required=("length_tokens", value_key))
-        length = point.number("length_tokens", gt=0, ge=MIN_TOKENS, le=MAX_TOKENS)
-        value = point.number(value_key, gt=0, ge=low, le=limit)
-        if length is None or value is None:
-            ok = False
-            continue
-        lengths.append(length)
-        values.append(value * scale)
-    if not ok or not lengths:
-        return None
-    if len(set(lengths)) != len(lengths):
-        sec.checker.report((*sec.path, "points"), "length_tokens values must be distinct")
-        return None
-    return tuple(lengths), tuple(values)
-
-
-def _profile_points(sec: Section, value_key: str, scale: float, limit: float, low: float) -> ProfilePoints | None:
-    provenance = sec.string("provenance", choices=PROVENANCES)
-    source = sec.string("source")
-    degree = sec.number("fit_degree", ge=0, le=4, integer=True)
-    pts = _points(sec, value_key, scale, limit, low)
-    if None in (provenance, source, degree, pts):
-        return None
-    assert pts is not None and degree is not None
-    if len(pts[0]) < degree + 1:
-        sec.checker.report(
-            (*sec.path, "points"),
-            f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least {int(degree) + 1}",
-        )
-        return None
-    prov: Provenance = provenance  # type: ignore[assignment]
-    return ProfilePoints(
-        lengths_tokens=pts[0], values=pts[1], fit_degree=int(degree), provenance=prov, source=str(source)
-    )
-
-
-_POINTS_KEYS = ("provenance", "source", "fit_degree", "points")
-
-
-def _instance_profile(checker: Checker, path: KeyPath, raw: Any) -> InstanceProfile | None:
-    sec = Section(
-        checker,
-        path,
-        raw,
-        required=("model", "gpus_per_instance", "prefill"),
-        optional=("engine", "kv_cache", "decode"),
-    )
-    model = sec.string("model")
-    gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
-    engine = sec.string("engine", default="unspecified")
-    prefill = _profile_points(sec.sub("prefill", required=_POINTS_KEYS), "latency_s", 1.0, MAX_STEP_S, MIN_STEP_S)
-    kv = None
-    if sec.has("kv_cache"):
-        kv = _profile_points(sec.sub("kv_cache", required=_POINTS_KEYS), "size_mib", MIB, MAX_KV_MIB, MIN_KV_MIB)
-    decode = None
-    if sec.has("decode"):
-        d = sec.sub("decode", required=("provenance", "source", "max_batch", "step_time_s"))
-        batch = d.number("max_batch", ge=1, le=MAX_DECODE_BATCH, integer=True)
-        step = d.number("step_time_s", gt=0, ge=MIN_STEP_S, le=MAX_STEP_S)
-        prov = d.string("provenance", choices=PROVENANCES)
-        src = d.string("source")
-        if None not in (batch, step, prov, src):
-            assert batch is not None and step is not None
-            decode = DecodeProfile(max_batch=int(batch), step_time_s=step, provenance=prov, source=str(src))  # type: ignore[arg-type]
-    if model is None or gpus is None or prefill is None or engine is None:
-        return None
-    return InstanceProfile(
-        model=model, gpus_per_instance=int(gpus), engine=engine, prefill=prefill, kv_cache=kv, decode=decode
-    )
-
-
-_HARDWARE_KEYS = (
-    "scale_up_bandwidth_gb_per_s",
-    "scale_out_gbit_per_s",
-    "tdp_w",
-    "price_usd_per_gpu_hour",
-)
-
-
-def load_hardware(path: Path) -> HardwareProfile:
-    """Read one ``hardware_profiles/*.yaml``: the accelerator's datasheet and its (model, instance) profiles."""
-    doc = load_yaml(path, _display(path))
-    checker = Checker(doc)
-    root = checker.root(required=("hardware",), optional=("profiles",))
-    hw = root.sub(
-        "hardware",
-        required=("name", "memory_gb", "hbm_bandwidth_tb_per_s", "dense_tflops", "confidence", "source"),
-        optional=_HARDWARE_KEYS,
-    )
-    flops = hw.sub("dense_tflops", optional=("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"))
-    dense = {}
-    for key in flops.data if not flops.dead else ():
-        value = flops.number(str(key), gt=0, ge=MIN_DENSE_TFLOPS, le=MAX_DENSE_TFLOPS)
-        if value is not None:
-            dense[str(key)] = value * TFLOP_PER_S
-    if not flops.dead and not flops.data:
-        checker.report(flops.path, "give at least one dtype's dense TFLOP/s")
-    name = hw.string("name")
-    memory = hw.number("memory_gb", gt=0, ge=MIN_MEMORY_GB, le=MAX_MEMORY_GB)
-    bandwidth = hw.number("hbm_bandwidth_tb_per_s", gt=0, ge=MIN_HBM_TB_PER_S, le=MAX_HBM_TB_PER_S)
-    scale_up = hw.number("scale_up_bandwidth_gb_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
-    scale_out = hw.number("scale_out_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
-    tdp = hw.number("tdp_w", gt=0, le=MAX_TDP_W)
-    price = hw.number("price_usd_per_gpu_hour", gt=0, le=MAX_PRICE_USD_PER_HOUR)
-    confidence = hw.string("confidence", choices=("high", "medium", "low"))
-    source = hw.string("source")
-    profiles = []
-    for item_path, item in root.items("profiles") if root.has("profiles") else []:
-        profile = _instance_profile(checker, item_path, item)
-        if profile is not None:
-            profiles.append(profile)
-    checker.raise_if_any()
-    assert name is not None and memory is not None and bandwidth is not None
-    accelerator = Accelerator(
-        key=path.stem,
-        name=name,
-        memory_bytes=memory * GB,
-        hbm_bandwidth_bytes_per_s=bandwidth * TB,
-        dense_flop_per_s=dense,
-        scale_up_bandwidth_bytes_per_s=None if scale_up is None else scale_up * GB,
-        scale_out_bandwidth_bytes_per_s=None if scale_out is None else scale_out * GBIT_PER_S,
-        tdp_w=tdp,
-        price_usd_per_gpu_hour=price,
-        confidence=str(confidence),
-        source=str(source),
-    )
-    return HardwareProfile(accelerator=accelerator, profiles=tuple(profiles), file=doc.file)
 
 
 # --------------------------------------------------------------------------------------------- scenario
@@ -509,7 +318,7 @@ def _named(name: str, dirs: tuple[str, ...], what: str, option: str) -> Path:
 def load_named_model(name: str) -> ModelCard:
     """A model card by file path or built-in name (``workloads/models/NAME.yaml``)."""
     path = _named(name, ("workloads/models",), "model card", "--model")
-    return load_model_card(path, _display(path))
+    return load_model_card(path, display_path(path))
 
 
 def load_named_hardware(name: str) -> HardwareProfile:
@@ -640,7 +449,7 @@ def _arrival(checker: Checker, arr: Section) -> Arrival:
 
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario with the model card and hardware profiles it names."""
-    doc = load_yaml(path, _display(path))
+    doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     base = path.parent
     root = checker.root(required=("scenario", "model", "traffic", "slo", "deployment"))
@@ -651,7 +460,7 @@ def load_scenario(path: Path) -> Scenario:
     model = None
     if model_path is not None:
         try:
-            model = load_model_card(model_path, _display(model_path))
+            model = load_model_card(model_path, display_path(model_path))
         except InputError as exc:
             checker.problems.extend(exc.problems)
     traffic = root.sub("traffic", required=("input_length", "output_length"), optional=("arrival",))

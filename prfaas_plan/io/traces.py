@@ -106,7 +106,7 @@ def resolve_trace_path(name: str | os.PathLike[str]) -> Path:
     """
     # Imported here: io.scenario pulls in the whole spec and physics stack, which reading a trace by path
     # does not need; the built-in root must stay the one place that knows where shipped data live.
-    from prfaas_plan.io.scenario import builtin_root
+    from prfaas_plan.io.paths import builtin_root
 
     path = Path(name)
     if path.suffix.lower() in _TRACE_SUFFIXES or _exists(path):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.io.scenario import load_hardware, load_scenario, resolve_scenario_path, with_overrides
+from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
 from prfaas_plan.optimize import search
 from prfaas_plan.throughput import stage_model
 from tests.conftest import PAPER_SCENARIO, REPO, TRACES, run_cli

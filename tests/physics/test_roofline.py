@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.io.scenario import load_hardware, load_scenario
+from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.lengths import TruncatedLogNormal
 from prfaas_plan.physics.curves import PolyCurve, TabulatedCurve
 from prfaas_plan.physics.derived import calibrate, decode_capacity, prefill_seconds

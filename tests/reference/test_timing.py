@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.profile_writer import write_accelerator_profile
-from prfaas_plan.io.scenario import load_hardware
 from prfaas_plan.physics.memory import parameter_count
 from prfaas_plan.reference import timing
 from prfaas_plan.reference.model import build_model, check_reference_size

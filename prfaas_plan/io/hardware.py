@@ -1,0 +1,181 @@
+"""Hardware profiles (``hardware_profiles/*.yaml``): an accelerator's datasheet and its measured or derived
+(model, instance) profiles, validated into ``spec.hardware`` objects with every problem named by file, line
+and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prfaas_plan.io.limits import (
+    MAX_DECODE_BATCH,
+    MAX_DENSE_TFLOPS,
+    MAX_GPUS_PER_INSTANCE,
+    MAX_HBM_TB_PER_S,
+    MAX_KV_MIB,
+    MAX_LINK_GB_PER_S,
+    MAX_MEMORY_GB,
+    MAX_PRICE_USD_PER_HOUR,
+    MAX_STEP_S,
+    MAX_TDP_W,
+    MAX_TOKENS,
+    MIN_DENSE_TFLOPS,
+    MIN_HBM_TB_PER_S,
+    MIN_KV_MIB,
+    MIN_LINK_GBIT_PER_S,
+    MIN_MEMORY_GB,
+    MIN_STEP_S,
+    MIN_TOKENS,
+)
+from prfaas_plan.io.paths import display_path
+from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml
+from prfaas_plan.spec.hardware import (
+    Accelerator,
+    DecodeProfile,
+    HardwareProfile,
+    InstanceProfile,
+    ProfilePoints,
+    Provenance,
+)
+from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
+
+PROVENANCES = ("measured", "derived", "assumed")
+
+
+# --------------------------------------------------------------------------------------------- hardware
+
+
+def _points(
+    sec: Section, value_key: str, scale: float, limit: float, low: float
+) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    lengths: list[float] = []
+    values: list[float] = []
+    ok = True
+    for path, item in sec.items("points"):
+        point = Section(sec.checker, path, item, required=("length_tokens", value_key))
+        length = point.number("length_tokens", gt=0, ge=MIN_TOKENS, le=MAX_TOKENS)
+        value = point.number(value_key, gt=0, ge=low, le=limit)
+        if length is None or value is None:
+            ok = False
+            continue
+        lengths.append(length)
+        values.append(value * scale)
+    if not ok or not lengths:
+        return None
+    if len(set(lengths)) != len(lengths):
+        sec.checker.report((*sec.path, "points"), "length_tokens values must be distinct")
+        return None
+    return tuple(lengths), tuple(values)
+
+
+def _profile_points(sec: Section, value_key: str, scale: float, limit: float, low: float) -> ProfilePoints | None:
+    provenance = sec.string("provenance", choices=PROVENANCES)
+    source = sec.string("source")
+    degree = sec.number("fit_degree", ge=0, le=4, integer=True)
+    pts = _points(sec, value_key, scale, limit, low)
+    if None in (provenance, source, degree, pts):
+        return None
+    assert pts is not None and degree is not None
+    if len(pts[0]) < degree + 1:
+        sec.checker.report(
+            (*sec.path, "points"),
+            f"{len(pts[0])} points cannot determine a degree-{int(degree)} fit; give at least {int(degree) + 1}",
+        )
+        return None
+    prov: Provenance = provenance  # type: ignore[assignment]
+    return ProfilePoints(
+        lengths_tokens=pts[0], values=pts[1], fit_degree=int(degree), provenance=prov, source=str(source)
+    )
+
+
+_POINTS_KEYS = ("provenance", "source", "fit_degree", "points")
+
+
+def _instance_profile(checker: Checker, path: KeyPath, raw: Any) -> InstanceProfile | None:
+    sec = Section(
+        checker,
+        path,
+        raw,
+        required=("model", "gpus_per_instance", "prefill"),
+        optional=("engine", "kv_cache", "decode"),
+    )
+    model = sec.string("model")
+    gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
+    engine = sec.string("engine", default="unspecified")
+    prefill = _profile_points(sec.sub("prefill", required=_POINTS_KEYS), "latency_s", 1.0, MAX_STEP_S, MIN_STEP_S)
+    kv = None
+    if sec.has("kv_cache"):
+        kv = _profile_points(sec.sub("kv_cache", required=_POINTS_KEYS), "size_mib", MIB, MAX_KV_MIB, MIN_KV_MIB)
+    decode = None
+    if sec.has("decode"):
+        d = sec.sub("decode", required=("provenance", "source", "max_batch", "step_time_s"))
+        batch = d.number("max_batch", ge=1, le=MAX_DECODE_BATCH, integer=True)
+        step = d.number("step_time_s", gt=0, ge=MIN_STEP_S, le=MAX_STEP_S)
+        prov = d.string("provenance", choices=PROVENANCES)
+        src = d.string("source")
+        if None not in (batch, step, prov, src):
+            assert batch is not None and step is not None
+            decode = DecodeProfile(max_batch=int(batch), step_time_s=step, provenance=prov, source=str(src))  # type: ignore[arg-type]
+    if model is None or gpus is None or prefill is None or engine is None:
+        return None
+    return InstanceProfile(
+        model=model, gpus_per_instance=int(gpus), engine=engine, prefill=prefill, kv_cache=kv, decode=decode
+    )
+
+
+_HARDWARE_KEYS = (
+    "scale_up_bandwidth_gb_per_s",
+    "scale_out_gbit_per_s",
+    "tdp_w",
+    "price_usd_per_gpu_hour",
+)
+
+
+def load_hardware(path: Path) -> HardwareProfile:
+    """Read one ``hardware_profiles/*.yaml``: the accelerator's datasheet and its (model, instance) profiles."""
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    root = checker.root(required=("hardware",), optional=("profiles",))
+    hw = root.sub(
+        "hardware",
+        required=("name", "memory_gb", "hbm_bandwidth_tb_per_s", "dense_tflops", "confidence", "source"),
+        optional=_HARDWARE_KEYS,
+    )
+    flops = hw.sub("dense_tflops", optional=("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"))
+    dense = {}
+    for key in flops.data if not flops.dead else ():
+        value = flops.number(str(key), gt=0, ge=MIN_DENSE_TFLOPS, le=MAX_DENSE_TFLOPS)
+        if value is not None:
+            dense[str(key)] = value * TFLOP_PER_S
+    if not flops.dead and not flops.data:
+        checker.report(flops.path, "give at least one dtype's dense TFLOP/s")
+    name = hw.string("name")
+    memory = hw.number("memory_gb", gt=0, ge=MIN_MEMORY_GB, le=MAX_MEMORY_GB)
+    bandwidth = hw.number("hbm_bandwidth_tb_per_s", gt=0, ge=MIN_HBM_TB_PER_S, le=MAX_HBM_TB_PER_S)
+    scale_up = hw.number("scale_up_bandwidth_gb_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
+    scale_out = hw.number("scale_out_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
+    tdp = hw.number("tdp_w", gt=0, le=MAX_TDP_W)
+    price = hw.number("price_usd_per_gpu_hour", gt=0, le=MAX_PRICE_USD_PER_HOUR)
+    confidence = hw.string("confidence", choices=("high", "medium", "low"))
+    source = hw.string("source")
+    profiles = []
+    for item_path, item in root.items("profiles") if root.has("profiles") else []:
+        profile = _instance_profile(checker, item_path, item)
+        if profile is not None:
+            profiles.append(profile)
+    checker.raise_if_any()
+    assert name is not None and memory is not None and bandwidth is not None
+    accelerator = Accelerator(
+        key=path.stem,
+        name=name,
+        memory_bytes=memory * GB,
+        hbm_bandwidth_bytes_per_s=bandwidth * TB,
+        dense_flop_per_s=dense,
+        scale_up_bandwidth_bytes_per_s=None if scale_up is None else scale_up * GB,
+        scale_out_bandwidth_bytes_per_s=None if scale_out is None else scale_out * GBIT_PER_S,
+        tdp_w=tdp,
+        price_usd_per_gpu_hour=price,
+        confidence=str(confidence),
+        source=str(source),
+    )
+    return HardwareProfile(accelerator=accelerator, profiles=tuple(profiles), file=doc.file)

@@ -1,0 +1,50 @@
+"""The ranges every number in a hardware profile or scenario must fall in, each with its reason: far beyond
+any real value, and tight enough that the formulas downstream stay finite and the searches within memory."""
+
+# Upper limits of every number in a profile or scenario: each far beyond any real value, and small enough that
+# the formulas downstream stay finite and the searches stay within memory.
+#: Lower limits: below these a figure is a unit mistake, and dividing by it overflows the formulas.
+#: A length of under one token; a link under 1 Mbit/s (the --bandwidth-gbit-per-s floor); memory under 1 MB;
+#: HBM under 1 MB/s; compute under 1 GFLOP/s; a decode SLO under 0.001 token/s; a KV size under one byte;
+#: a lognormal sigma under 0.001 (that is a fixed length: use distribution: fixed).
+MIN_TOKENS = 1.0
+MIN_LINK_GBIT_PER_S = 1e-3
+MIN_MEMORY_GB = 1e-3
+MIN_HBM_TB_PER_S = 1e-6
+MIN_DENSE_TFLOPS = 1e-3
+MIN_DECODE_TOKENS_PER_S = 1e-3
+MIN_KV_MIB = 2.0**-20
+MIN_SIGMA = 1e-3
+#: Tokens in one request: ten times the longest context any released model serves (10M).
+MAX_TOKENS = 1e8
+#: GPUs in one instance: the largest scale-up domains (NVL576) are under a thousand GPUs.
+MAX_GPUS_PER_INSTANCE = 4096
+#: Instances in one pool: thousands of GPUs at 8 per instance; the optimiser searches every prefill/decode
+#: split, so its arrays grow with the count.
+MAX_INSTANCES = 1024
+#: Requests in one decode batch: a million concurrent sequences on one instance is beyond any engine.
+MAX_DECODE_BATCH = 1e6
+#: Seconds for one prefill or decode step: a day; a larger figure is a unit mistake.
+MAX_STEP_S = 86_400.0
+#: The shortest prefill or decode step, in seconds: one kernel launch takes microseconds, so a smaller figure is
+#: a unit mistake (and would pin a calibrated efficiency at its bound of 1).
+MIN_STEP_S = 1e-6
+#: KV size of one request in MiB: 1 PiB, beyond any memory a request could hold.
+MAX_KV_MIB = 1e9
+#: Datasheet figures: memory (GB), HBM bandwidth (TB/s), dense TFLOP/s, scale-up (GB/s), scale-out (Gbit/s),
+#: power (W) and price (USD per GPU-hour), each about a thousand times today's largest part.
+MAX_MEMORY_GB = 1e6
+MAX_HBM_TB_PER_S = 1e4
+MAX_DENSE_TFLOPS = 1e7
+MAX_LINK_GB_PER_S = 1e7
+MAX_TDP_W = 1e6
+MAX_PRICE_USD_PER_HOUR = 1e5
+#: Link bandwidth (Gbit/s) of a scenario: a petabit per second, beyond any cross-cluster link.
+MAX_LINK_GBIT_PER_S = 1e6
+#: Decode speed SLO (tokens/s per request) and TTFT SLO (s): beyond these no plan is meaningful.
+MAX_DECODE_TOKENS_PER_S = 1e6
+MAX_TTFT_S = 86_400.0
+#: A lognormal's log-median mu and spread sigma: exp(30) tokens is far beyond MAX_TOKENS; measured request
+#: lengths have sigma under 3, and from sigma of about 9 the partial moments (exp of sigma squared) overflow.
+MAX_ABS_MU = 30.0
+MAX_SIGMA = 5.0
