@@ -1,4 +1,5 @@
-"""Stage two of reading inputs: hardware profiles, model cards and scenarios, validated into frozen specs.
+"""Stage two of reading scenarios: traffic, SLO, pools and link validated into frozen specs (hardware profiles
+are read by ``io.hardware``, model cards by ``io.models``, the numeric ranges are in ``io.limits``).
 
 Every problem in a file is collected and reported with its file, line and field; references between files
 (a scenario naming a model card or a hardware profile) are resolved next to the scenario first, then in the
