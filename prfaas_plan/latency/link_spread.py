@@ -91,6 +91,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 Array = NDArray[np.float64]
+Mask = NDArray[np.bool_]
 
 # Bisection steps for the GI/M/1 root: the bracket (0, 1] of 1 - σ halves each step, so 80 steps leave
 # 2^-80 ≈ 1e-24, below double precision even when 1 - σ ≈ 1e-12 (ρ a hair below 1).
@@ -188,6 +189,19 @@ def _relaxation(x: Array, scale: Array) -> tuple[Array, Array, Array]:
     return e, lag, excess
 
 
+def _link_inputs(
+    work_s: ArrayLike, utilization: ArrayLike, mean_work_s: ArrayLike, work_scv: ArrayLike, arrival_scv: ArrayLike
+) -> tuple[Array, Array, Array, Array, Array, Mask, Mask, Mask]:
+    """The inputs of ``ps_sojourn`` and ``ps_alone_probability`` as broadcast float arrays, with the masks
+    ``valid`` (no negative input), ``loaded`` (0 < ρ < 1 and E[S] > 0) and ``unstable`` (ρ >= 1, x > 0)."""
+    arrays = [np.asarray(v, dtype=np.float64) for v in (work_s, utilization, mean_work_s, work_scv, arrival_scv)]
+    x, rho, m, cs2, ca2 = (np.asarray(a, dtype=np.float64) for a in np.broadcast_arrays(*arrays))
+    valid = (x >= 0.0) & (rho >= 0.0) & (m >= 0.0) & (cs2 >= 0.0) & (ca2 >= 0.0)
+    loaded = valid & (rho > 0.0) & (rho < 1.0) & (m > 0.0)
+    unstable = valid & (rho >= 1.0) & (x > 0.0)
+    return x, rho, m, cs2, ca2, valid, loaded, unstable
+
+
 def ps_sojourn(
     work_s: ArrayLike,
     utilization: ArrayLike,
@@ -209,15 +223,7 @@ def ps_sojourn(
     limits x → 0 (given n̄) and x → ∞ (slopes 1/(1 - ρ) and b). ρ = 0 gives (x, 0). Domain: 0 <= ρ < 1,
     x >= 0, E[S] > 0 (or ρ = 0), cs², ca² >= 0; (inf, inf) where ρ >= 1 and x > 0, NaN for negative inputs.
     """
-    x = np.asarray(work_s, dtype=np.float64)
-    rho = np.asarray(utilization, dtype=np.float64)
-    m = np.asarray(mean_work_s, dtype=np.float64)
-    cs2 = np.asarray(work_scv, dtype=np.float64)
-    ca2 = np.asarray(arrival_scv, dtype=np.float64)
-    x, rho, m, cs2, ca2 = np.broadcast_arrays(x, rho, m, cs2, ca2)
-    valid = (x >= 0.0) & (rho >= 0.0) & (m >= 0.0) & (cs2 >= 0.0) & (ca2 >= 0.0)
-    loaded = valid & (rho > 0.0) & (rho < 1.0) & (m > 0.0)
-    unstable = valid & (rho >= 1.0) & (x > 0.0)
+    x, rho, m, cs2, ca2, valid, loaded, unstable = _link_inputs(work_s, utilization, mean_work_s, work_scv, arrival_scv)
 
     r = np.where(loaded, rho, 0.5)
     mm = np.where(loaded, m, 1.0)
@@ -437,15 +443,7 @@ def ps_alone_probability(
     give P(G > x) = 1{x < m/ρ}. Same arguments, broadcasting and domain as ``ps_sojourn``; 1 where ρ = 0,
     0 where ρ >= 1 and x > 0, NaN for negative inputs.
     """
-    x = np.asarray(work_s, dtype=np.float64)
-    rho = np.asarray(utilization, dtype=np.float64)
-    m = np.asarray(mean_work_s, dtype=np.float64)
-    cs2 = np.asarray(work_scv, dtype=np.float64)
-    ca2 = np.asarray(arrival_scv, dtype=np.float64)
-    x, rho, m, cs2, ca2 = np.broadcast_arrays(x, rho, m, cs2, ca2)
-    valid = (x >= 0.0) & (rho >= 0.0) & (m >= 0.0) & (cs2 >= 0.0) & (ca2 >= 0.0)
-    loaded = valid & (rho > 0.0) & (rho < 1.0) & (m > 0.0)
-    unstable = valid & (rho >= 1.0) & (x > 0.0)
+    x, rho, m, cs2, ca2, valid, loaded, unstable = _link_inputs(work_s, utilization, mean_work_s, work_scv, arrival_scv)
     r = np.where(loaded, rho, 0.5)
     a2 = np.where(loaded, ca2, 1.0)
     gaps = np.where(loaded, x, 0.0) * r / np.where(loaded, m, 1.0)  # x in mean gaps, λx

@@ -10,29 +10,30 @@ requests routed to it, and its arrivals are split by time scale:
   the service times of its own requests, so clustered long prompts count as more work) gives the window's
   load ρ_j = U_j / (c w). Backlog the servers cannot clear is carried across windows (the fluid queue
   B_{j+1} = max(0, B_j + U_j - c w), linear inside a window), and a request arriving while it is positive
-  waits B(a)/c on top of the stochastic wait. Window loads are shrunk toward the mean by the empirical-Bayes
-  factor k = max(0, 1 - noise / between-window variance), where the noise is what the short-scale
-  variability alone would give (E[U_j] E[S] I_W): a Poisson stream keeps its stationary answer (k near 0)
-  while a drifting one keeps its drift (k near 1).
+  waits B(a)/c on top of the stochastic wait. Window loads are smoothed by two-level empirical Bayes
+  (``_smoothed_work``): coarse windows (``COARSE_WINDOWS`` windows) toward the mean rate, each window toward
+  its coarse window, each level by k = max(0, 1 - noise / observed variance), where the noise is what the
+  short-scale variability alone would give (E[U] E[S] I_W): a Poisson stream keeps its stationary answer
+  (k near 0) while a drifting or bursting one keeps its drift (k near 1).
 - **Short scale (stationary).** Inside a window the queue is G/G/c at load ρ_j (Whitt's formula with
   Erlang C, ``stages.ggc_wait``). Its arrival variability is the index of dispersion of *work* measured on
-  the pool's own requests over sub-windows of w/8, around each window's mean (I_W = Var U(v) / (E U(v) E[S]),
-  Fendick & Whitt 1989, "Measurements and approximations to describe the offered traffic and predict the
-  average workload in a single-server queue", Proc. IEEE 77(1)); for independent sizes I_W = I_N + cs², so
-  ca² = I_W - cs² (batches and clustering raise it; Poisson gives 1).
+  the pool's own requests over sub-windows of w/``SUBWINDOWS``, around each window's mean
+  (I_W = Var U(v) / (E U(v) E[S]), Fendick & Whitt 1989, "Measurements and approximations to describe the
+  offered traffic and predict the average workload in a single-server queue", Proc. IEEE 77(1)); for
+  independent sizes I_W = I_N + cs², so ca² = I_W - cs² (batches and clustering raise it; Poisson gives 1).
 - **Transient cap.** A window cannot build more stochastic backlog than a reflected Brownian motion started
   empty does in time w: E[Z(w)] = σ √(2w/π) with σ² = λ E[S]² (ca² + cs²) (Harrison 1985, Brownian Motion
   and Stochastic Flow Systems, §1.9). The stationary mean wait is capped at that (divided by c); in an
   overloaded window (ρ_j >= 1) every request waits, with that mean, on top of the fluid backlog.
 
-The window is w = ``WINDOW_RELAXATIONS`` relaxation times of the pool at its mean load, the heavy-traffic time
-scale τ = ρ E[S] (1 + cs²) / (c (1 - ρ)²) (Whitt 2002, Stochastic-Process Limits, §5.7), bounded below by
-10 mean service times and 32 arrivals and above by a quarter of the trace. The link is one server whose
-"service" is a transfer's time alone on it (S_kv/B) and whose stationary part is the processor-sharing mean
-stretch of ``stages``; the decode stage has N_d·BS_max servers holding a slot for L_out·T_decode. A request's
-TTFT is then its fluid delays, plus its route's zero-wait latency (``unloaded.RouteLatency``) with its window's
-link stretch, plus two independent waits (its prefill pool's and the decode slot's, each an atom at zero and
-an exponential), and the TTFT law is the average of the requests' laws.
+The window holds 10 mean service times and 32 arrivals, whichever is longer (one window spans the trace when
+fewer than 4 fit); these scales were chosen while comparing with the simulator on the four shipped traces.
+The link is one server whose "service" is a transfer's time alone on it (S_kv/B); each transfer's sojourn
+on it is the processor-sharing law of ``link_spread`` at its window's load. The decode stage has N_d·BS_max
+servers holding a slot for L_out·T_decode. A request's TTFT is then its fluid delays, plus its route's
+zero-wait latency (``unloaded.RouteLatency``) with its transfer's sojourn, plus two independent waits (its
+prefill pool's and the decode slot's, each an atom at zero and an exponential), and the TTFT law is the
+average of the requests' laws.
 
 What it does not capture: correlation between the stages' waits (a burst delays both prefill and decode),
 the smoothing of the stream by the prefill pools before the link and decode, and time scales between the
@@ -58,8 +59,6 @@ from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
 
-#: Window width in relaxation times of the pool at its mean load (see the module docstring).
-WINDOW_RELAXATIONS = 4.0
 #: Sub-windows per window for the short-scale dispersion of work.
 SUBWINDOWS = 4
 #: A window holds at least this many mean service times and this many arrivals.
@@ -324,10 +323,9 @@ def _unit_profile(arrival_s: Array, service_s: Array, servers: float, span_s: fl
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LinkProfile:
-    """The link driven by the offloaded transfers: per transfer its window's mean processor-sharing stretch
-    κ and the fluid delay of any overload; plus what the link looked like (fields as ``PoolProfile``)."""
+    """The link driven by the offloaded transfers: per transfer its window's load and the fluid delay of any
+    overload; plus what the link looked like (fields as ``PoolProfile``)."""
 
-    stretch: Array
     fluid_delay_s: Array
     pool: PoolProfile
     #: Each transfer's window load (capped at ``_TIMESCALE_LOAD_CAP``) for its sojourn law.
@@ -335,12 +333,14 @@ class LinkProfile:
 
 
 def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
-    """Processor-sharing link: per window, κ = 1 + ρ/(1 - ρ) · (ca² + cs²)/(1 + cs²) (``stages``), with ρ,
-    ca² and cs² of that window as ``pool_profile`` measures them on the transfers (one server, work S_kv/B)."""
+    """Processor-sharing link: each transfer's window load ρ (smoothed toward the mean by the pool's coarse
+    empirical-Bayes factor) and the fluid delay, with ca² and cs² as ``pool_profile`` measures them on the
+    transfers (one server, work S_kv/B)."""
     pool = pool_profile(start_s, work_s, 1.0, span_s, batches=False)
     if start_s.size == 0:
-        return LinkProfile(stretch=np.zeros(0), fluid_delay_s=np.zeros(0), pool=pool, utilization=np.zeros(0))
-    # Recover each transfer's window load from the pool's stationary wait inputs: recompute it directly.
+        return LinkProfile(fluid_delay_s=np.zeros(0), pool=pool, utilization=np.zeros(0))
+    # Each transfer's window load, recomputed from the pool's window width and coarse factor (one level of
+    # smoothing, where the pool's own waits use two).
     width = pool.window_s
     span = max(float(span_s), float(np.max(start_s)), 1e-9)
     n_windows = max(1, math.ceil(span / width - 1e-9))
@@ -352,9 +352,7 @@ def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
     expected = rate_work * lengths
     rho = (expected + pool.shrinkage * (work - expected)) / lengths
     rho = np.minimum(rho, _TIMESCALE_LOAD_CAP)
-    burst = (pool.arrival_scv + pool.service_scv) / (1.0 + pool.service_scv)
-    stretch = 1.0 + burst * rho / (1.0 - rho)
-    return LinkProfile(stretch=stretch[index], fluid_delay_s=pool.fluid_delay_s, pool=pool, utilization=rho[index])
+    return LinkProfile(fluid_delay_s=pool.fluid_delay_s, pool=pool, utilization=rho[index])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -534,9 +532,7 @@ def profile_ttft(
     )
     masks = {"overall": np.ones(n, dtype=bool), "offloaded": offload, "local": local}
     kinds = [k for k, mask in masks.items() if np.any(mask & kept)]
-    weights = np.stack(
-        [entry_weight * masks[k][entry_request] / np.count_nonzero(masks[k] & kept) for k in kinds]
-    )
+    weights = np.stack([entry_weight * masks[k][entry_request] / np.count_nonzero(masks[k] & kept) for k in kinds])
     quantiles = _quantiles(
         entry_latency,
         Wait(p_wait=first.p_wait[entry_request], conditional_mean_s=first.conditional_mean_s[entry_request]),
