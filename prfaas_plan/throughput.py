@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
-from prfaas_plan.physics.derived import pool_costs
+from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.spec.scenario import Arrival, Scenario, TransferMode
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")

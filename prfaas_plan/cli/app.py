@@ -289,7 +289,7 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     Example: prfaas-plan fit paper-case-study-roofline
     """
     from prfaas_plan.io.report import fit_report_to_dict
-    from prfaas_plan.physics.derived import pool_fit_reports
+    from prfaas_plan.physics.pools import pool_fit_reports
 
     with _handled():
         spec = _scenario(scenario, None, None, None)

@@ -51,7 +51,7 @@ def kv(
     """
     from prfaas_plan.io.report import kv_rows_to_dict
     from prfaas_plan.io.scenario import pool_for
-    from prfaas_plan.physics.derived import kv_rows
+    from prfaas_plan.physics.table3 import kv_rows
 
     with handled():
         check_finite(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -35,6 +36,7 @@ def import_config(
 
     Example: prfaas-plan model import ~/models/Qwen3-235B-A22B/config.json --out workloads/models/qwen3-235b.yaml
     """
+    from prfaas_plan.errors import InputError
     from prfaas_plan.io.card_writer import write_card
     from prfaas_plan.io.hf_import import card_yaml, import_hf_config
 
@@ -44,7 +46,10 @@ def import_config(
         imported = import_hf_config(config, name=name)
         text = card_yaml(imported)
         if out is not None:
-            write_card(out, text)
+            try:
+                write_card(out, text)
+            except InputError as exc:  # the library names the path; the user gave it as --out
+                raise InputError([replace(p, field="--out") for p in exc.problems]) from None
     unmapped = [{"field": u.field, "value": u.value, "reason": u.reason} for u in imported.unmapped]
     if json_output:
         target = None if out is None else str(out)

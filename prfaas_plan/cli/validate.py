@@ -58,7 +58,7 @@ def kernel(
 
     from prfaas_plan.io.hardware import load_hardware
     from prfaas_plan.io.profile_writer import write_accelerator_profile
-    from prfaas_plan.reference import checks, timing
+    from prfaas_plan.reference import checks, machine, timing
 
     with handled():
         if profile_out is not None:
@@ -66,11 +66,11 @@ def kernel(
         cards, base = _cards(model, shrink, size)
         rng = np.random.default_rng(seed)
         verdicts = checks.merge_checks([(key, checks.run_count_checks(arch, rng)) for key, arch in cards])
-        peaks = timing.measure_peaks(base, rng)
+        peaks = machine.measure_peaks(base, rng)
         out = profile_out or Path(tempfile.mkdtemp(prefix="prfaas-plan-")) / "this-machine.yaml"
         note = "Measured by `prfaas-plan validate kernel`: achieved rates of numpy on this machine."
         written = write_accelerator_profile(
-            timing.machine_accelerator(peaks, timing.physical_memory_bytes()), out, note
+            machine.machine_accelerator(peaks, machine.physical_memory_bytes()), out, note
         )
         study = timing.run_timing(base, size, load_hardware(written).accelerator, peaks, rng)
     payload = kernel_payload(verdicts, study, written, [key for key, _ in cards])

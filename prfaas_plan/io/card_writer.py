@@ -1,5 +1,5 @@
 """Writing model cards: a card as YAML text in the schema ``io/models.py`` reads (with comments), an atomic file
-write, and the sizes a card implies (for ``prfaas-plan model show``)."""
+write, and the sizes a card implies (a JSON-ready summary for display)."""
 
 from __future__ import annotations
 
@@ -105,18 +105,28 @@ def render_card(
 
 
 def write_card(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename.
+
+    Raises InputError naming ``path`` when its directory is missing or the file cannot be written; nothing is
+    left behind then.
+    """
     directory = path.parent
     if not directory.is_dir():
-        raise InputError(Problem(field="--out", message=f"no such directory: {directory}"))
+        raise InputError(Problem(file=str(path), message=f"no such directory: {directory}"))
     umask = os.umask(0)  # mkstemp creates 0600; give the card the mode an ordinary new file would get
     os.umask(umask)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as error:
+        raise InputError(Problem(file=str(path), message=f"cannot write: {error.strerror or error}")) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(Problem(file=str(path), message=f"cannot write: {error.strerror or error}")) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

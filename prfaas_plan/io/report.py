@@ -8,7 +8,8 @@ from typing import Any
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
-from prfaas_plan.physics.derived import FitReport, KvRow
+from prfaas_plan.physics.pools import FitReport
+from prfaas_plan.physics.table3 import KvRow
 from prfaas_plan.sim.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S, MIB

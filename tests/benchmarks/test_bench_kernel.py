@@ -21,9 +21,10 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from prfaas_plan.io.models import load_model_card
 from prfaas_plan.reference.cache import Cache
+from prfaas_plan.reference.conditions import steady
 from prfaas_plan.reference.kernel import decode, prefill
 from prfaas_plan.reference.model import ReferenceModel, build_model
-from prfaas_plan.reference.timing import steady, timing_architecture
+from prfaas_plan.reference.timing import timing_architecture
 from tests.conftest import REPO
 
 

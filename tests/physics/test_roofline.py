@@ -14,10 +14,12 @@ from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.lengths import TruncatedLogNormal
+from prfaas_plan.physics.calibration import calibrate
 from prfaas_plan.physics.curves import PolyCurve, TabulatedCurve
-from prfaas_plan.physics.derived import calibrate, decode_capacity, prefill_seconds
+from prfaas_plan.physics.decode import decode_capacity
 from prfaas_plan.physics.memory import weight_bytes
 from prfaas_plan.physics.ops import Op, causal_pairs, forward_ops
+from prfaas_plan.physics.prefill import prefill_seconds
 from prfaas_plan.physics.roofline import Instance, roofline_time
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture

@@ -10,14 +10,14 @@ import pytest
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.profile_writer import write_accelerator_profile
 from prfaas_plan.physics.memory import parameter_count
-from prfaas_plan.reference import timing
+from prfaas_plan.reference import conditions, machine, timing
 from prfaas_plan.reference.model import build_model, check_reference_size
 from prfaas_plan.reference.shrink import shrink_architecture
 from prfaas_plan.spec.hardware import Accelerator
 from tests.conftest import REPO
 from tests.strategies_models import one_of_each
 
-PEAKS = timing.MachinePeaks(
+PEAKS = machine.MachinePeaks(
     matmul_flop_per_s=5e10,
     memory_bytes_per_s=2e10,
     copy_bytes_per_s=2e10,
@@ -45,7 +45,7 @@ def _openblas_threads() -> int | None:
     maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
     for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
         lib = ctypes.CDLL(path)
-        for name in timing._BLAS_SETTERS:
+        for name in conditions._BLAS_SETTERS:
             getter = name.replace("set", "get")
             if hasattr(lib, name) and hasattr(lib, getter):
                 return int(getattr(lib, getter)())
@@ -58,7 +58,7 @@ def test_blas_threads_pins_one_thread_and_restores_the_count() -> None:
     the block is still right."""
     a = np.arange(12.0).reshape(3, 4)
     before = _openblas_threads()
-    with timing.blas_threads(1) as pinned:
+    with conditions.blas_threads(1) as pinned:
         inside = _openblas_threads()
         assert np.array_equal(a @ a.T, np.einsum("ij,kj->ik", a, a))
     if pinned:
@@ -69,7 +69,7 @@ def test_blas_threads_pins_one_thread_and_restores_the_count() -> None:
 
 def test_prediction_is_the_roofline_plus_launch_overhead() -> None:
     """predict() adds the launch overhead to the roofline time once, as the per-pass overhead."""
-    acc = timing.machine_accelerator(PEAKS, 1e10)
+    acc = machine.machine_accelerator(PEAKS, 1e10)
     case = timing.TimingCase(name="p", cached=3, new=4)
     bare, _ = timing.predict(one_of_each("fp32"), case, acc, 0.0)
     loaded, priced = timing.predict(one_of_each("fp32"), case, acc, 0.25)
@@ -82,7 +82,7 @@ def test_time_case_reports_consistent_figures() -> None:
     predicted / measured."""
     rng = np.random.default_rng(0)
     model = build_model(one_of_each("fp32"), rng, compute=np.float32)
-    acc = timing.machine_accelerator(PEAKS, 1e10)
+    acc = machine.machine_accelerator(PEAKS, 1e10)
     for case in (
         timing.TimingCase(name="p", cached=2, new=3),
         timing.TimingCase(name="d", cached=2, new=1, batch=2, decode=True),
@@ -126,7 +126,7 @@ def test_timed_cards_fit_the_reference_limit(size: str) -> None:
 
 def test_measured_profile_round_trips_through_the_yaml_loader(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The measured accelerator, written as a profile and read back by load_hardware, is the same accelerator."""
-    acc = timing.machine_accelerator(PEAKS, 2.5e10)
+    acc = machine.machine_accelerator(PEAKS, 2.5e10)
     path = write_accelerator_profile(acc, tmp_path / "deep" / "this-machine.yaml", comment="measured\nhere")
     loaded: Accelerator = load_hardware(path).accelerator
     assert loaded.hbm_bandwidth_bytes_per_s == pytest.approx(acc.hbm_bandwidth_bytes_per_s, rel=1e-12)
@@ -139,7 +139,7 @@ def test_measured_profile_round_trips_through_the_yaml_loader(tmp_path) -> None:
 
 def test_launch_overhead_is_positive_and_small() -> None:
     """The per-launch overhead of the tiny card is positive and under a millisecond."""
-    overhead = timing.measure_launch_overhead(_qwen3_next(), np.random.default_rng(0), repeats=1)
+    overhead = machine.measure_launch_overhead(_qwen3_next(), np.random.default_rng(0), repeats=1)
     assert 0 < overhead < 1e-3
 
 
@@ -163,4 +163,4 @@ def test_gpu_script_runs_the_products_physics_prices(decode: bool) -> None:
     ops = forward_ops(dense, cached=case.cached, new=case.new, batch=case.batch, decode=decode)
     priced = sum(float(op.matmul_flops) for op in ops if op.name in names)
     assert sum(2 * b * m * k * n for _, b, m, k, n in shapes) == priced
-    assert gpu_timing.predicted_s(dense, case, timing.machine_accelerator(PEAKS, 1e10)) > 0
+    assert gpu_timing.predicted_s(dense, case, machine.machine_accelerator(PEAKS, 1e10)) > 0

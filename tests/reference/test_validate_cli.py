@@ -9,7 +9,8 @@ from pathlib import Path
 
 from prfaas_plan.cli.validate import kernel_payload
 from prfaas_plan.reference.checks import CountChecks
-from prfaas_plan.reference.timing import MachinePeaks, TimingResult, TimingStudy
+from prfaas_plan.reference.machine import MachinePeaks
+from prfaas_plan.reference.timing import TimingResult, TimingStudy
 from tests.conftest import run_cli
 from tests.strategies_models import one_of_each
 

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from prfaas_plan.io.scenario import load_named_hardware, load_named_model, load_scenario
-from prfaas_plan.physics.derived import pool_fit_reports, prefill_seconds
 from prfaas_plan.physics.memory import transfer_bytes
+from prfaas_plan.physics.pools import pool_fit_reports
+from prfaas_plan.physics.prefill import prefill_seconds
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.units import GBIT_PER_S

@@ -1,0 +1,66 @@
+"""Decode capacity of one instance: the largest batch whose cache fits beside the weights and whose roofline
+step time meets the TPOT SLO."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from prfaas_plan.physics.memory import cache_bytes, weight_bytes
+from prfaas_plan.physics.ops import forward_ops
+from prfaas_plan.physics.roofline import Instance, roofline_time
+from prfaas_plan.spec.hardware import RooflineParams
+from prfaas_plan.spec.model import Architecture
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodeCapacity:
+    """The largest decode batch of one instance and its step time; ``limited_by`` names the binding limit."""
+
+    max_batch: int
+    step_time_s: float
+    limited_by: str
+    context_tokens: float
+
+
+def decode_step_seconds(
+    arch: Architecture, instance: Instance, params: RooflineParams, batch: NDArray[np.float64], context_tokens: float
+) -> NDArray[np.float64]:
+    """Roofline time of one decode step for ``batch`` sequences of ``context_tokens`` each."""
+    ops = forward_ops(arch, cached=context_tokens, new=1.0, batch=batch, decode=True)
+    return roofline_time(ops, arch, instance, params, batch, overhead_s=params.decode_step_overhead_s).total_s
+
+
+def decode_capacity(
+    arch: Architecture, instance: Instance, params: RooflineParams, context_tokens: float, tpot_s: float
+) -> DecodeCapacity | None:
+    """Largest batch B whose cache fits beside the weights and whose step time meets the TPOT SLO.
+
+    Memory: weights + B · cache_bytes(context) <= usable instance memory. Time: step(B) <= tpot_s; the step
+    time is non-decreasing in B, so the answer is the smaller of the two limits. None when not even one
+    request fits (the binding limit is then reported by the caller).
+    """
+    free = instance.memory_bytes - weight_bytes(arch)
+    per_request = float(cache_bytes(arch, context_tokens))
+    memory_limit = int(free // per_request) if free > 0 else 0
+    if memory_limit < 1:
+        return None
+    batches = np.arange(1, min(memory_limit, 4096) + 1, dtype=np.float64)
+    steps = decode_step_seconds(arch, instance, params, batches, context_tokens)
+    meets = np.flatnonzero(steps <= tpot_s)
+    if meets.size == 0:
+        return DecodeCapacity(
+            max_batch=0, step_time_s=float(steps[0]), limited_by="tpot_slo", context_tokens=context_tokens
+        )
+    best = int(meets[-1])
+    limited_by = "memory" if best + 1 == batches.size and memory_limit <= 4096 else "tpot_slo"
+    if best + 1 == batches.size and memory_limit > 4096:
+        limited_by = "batch_cap_4096"
+    return DecodeCapacity(
+        max_batch=int(batches[best]),
+        step_time_s=float(steps[best]),
+        limited_by=limited_by,
+        context_tokens=context_tokens,
+    )

@@ -1,0 +1,171 @@
+"""Stage-model inputs of one pool by its method (measured, calibrated, roofline): prefill-time and KV-size
+curves and decode capacity (``pool_costs``), and how well its fitted curves match their points
+(``pool_fit_reports``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from prfaas_plan.physics.calibration import calibrate
+from prfaas_plan.physics.curves import Curve, fit_profile
+from prfaas_plan.physics.decode import decode_capacity
+from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve
+from prfaas_plan.physics.roofline import Instance
+from prfaas_plan.spec.hardware import ProfilePoints, RooflineParams
+from prfaas_plan.spec.scenario import ModelCard, Pool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolCosts:
+    """What the stage model needs of one pool, with a line saying where each number came from."""
+
+    prefill: Curve
+    prefill_source: str
+    kv_bytes: Curve | None
+    kv_source: str
+    decode_max_batch: int | None
+    decode_step_time_s: float | None
+    decode_source: str
+    roofline: RooflineParams | None = None
+
+
+def pool_costs(
+    pool: Pool, card: ModelCard, *, context_tokens: float, tpot_s: float, with_decode: bool = True
+) -> PoolCosts:
+    """Prefill curve, KV-size curve and decode capacity of a pool by its method (measured, calibrated,
+    roofline). Decode capacity from the roofline is computed at ``context_tokens`` against ``tpot_s``."""
+    profile = pool.profile
+    if pool.method == "measured":
+        assert profile is not None  # the loader requires measured points for a measured pool
+        kv = fit_profile(profile.kv_cache) if profile.kv_cache is not None else None
+        decode = profile.decode
+        return PoolCosts(
+            prefill=fit_profile(profile.prefill),
+            prefill_source=(
+                f"{profile.prefill.provenance} points ({pool.hardware_key}), degree-{profile.prefill.fit_degree} fit"
+            ),
+            kv_bytes=kv,
+            kv_source=f"{profile.kv_cache.provenance} points ({pool.hardware_key})" if profile.kv_cache else "none",
+            decode_max_batch=decode.max_batch if decode else None,
+            decode_step_time_s=decode.step_time_s if decode else None,
+            decode_source=f"{decode.provenance} profile ({pool.hardware_key})" if decode else "none",
+        )
+    arch = card.architecture
+    assert arch is not None  # the loader requires an architecture for roofline and calibrated pools
+    instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
+    params = pool.roofline
+    label = (
+        "roofline, default efficiencies"
+        if params == RooflineParams()
+        else (
+            f"roofline ({params.source}: e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
+            f"overhead {params.overhead_s:.3f} s)"
+        )
+    )
+    if pool.method == "calibrated":
+        assert pool.calibration is not None and pool.calibration_accelerator is not None
+        points = pool.calibration.prefill
+        fitted = calibrate(
+            arch,
+            Instance(accelerator=pool.calibration_accelerator, gpus=pool.calibration.gpus_per_instance),
+            points.lengths_tokens,
+            points.values,
+            base=params,
+            leave_one_out=False,
+        )
+        params = fitted.params
+        label = (
+            f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
+            f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
+            f"overhead {params.overhead_s:.3f} s)"
+        )
+    capacity = decode_capacity(arch, instance, params, context_tokens, tpot_s) if with_decode else None
+    return PoolCosts(
+        prefill=prefill_curve(arch, instance, params, source=label),
+        prefill_source=label,
+        kv_bytes=kv_transfer_curve(arch),
+        kv_source=f"model card '{card.key}' architecture" + (" (inferred dimensions)" if card.inferred else ""),
+        decode_max_batch=capacity.max_batch if capacity else None,
+        decode_step_time_s=capacity.step_time_s if capacity else None,
+        decode_source=(
+            f"{label}: batch {capacity.max_batch} at {capacity.context_tokens:,.0f} tokens of context, "
+            f"limited by {capacity.limited_by}"
+            if capacity
+            else (f"{label}: not one request's cache fits beside the weights" if with_decode else "not computed")
+        ),
+        roofline=params,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitReport:
+    """How well one pool's cost curve matches its points: a polynomial fit's residuals, or a roofline
+    calibration's residuals with leave-one-out predictions. Values in ``unit`` (s or bytes)."""
+
+    name: str
+    method: str
+    provenance: str
+    unit: str
+    lengths_tokens: tuple[float, ...]
+    given: tuple[float, ...]
+    fitted: tuple[float, ...]
+    leave_one_out: tuple[float, ...] = ()
+    parameters: Mapping[str, float] = field(default_factory=dict, hash=False)
+    source: str = ""
+
+
+def _poly_report(name: str, points: ProfilePoints, unit: str) -> FitReport:
+    curve = fit_profile(points)
+    return FitReport(
+        name=name,
+        method=f"degree-{points.fit_degree} least squares",
+        provenance=points.provenance,
+        unit=unit,
+        lengths_tokens=points.lengths_tokens,
+        given=points.values,
+        fitted=tuple(float(v) for v in curve(np.asarray(points.lengths_tokens))),
+        parameters={f"c{k}": c for k, c in enumerate(curve.coefficients)},
+        source=points.source,
+    )
+
+
+def pool_fit_reports(pool: Pool, card: ModelCard, role: str) -> list[FitReport]:
+    """Fit reports of one pool: polynomial fits of measured points, or the calibration (with leave-one-out)
+    of a calibrated roofline pool. A pure roofline pool has nothing fitted and returns no report."""
+    reports: list[FitReport] = []
+    if pool.method == "measured" and pool.profile is not None:
+        reports.append(_poly_report(f"prefill {pool.hardware_key}", pool.profile.prefill, "s"))
+        if role == "prfaas" and pool.profile.kv_cache is not None:
+            reports.append(_poly_report(f"kv_cache {pool.hardware_key}", pool.profile.kv_cache, "bytes"))
+    elif pool.method == "calibrated" and card.architecture is not None:
+        assert pool.calibration is not None and pool.calibration_accelerator is not None
+        points = pool.calibration.prefill
+        result = calibrate(
+            card.architecture,
+            Instance(accelerator=pool.calibration_accelerator, gpus=pool.calibration.gpus_per_instance),
+            points.lengths_tokens,
+            points.values,
+            base=pool.roofline,
+        )
+        reports.append(
+            FitReport(
+                name=f"prefill {pool.calibration_accelerator.key} -> {pool.hardware_key} (roofline)",
+                method="roofline calibration (least squares, leave-one-out)",
+                provenance=points.provenance,
+                unit="s",
+                lengths_tokens=result.lengths_tokens,
+                given=result.measured_s,
+                fitted=result.fitted_s,
+                leave_one_out=result.leave_one_out_s,
+                parameters={
+                    "compute_efficiency": result.params.compute_efficiency,
+                    "memory_efficiency": result.params.memory_efficiency,
+                    "overhead_s": result.params.overhead_s,
+                },
+                source=points.source,
+            )
+        )
+    return reports
