@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
+from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.spec.scenario import Arrival, Scenario, TransferMode
 
@@ -88,7 +89,13 @@ def stage_model(scenario: Scenario) -> StageModel:
     # The loader guarantees measured pools carry these; derived pools always produce them.
     assert prfaas.kv_bytes is not None
     if local.decode_max_batch is None or local.decode_step_time_s is None or local.decode_max_batch < 1:
-        raise InfeasibleError(f"pd_decode: {local.decode_source}")
+        why = local.decode_source
+        arch = scenario.model.architecture
+        if arch is not None and scenario.local.method != "measured":
+            fit = memory_fit(arch, scenario.local.accelerator, scenario.local.gpus_per_instance, context)
+            if not fit.fits:
+                why = f"{scenario.local.gpus_per_instance} x {scenario.local.hardware_key}: {fit.describe()}"
+        raise InfeasibleError(f"pd_decode: {why}")
     if local.decode_step_time_s > tpot_s * (1 + 1e-9):
         raise InfeasibleError(
             f"TPOT SLO: the decode step time {local.decode_step_time_s * 1e3:.1f} ms at batch "

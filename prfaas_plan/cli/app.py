@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from prfaas_plan.cli.capacity import cost, headroom, matrix, size
 from prfaas_plan.cli.common import check_bandwidth, check_finite, check_goodput_pools, check_instances, interruptible
 from prfaas_plan.cli.common import emit as _emit
 from prfaas_plan.cli.common import handled as _handled
@@ -308,6 +309,10 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
 
 app.command()(kv)
 app.command()(simulate)
+app.command()(size)
+app.command()(cost)
+app.command()(matrix)
+app.command()(headroom)
 
 
 def main() -> None:

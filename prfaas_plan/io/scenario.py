@@ -9,12 +9,13 @@ built-in directories that ship with the package.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from itertools import pairwise
 from pathlib import Path
 
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.limits import (
     MAX_ABS_MU,
@@ -42,6 +43,7 @@ from prfaas_plan.spec.hardware import (
     ProfilePoints,
     RooflineParams,
 )
+from prfaas_plan.spec.model import DTYPE_BYTES, Dtypes
 from prfaas_plan.spec.scenario import (
     POOL_METHODS,
     TRANSFER_MODES,
@@ -158,6 +160,42 @@ def _resolve(
         f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}",
     )
     return None
+
+
+_DTYPE_CLASSES = tuple(f.name for f in fields(Dtypes))
+
+
+def _scenario_model(root: Section, base: Path) -> ModelCard | None:
+    """``model: NAME`` or ``model: {card: NAME, dtypes: {weights: fp8, ...}}``: a model card by name, with
+    its storage dtypes optionally overridden (so a scenario can try a lower weight dtype without copying the
+    card)."""
+    section, key, dtypes = root, "model", None
+    if isinstance(root.raw("model"), dict):
+        section = root.sub("model", required=("card",), optional=("dtypes",))
+        key = "card"
+        dtypes = section.sub("dtypes", optional=_DTYPE_CLASSES)
+    path = _resolve(section, key, base, _MODEL_DIRS, "model card")
+    overrides = {}
+    if dtypes is not None and not dtypes.dead:
+        for cls in _DTYPE_CLASSES:
+            value = dtypes.string(cls, choices=tuple(DTYPE_BYTES))
+            if value is not None:
+                overrides[cls] = value
+    if path is None:
+        return None
+    try:
+        card = load_model_card(path, display_path(path))
+    except InputError as exc:
+        root.checker.problems.extend(exc.problems)
+        return None
+    if overrides:
+        if card.architecture is None:
+            root.checker.report((*section.path, "dtypes"), f"model card '{card.key}' has no architecture to override")
+            return None
+        arch = replace(card.architecture, dtypes=replace(card.architecture.dtypes, **overrides))
+        note = ", ".join(f"{k} {v}" for k, v in overrides.items())
+        card = replace(card, architecture=arch, source=f"{card.source} (dtypes overridden by the scenario: {note})")
+    return card
 
 
 _POOL_KEYS = ("hardware", "gpus_per_instance", "instances")
@@ -453,17 +491,11 @@ def load_scenario(path: Path) -> Scenario:
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     base = path.parent
-    root = checker.root(required=("scenario", "model", "traffic", "slo", "deployment"))
+    root = checker.root(required=("scenario", "model", "traffic", "slo", "deployment"), optional=("cost", "target"))
     meta = root.sub("scenario", required=("name",), optional=("description", "source"))
     name = meta.string("name")
     description = meta.string("description", default="")
-    model_path = _resolve(root, "model", base, _MODEL_DIRS, "model card")
-    model = None
-    if model_path is not None:
-        try:
-            model = load_model_card(model_path, display_path(model_path))
-        except InputError as exc:
-            checker.problems.extend(exc.problems)
+    model = _scenario_model(root, base)
     traffic = root.sub("traffic", required=("input_length", "output_length"), optional=("arrival",))
     input_sec = traffic.sub(
         "input_length",
@@ -500,36 +532,41 @@ def load_scenario(path: Path) -> Scenario:
         for pool, key in ((prfaas, "prfaas"), (local, "local")):
             if pool is not None:
                 _check_shapes(checker, pool, input_len, ("deployment", key))
+    cost = parse_cost(root.sub("cost", optional=COST_KEYS))
+    target = parse_target(root.sub("target", required=("rate_req_per_s",), optional=TARGET_KEYS), ttft_p90)
     checker.raise_if_any()
-    assert None not in (
-        name,
-        model,
-        input_len,
-        output_len,
-        tokens_per_s,
-        prfaas,
-        local,
-        bandwidth,
-        transfer,
-        first_step,
-    )
+    # Every getter above records a problem when it returns None, so after raise_if_any nothing is None; the
+    # checks below say so to the type checker and would name a loader bug rather than pass a None on.
+    if (
+        name is None
+        or model is None
+        or input_len is None
+        or output_len is None
+        or tokens_per_s is None
+        or prfaas is None
+        or local is None
+        or bandwidth is None
+    ):
+        raise RuntimeError(f"{doc.file}: a field was neither read nor reported (a bug in the scenario loader)")
     return Scenario(
-        name=str(name),
-        description=str(description),
+        name=name,
+        description=description or "",
         file=doc.file,
-        model=model,  # type: ignore[arg-type]
-        traffic=Traffic(input_length=input_len, output_length=output_len, arrival=arrival),  # type: ignore[arg-type]
+        model=model,
+        traffic=Traffic(input_length=input_len, output_length=output_len, arrival=arrival),
         slo=Slo(
-            decode_tokens_per_s=tokens_per_s,  # type: ignore[arg-type]
+            decode_tokens_per_s=tokens_per_s,
             ttft_p90_s=ttft_p90,
             ttft_includes_first_decode_step=bool(first_step),
         ),
-        prfaas=prfaas,  # type: ignore[arg-type]
-        local=local,  # type: ignore[arg-type]
+        prfaas=prfaas,
+        local=local,
         link=Link(
-            bandwidth_bytes_per_s=bandwidth * GBIT_PER_S,  # type: ignore[operator]
+            bandwidth_bytes_per_s=bandwidth * GBIT_PER_S,
             transfer="layerwise" if transfer == "layerwise" else "after_prefill",
         ),
+        cost=cost,
+        target=target,
     )
 
 

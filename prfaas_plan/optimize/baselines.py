@@ -3,7 +3,8 @@ and the comparisons that set a plan beside them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -81,3 +82,82 @@ def plan_comparison(
     """A given plan (``evaluate_given``) beside the baselines."""
     plan = evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
     return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HomogeneousShape:
+    """What a homogeneous-PD baseline is made of: ``instances`` local-type instances of ``gpus_per_instance``
+    GPUs, and on what basis it was sized ("equal GPU count" or "equal cost")."""
+
+    instances: int
+    gpus_per_instance: int
+    basis: str
+    detail: str
+
+
+def equal_gpu_shape(n_local: int, prfaas_gpus: int, local_gpus_per_instance: int) -> HomogeneousShape:
+    """The paper's Table 6 baseline: the PrfaaS GPUs counted as local-type GPUs (32 H200 + 64 H20 -> 96 H20 =
+    12 instances); GPUs that do not fill a whole instance are dropped."""
+    extra = prfaas_gpus // local_gpus_per_instance
+    dropped = prfaas_gpus - extra * local_gpus_per_instance
+    detail = f"{n_local} local instances + {prfaas_gpus} PrfaaS GPUs counted as {extra} local-type instances" + (
+        f" ({dropped} GPUs that fill no instance dropped)" if dropped else ""
+    )
+    return HomogeneousShape(
+        instances=n_local + extra, gpus_per_instance=local_gpus_per_instance, basis="equal GPU count", detail=detail
+    )
+
+
+def homogeneous_at(model: StageModel, instances: int) -> PlanEvaluation:
+    """Best split of a homogeneous-PD pool of ``instances`` local-type instances (no PrfaaS, no link)."""
+    return best_split_without_offload(replace(model, n_prfaas=0, n_local=instances), label="homogeneous-pd")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RatioPoint:
+    """Equal-cost homogeneous PD at one price ratio r = (PrfaaS GPU-hour) / (local GPU-hour), GPUs only.
+
+    Instances ``homogeneous_instances`` = floor(N_local + r · G_prfaas / g_local) cover every r in
+    [``ratio_low``, ``ratio_high``).
+    """
+
+    ratio_low: float
+    ratio_high: float
+    homogeneous_instances: int
+    homogeneous_throughput_req_per_s: float
+    gain: float
+
+
+def equal_cost_ratio_table(
+    model: StageModel,
+    plan_throughput_req_per_s: float,
+    prfaas_gpus: int,
+    local_gpus_per_instance: int,
+    ratios: tuple[float, float] = (0.5, 4.0),
+) -> tuple[RatioPoint, ...]:
+    """Λ_max gain of the plan over homogeneous PD of the same GPU cost, for price ratios in ``ratios``.
+
+    The budget is N_local · g_local + r · G_prfaas local-GPU-hours (GPUs only: the link is left out, as the
+    paper's equal-cost sentence prices GPUs only), and the baseline buys the whole instances it affords.
+    """
+    per_ratio = prfaas_gpus / local_gpus_per_instance  # local instances bought per unit of r
+    if per_ratio <= 0:
+        return ()
+    first = model.n_local + math.floor(ratios[0] * per_ratio)
+    last = model.n_local + math.floor(ratios[1] * per_ratio)
+    points = []
+    for n in range(max(first, 2), last + 1):
+        low, high = max(ratios[0], (n - model.n_local) / per_ratio), min(ratios[1], (n + 1 - model.n_local) / per_ratio)
+        if not low < high:
+            continue
+        homog = homogeneous_at(model, n)
+        points.append(
+            RatioPoint(
+                ratio_low=low,
+                ratio_high=high,
+                homogeneous_instances=n,
+                homogeneous_throughput_req_per_s=homog.throughput_req_per_s,
+                gain=plan_throughput_req_per_s / homog.throughput_req_per_s - 1.0,
+            )
+        )
+    return tuple(points)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from prfaas_plan.lengths import LengthDistribution
+from prfaas_plan.spec.cost import CostInputs, Target
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -148,3 +149,7 @@ class Scenario:
     prfaas: Pool
     local: Pool
     link: Link
+    #: Prices (GPU-hour overrides, link, electricity); empty: the hardware profiles' prices, a free link.
+    cost: CostInputs = field(default_factory=CostInputs)
+    #: What ``size`` must carry (the scenario's ``target`` section); None: given on the command line.
+    target: Target | None = None

@@ -1,0 +1,368 @@
+"""Capacity commands: ``size`` (the cheapest deployment for a target) and ``cost`` (a plan priced, beside
+homogeneous PD at equal GPU count and at equal cost)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import typer
+
+from prfaas_plan.cli.common import check_finite, emit, handled
+from prfaas_plan.errors import InfeasibleError, InputError, Problem
+
+ScenarioArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="Scenario YAML file, or a built-in scenario name (default: paper-case-study).", show_default=False
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+
+#: Link sizes listed in the knee table when the link has no price list (Gbit/s).
+KNEE_GRID_GBIT_PER_S = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 400.0)
+
+
+def _bandwidths(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise InputError(
+                Problem(field="--bandwidths", message=f"expected comma-separated Gbit/s values, got {part!r}")
+            ) from None
+        if not (math.isfinite(value) and 1e-3 <= value <= 1e6):
+            raise InputError(Problem(field="--bandwidths", message=f"each value must be in 0.001..1e6, got {part}"))
+        values.append(value)
+    if len(values) > 256:
+        raise InputError(Problem(field="--bandwidths", message=f"at most 256 values, got {len(values)}"))
+    return values
+
+
+def _target(spec: Any, rate: float | None, ttft_p90_s: float | None) -> Any:
+    from prfaas_plan.spec.cost import Target
+
+    goal = spec.target
+    rate = rate if rate is not None else (goal.rate_req_per_s if goal else None)
+    slo = ttft_p90_s if ttft_p90_s is not None else (goal.ttft_slo_s if goal else spec.slo.ttft_p90_s)
+    problems = []
+    if rate is None:
+        problems.append(Problem(field="--rate", message="no target rate: give --rate or a target section"))
+    if slo is None:
+        problems.append(Problem(field="--ttft-p90-s", message="no TTFT SLO: give --ttft-p90-s, target or slo"))
+    for flag, value in (("--rate", rate), ("--ttft-p90-s", slo)):
+        if value is not None and not value > 0:
+            problems.append(Problem(field=flag, message=f"must be > 0, got {value}"))
+    if rate is not None and rate > 1e6:
+        problems.append(Problem(field="--rate", message=f"must be <= 1e6 req/s, got {rate}"))
+    if problems:
+        raise InputError(problems)
+    return Target(rate_req_per_s=float(rate), ttft_slo_s=float(slo), quantile=0.9)  # type: ignore[arg-type]
+
+
+def _priced(spec: Any) -> Any:
+    from prfaas_plan.optimize.cost import unit_prices
+
+    prices = unit_prices(spec)
+    missing = [
+        f"{pool.hardware_key}: {src}"
+        for pool, value, src in (
+            (
+                spec.prfaas,
+                prices.prfaas_usd_per_instance_hour,
+                prices.sources[f"GPU-hour ({spec.prfaas.hardware_key}, PrfaaS)"],
+            ),
+            (
+                spec.local,
+                prices.local_usd_per_instance_hour,
+                prices.sources[f"GPU-hour ({spec.local.hardware_key}, local)"],
+            ),
+        )
+        if value is None
+    ]
+    if missing:
+        raise InputError([Problem(file=spec.file, field="cost.gpu_usd_per_hour", message=m) for m in missing])
+    return prices
+
+
+def size(
+    scenario: ScenarioArg = None,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Target arrival rate, req/s (default: the scenario's target).")
+    ] = None,
+    ttft_p90_s: Annotated[
+        float | None,
+        typer.Option("--ttft-p90-s", help="P90 TTFT SLO, s (default: the scenario's target, then its slo)."),
+    ] = None,
+    bandwidths: Annotated[
+        str | None,
+        typer.Option(
+            "--bandwidths",
+            help="Link sizes to consider, Gbit/s, comma-separated (default: the priced ports' multiples up to "
+            "twice the target's full-offload egress; a free link: the scenario's bandwidth).",
+        ),
+    ] = None,
+    max_prfaas: Annotated[
+        int | None, typer.Option("--max-prfaas", min=1, max=10_000, help="Most PrfaaS instances.")
+    ] = None,
+    max_local: Annotated[
+        int | None, typer.Option("--max-local", min=2, max=10_000, help="Most local instances.")
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify/--no-verify", help="Simulate the sized deployment at the target rate (P90 TTFT)."),
+    ] = True,
+    json_output: JsonOpt = False,
+) -> None:
+    """The cheapest deployment (PrfaaS instances, local instances, link, threshold and split) that carries a
+    rate within a P90 TTFT SLO, beside the cheapest homogeneous PD; the scenario's own deployment's largest
+    rate within the SLO; and what each link size buys the sized deployment.
+
+    Example: prfaas-plan size --rate 3 --ttft-p90-s 5
+    """
+    from dataclasses import replace
+
+    from prfaas_plan.io.capacity_report import carried_to_dict, knee_to_dict, sizing_to_dict
+    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.optimize.sizing import bandwidth_knee, default_search_space, max_rate
+    from prfaas_plan.optimize.sizing import size as size_deployment
+    from prfaas_plan.throughput import stage_model
+    from prfaas_plan.units import GBIT_PER_S
+
+    with handled():
+        check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
+        given = _bandwidths(bandwidths)
+        spec = load_scenario(resolve_scenario_path(scenario))
+        target = _target(spec, rate, ttft_p90_s)
+        prices = _priced(spec)
+        model = stage_model(spec)
+        space = default_search_space(
+            model,
+            prices,
+            target,
+            bandwidths_bytes_per_s=None if given is None else [b * GBIT_PER_S for b in given],
+            max_prfaas=max_prfaas,
+            max_local=max_local,
+        )
+        links = list(space.bandwidths_bytes_per_s)
+        sizing = size_deployment(
+            model,
+            prices,
+            target,
+            bandwidths_bytes_per_s=links,
+            max_prfaas=space.max_prfaas,
+            max_local=space.max_local,
+            decode_service_scv=spec.traffic.output_length.scv,
+        )
+        own = max_rate(model, target.ttft_slo_s, target.quantile, decode_service_scv=spec.traffic.output_length.scv)
+        payload: dict[str, Any] = {"scenario": spec.name, "sizing": sizing_to_dict(sizing)}
+        payload["given_deployment"] = {
+            "n_prfaas": spec.prfaas.instances,
+            "n_local": spec.local.instances,
+            "link_bandwidth_gbit_per_s": spec.link.bandwidth_bytes_per_s / GBIT_PER_S,
+            "largest_rate_within_slo": carried_to_dict(own),
+        }
+        best = sizing.prfaas_pd
+        check = None
+        if best is not None:
+            sized = replace(
+                model,
+                n_prfaas=best.n_prfaas,
+                n_local=best.n_local,
+                link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s,
+            )
+            knee_links = sorted({*links, *(g * GBIT_PER_S for g in KNEE_GRID_GBIT_PER_S)})
+            knee = bandwidth_knee(sized, knee_links, prices)
+            payload["bandwidth_knee"] = knee_to_dict(knee)
+            check = _simulated_p90(sized, best, target, spec) if verify else None
+            payload["simulation_check"] = check
+        if sizing.prfaas_pd is None and sizing.homogeneous_pd is None:
+            raise InfeasibleError(list(sizing.reasons))
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.capacity_render import print_sizing
+
+    print_sizing(spec, sizing, payload, check)
+
+
+def _simulated_p90(model: Any, best: Any, target: Any, spec: Any) -> dict[str, Any] | None:
+    """P90 TTFT of the sized deployment at the target rate, closed form and simulation (95 % interval)."""
+    from prfaas_plan.sim.closed_form import Traffic
+    from prfaas_plan.sim.verify import check_loaded
+
+    check = check_loaded(
+        model,
+        best.threshold_tokens,
+        best.n_pd_prefill,
+        best.n_pd_decode,
+        target.rate_req_per_s,
+        Traffic(output_lengths=spec.traffic.output_length),
+        replications=3,
+        requests=20_000,
+    )
+    if check.simulated is None:
+        return None
+    figure = check.simulated.figures["overall"]["p90"]
+    closed = check.closed.ttft.p90_s if check.closed.ttft is not None else None
+    return {
+        "rate_req_per_s": target.rate_req_per_s,
+        "closed_form_p90_s": closed,
+        "simulated_p90_s": figure.value,
+        "simulated_p90_half_width_s": figure.half_width if math.isfinite(figure.half_width) else None,
+        "meets_slo_in_simulation": figure.value <= target.ttft_slo_s,
+        "replications": check.simulated.replications,
+        "requests": check.simulated.requests,
+    }
+
+
+def cost(
+    scenario: ScenarioArg = None,
+    resolution_tokens: Annotated[
+        float, typer.Option("--resolution-tokens", min=0.001, help="Resolution of the threshold search.")
+    ] = 10.0,
+    json_output: JsonOpt = False,
+) -> None:
+    """The throughput-optimal plan priced (per hour, per million tokens), beside homogeneous PD at equal GPU
+    count (the paper's Table 6) and at equal cost, and the equal-cost gain at every price ratio.
+
+    Example: prfaas-plan cost
+    """
+    from prfaas_plan.io.capacity_report import cost_comparison_to_dict
+    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.optimize import search
+    from prfaas_plan.optimize.economics import cost_comparison
+    from prfaas_plan.throughput import stage_model
+
+    with handled():
+        check_finite({"--resolution-tokens": resolution_tokens})
+        spec = load_scenario(resolve_scenario_path(scenario))
+        prices = _priced(spec)
+        model = stage_model(spec)
+        plan = search(model, resolution_tokens)
+        result = cost_comparison(
+            model,
+            prices,
+            plan,
+            prfaas_gpus_per_instance=spec.prfaas.gpus_per_instance,
+            local_gpus_per_instance=spec.local.gpus_per_instance,
+        )
+        payload = {"scenario": spec.name, **cost_comparison_to_dict(result, spec.local.hardware_key)}
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.capacity_render import print_cost
+
+    print_cost(spec, result)
+
+
+def _names(text: str, flag: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError(Problem(field=flag, message="expected comma-separated hardware names"))
+    return names
+
+
+def matrix(
+    scenario: ScenarioArg = None,
+    prefill: Annotated[
+        str, typer.Option("--prefill", help="PrfaaS (prefill) hardware, comma-separated names.")
+    ] = "h200,b200,h100,mi300x",
+    local: Annotated[str, typer.Option("--local", help="Local PD hardware, comma-separated names.")] = "h20,h800,h100",
+    rate: Annotated[float | None, typer.Option("--rate", help="Target rate, req/s (default: the scenario's).")] = None,
+    ttft_p90_s: Annotated[
+        float | None, typer.Option("--ttft-p90-s", help="P90 TTFT SLO, s (default: the scenario's).")
+    ] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Size every (prefill hardware x local hardware) pair to the same target, each pool from the best
+    evidence for it (measured, calibrated roofline, roofline), and the Pareto frontier of cost against
+    goodput and against throughput.
+
+    Example: prfaas-plan matrix --prefill h200,b200 --local h20,h100 --rate 3 --ttft-p90-s 5
+    """
+    from prfaas_plan.io.capacity_report import matrix_to_dict
+    from prfaas_plan.io.matrix import matrix_cells
+    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.optimize.cost import unit_prices
+    from prfaas_plan.optimize.matrix import CellInput, hardware_matrix
+    from prfaas_plan.throughput import stage_model
+
+    with handled():
+        check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
+        spec = load_scenario(resolve_scenario_path(scenario))
+        target = _target(spec, rate, ttft_p90_s)
+        inputs = []
+        for cell in matrix_cells(spec, _names(prefill, "--prefill"), _names(local, "--local")):
+            model, prices, reason = None, None, cell.reason
+            if cell.scenario is not None:
+                try:
+                    model = stage_model(cell.scenario)
+                except InfeasibleError as exc:
+                    reason = "; ".join(exc.reasons)
+                prices = unit_prices(cell.scenario)
+                if reason is None and not prices.complete:
+                    reason = "no price: " + "; ".join(v for v in prices.sources.values() if v.startswith("no price"))
+                    model = None
+            inputs.append(
+                CellInput(
+                    prefill=cell.prefill,
+                    local=cell.local,
+                    model=model if reason is None else None,
+                    prices=prices,
+                    reason=reason,
+                    prefill_provenance=cell.prefill_provenance,
+                    local_provenance=cell.local_provenance,
+                )
+            )
+        result = hardware_matrix(inputs, target, decode_service_scv=spec.traffic.output_length.scv)
+        payload = {"scenario": spec.name, **matrix_to_dict(result)}
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.capacity_render import print_matrix
+
+    print_matrix(spec, result)
+
+
+def headroom(
+    scenario: ScenarioArg = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="Target rate, req/s (default: the scenario's).")] = None,
+    ttft_p90_s: Annotated[
+        float | None, typer.Option("--ttft-p90-s", help="P90 TTFT SLO, s (default: the scenario's).")
+    ] = None,
+    step: Annotated[
+        float, typer.Option("--step", min=0.01, max=0.9, help="Relative move of each input in the tornado.")
+    ] = 0.2,
+    json_output: JsonOpt = False,
+) -> None:
+    """How much the scenario's deployment can lose: a tornado of Λ_max, goodput and cost per million tokens
+    against each input (±step, t and split re-optimised), and N-1 (one PrfaaS instance, one local instance,
+    half the link) with whether the target is still carried and its P90 TTFT.
+
+    Example: prfaas-plan headroom --rate 2 --ttft-p90-s 5
+    """
+    from prfaas_plan.io.capacity_report import headroom_to_dict
+    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.optimize.headroom import n_minus_one, tornado
+    from prfaas_plan.throughput import stage_model
+
+    with handled():
+        check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s, "--step": step})
+        spec = load_scenario(resolve_scenario_path(scenario))
+        target = _target(spec, rate, ttft_p90_s)
+        prices = _priced(spec)
+        model = stage_model(spec)
+        scv = spec.traffic.output_length.scv
+        bars = tornado(model, prices, target.ttft_slo_s, target.quantile, step=step, decode_service_scv=scv)
+        failures = n_minus_one(model, target, decode_service_scv=scv)
+        payload = {"scenario": spec.name, **headroom_to_dict(target, bars, failures)}
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.capacity_render import print_headroom
+
+    print_headroom(spec, target, bars, failures)

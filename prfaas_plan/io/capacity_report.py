@@ -1,0 +1,247 @@
+"""Machine-readable reports of the capacity questions: costs, sizing, the bandwidth knee, the equal-cost
+comparison (plain JSON-ready dictionaries; units in every key)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prfaas_plan.optimize.baselines import HomogeneousShape
+from prfaas_plan.optimize.cost import CostBreakdown, TokenCost
+from prfaas_plan.optimize.economics import CostComparison, PlanCost, Priced
+from prfaas_plan.optimize.headroom import Failure, Tornado
+from prfaas_plan.optimize.matrix import HardwareMatrix
+from prfaas_plan.optimize.sizing import BandwidthKnee, Carried, Deployment, Sizing
+from prfaas_plan.spec.cost import Target
+from prfaas_plan.units import GBIT_PER_S
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else value
+
+
+def breakdown_to_dict(cost: CostBreakdown) -> dict[str, Any]:
+    """Hourly cost by component (USD/h)."""
+    return {
+        "total_usd_per_hour": cost.total_usd_per_hour,
+        "prfaas_gpus_usd_per_hour": cost.prfaas_usd_per_hour,
+        "local_gpus_usd_per_hour": cost.local_usd_per_hour,
+        "link_usd_per_hour": cost.link_usd_per_hour,
+        "egress_usd_per_hour": cost.egress_usd_per_hour,
+    }
+
+
+def tokens_to_dict(tokens: TokenCost) -> dict[str, Any]:
+    """Cost per million tokens at a rate."""
+    return {
+        "rate_req_per_s": tokens.rate_req_per_s,
+        "usd_per_hour": tokens.usd_per_hour,
+        "usd_per_million_input_tokens": _finite(tokens.usd_per_million_input_tokens),
+        "usd_per_million_output_tokens": _finite(tokens.usd_per_million_output_tokens),
+        "usd_per_million_tokens": _finite(tokens.usd_per_million_tokens),
+    }
+
+
+def target_to_dict(target: Target) -> dict[str, Any]:
+    """A sizing target."""
+    return {
+        "rate_req_per_s": target.rate_req_per_s,
+        "ttft_slo_s": target.ttft_slo_s,
+        "quantile": target.quantile,
+    }
+
+
+def deployment_to_dict(d: Deployment) -> dict[str, Any]:
+    """A sized deployment with its plan and costs."""
+    return {
+        "label": d.label,
+        "n_prfaas": d.n_prfaas,
+        "n_local": d.n_local,
+        "link_bandwidth_gbit_per_s": d.bandwidth_bytes_per_s / GBIT_PER_S,
+        "threshold_tokens": d.threshold_tokens,
+        "n_pd_prefill": d.n_pd_prefill,
+        "n_pd_decode": d.n_pd_decode,
+        "offload_fraction": d.offload_fraction,
+        "goodput_req_per_s": d.goodput_req_per_s,
+        "stability_limit_req_per_s": _finite(d.stability_limit_req_per_s),
+        "egress_at_target_gbit_per_s": d.egress_at_target_bytes_per_s / GBIT_PER_S,
+        "cost_at_target": breakdown_to_dict(d.cost_at_target),
+        "tokens_at_target": tokens_to_dict(d.tokens_at_target),
+        "tokens_at_goodput": tokens_to_dict(d.tokens_at_goodput),
+    }
+
+
+def sizing_to_dict(sizing: Sizing) -> dict[str, Any]:
+    """Both sized deployments, the search space and why a kind is missing."""
+    return {
+        "target": target_to_dict(sizing.target),
+        "prfaas_pd": None if sizing.prfaas_pd is None else deployment_to_dict(sizing.prfaas_pd),
+        "homogeneous_pd": None if sizing.homogeneous_pd is None else deployment_to_dict(sizing.homogeneous_pd),
+        "search_space": {
+            "link_bandwidths_gbit_per_s": [b / GBIT_PER_S for b in sizing.bandwidths_bytes_per_s],
+            "max_prfaas_instances": sizing.max_prfaas,
+            "max_local_instances": sizing.max_local,
+            "deployments_solved": sizing.evaluations,
+        },
+        "infeasible": list(sizing.reasons),
+        "prices": dict(sizing.prices_source),
+    }
+
+
+def carried_to_dict(carried: Carried) -> dict[str, Any]:
+    """The largest rate a deployment carries within the SLO, and its plan."""
+    return {
+        "goodput_req_per_s": carried.goodput_req_per_s,
+        "threshold_tokens": carried.threshold_tokens,
+        "n_pd_prefill": carried.n_pd_prefill,
+        "stability_limit_req_per_s": _finite(carried.stability_limit_req_per_s),
+        "limited_by": carried.limited_by,
+    }
+
+
+def knee_to_dict(knee: BandwidthKnee) -> dict[str, Any]:
+    """Λ_max (and goodput) against bandwidth, and the knee."""
+    return {
+        "knee_gbit_per_s": None if knee.knee_bytes_per_s is None else knee.knee_bytes_per_s / GBIT_PER_S,
+        "points": [
+            {
+                "link_bandwidth_gbit_per_s": p.bandwidth_bytes_per_s / GBIT_PER_S,
+                "throughput_req_per_s": p.throughput_req_per_s,
+                "binding": p.binding,
+                "goodput_req_per_s": p.goodput_req_per_s,
+                "link_usd_per_hour": p.link_usd_per_hour,
+            }
+            for p in knee.points
+        ],
+    }
+
+
+def _shape(shape: HomogeneousShape) -> dict[str, Any]:
+    return {
+        "instances": shape.instances,
+        "gpus_per_instance": shape.gpus_per_instance,
+        "basis": shape.basis,
+        "detail": shape.detail,
+    }
+
+
+def plan_cost_to_dict(cost: PlanCost) -> dict[str, Any]:
+    """A plan's deployment priced at a rate."""
+    return {
+        "n_prfaas": cost.n_prfaas,
+        "n_local": cost.n_local,
+        "cost": breakdown_to_dict(cost.breakdown),
+        "tokens": tokens_to_dict(cost.tokens),
+    }
+
+
+def _priced(p: Priced) -> dict[str, Any]:
+    return {
+        "shape": _shape(p.shape),
+        "throughput_req_per_s": p.plan.throughput_req_per_s,
+        "n_pd_prefill": p.plan.n_pd_prefill,
+        "n_pd_decode": p.plan.n_pd_decode,
+        "cost_at_throughput": plan_cost_to_dict(p.cost),
+        "plan_gain": p.gain,
+    }
+
+
+def cost_comparison_to_dict(c: CostComparison, local_hardware: str) -> dict[str, Any]:
+    """The plan priced beside homogeneous PD at equal GPU count and at equal cost, and the ratio table."""
+    return {
+        "plan_throughput_req_per_s": c.plan.throughput_req_per_s,
+        "plan_cost_at_throughput": plan_cost_to_dict(c.plan_cost),
+        "homogeneous_hardware": local_hardware,
+        "equal_gpu_count": _priced(c.equal_gpu),
+        "equal_cost": _priced(c.equal_cost),
+        "price_ratio_prfaas_to_local_gpu_hour": c.price_ratio,
+        "equal_cost_gain_by_price_ratio": [
+            {
+                "price_ratio_from": r.ratio_low,
+                "price_ratio_to": r.ratio_high,
+                "homogeneous_instances": r.homogeneous_instances,
+                "homogeneous_throughput_req_per_s": r.homogeneous_throughput_req_per_s,
+                "plan_gain": r.gain,
+            }
+            for r in c.ratio_table
+        ],
+        "prices": dict(c.sources),
+    }
+
+
+def matrix_to_dict(m: HardwareMatrix) -> dict[str, Any]:
+    """Every cell (sized or why not), the cost-plane points and both frontiers."""
+    cells = []
+    for c in m.cells:
+        cells.append(
+            {
+                "prefill_hardware": c.prefill,
+                "local_hardware": c.local,
+                "prefill_provenance": c.prefill_provenance,
+                "local_provenance": c.local_provenance,
+                "prfaas_pd": None
+                if c.sizing is None or c.sizing.prfaas_pd is None
+                else deployment_to_dict(c.sizing.prfaas_pd),
+                "homogeneous_pd": None
+                if c.sizing is None or c.sizing.homogeneous_pd is None
+                else deployment_to_dict(c.sizing.homogeneous_pd),
+                "infeasible": c.reason,
+            }
+        )
+    points = [
+        {
+            "prefill_hardware": p.prefill or None,
+            "local_hardware": p.local,
+            "kind": p.kind,
+            "usd_per_hour": p.usd_per_hour,
+            "goodput_req_per_s": p.goodput_req_per_s,
+            "throughput_req_per_s": p.throughput_req_per_s,
+        }
+        for p in m.points
+    ]
+    return {
+        "target": target_to_dict(m.target),
+        "cells": cells,
+        "points": points,
+        "pareto_cost_goodput": list(m.frontier_goodput),
+        "pareto_cost_throughput": list(m.frontier_throughput),
+    }
+
+
+def headroom_to_dict(target: Target, t: Tornado, failures: tuple[Failure, ...]) -> dict[str, Any]:
+    """The tornado (base and one bar per input) and the N-1 cases."""
+    return {
+        "target": target_to_dict(target),
+        "tornado": {
+            "step": t.step,
+            "base": {
+                "throughput_req_per_s": t.throughput_req_per_s,
+                "goodput_req_per_s": t.goodput_req_per_s,
+                "usd_per_million_tokens_at_goodput": _finite(t.usd_per_million_tokens),
+            },
+            "bars": [
+                {
+                    "input": b.input,
+                    "factors": [b.low_factor, b.high_factor],
+                    "throughput_req_per_s": list(b.throughput_req_per_s),
+                    "goodput_req_per_s": list(b.goodput_req_per_s),
+                    "usd_per_million_tokens_at_goodput": [_finite(v) for v in b.usd_per_million_tokens],
+                }
+                for b in t.bars
+            ],
+            "not_applicable": list(t.skipped),
+        },
+        "n_minus_one": [
+            {
+                "case": f.case,
+                "n_prfaas": f.n_prfaas,
+                "n_local": f.n_local,
+                "link_bandwidth_gbit_per_s": f.link_bandwidth_bytes_per_s / GBIT_PER_S,
+                "throughput_req_per_s": _finite(f.throughput_req_per_s),
+                "goodput": carried_to_dict(f.carried),
+                "carries_target": f.carries_target,
+                "ttft_p90_at_target_s": f.ttft_p90_at_target_s,
+            }
+            for f in failures
+        ],
+    }

@@ -1,0 +1,122 @@
+"""The scenarios of a hardware matrix: the scenario's model and traffic on every (prefill hardware, local
+hardware) pair, each pool costed by the best evidence available for it.
+
+Per pool, in order of preference:
+1. ``measured``: the hardware file has a profile for the model on the scenario's GPUs per instance with what
+   the role needs (the PrfaaS pool: prefill and KV points; the local pool: prefill and decode);
+2. ``calibrated``: the roofline with efficiencies fitted to the model's measured prefill points on some
+   built-in hardware file (the same accelerator's when it has them, else the first that does);
+3. ``roofline``: the roofline with the default efficiencies, when no measured points exist for the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.paths import builtin_root
+from prfaas_plan.io.scenario import load_named_hardware
+from prfaas_plan.physics.roofline import missing_peak
+from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
+from prfaas_plan.spec.scenario import Pool, Scenario
+
+#: At most this many hardware names per axis of the matrix.
+MAX_AXIS = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatrixCell:
+    """One (prefill, local) pair: its scenario, or why none could be built; and each pool's provenance."""
+
+    prefill: str
+    local: str
+    scenario: Scenario | None
+    reason: str | None
+    prefill_provenance: str
+    local_provenance: str
+
+
+def _measured_sources(model: str) -> list[tuple[HardwareProfile, InstanceProfile]]:
+    """Built-in hardware files with measured prefill points for ``model``."""
+    found = []
+    for path in sorted((builtin_root() / "hardware_profiles").glob("*.yaml")):
+        try:
+            hw = load_hardware(path)
+        except InputError:
+            continue
+        for profile in hw.profiles:
+            if profile.model == model and profile.prefill.provenance == "measured":
+                found.append((hw, profile))
+    return found
+
+
+def _pool(
+    spec: Scenario, key: str, role: str, sources: list[tuple[HardwareProfile, InstanceProfile]]
+) -> tuple[Pool | None, str]:
+    template = spec.prfaas if role == "prfaas" else spec.local
+    hw = load_named_hardware(key)
+    gpus = template.gpus_per_instance
+    profile = hw.find(spec.model.key, gpus)
+    needs = (profile is not None) and (
+        profile.kv_cache is not None if role == "prfaas" else profile.decode is not None
+    )
+    base = replace(template, hardware_key=hw.accelerator.key, accelerator=hw.accelerator, profile=profile)
+    if needs and profile is not None:
+        return replace(base, method="measured", calibration=None, calibration_accelerator=None), (
+            f"{profile.prefill.provenance} profile ({hw.accelerator.key})"
+        )
+    arch = spec.model.architecture
+    if arch is None:
+        return None, f"no profile for '{spec.model.key}' on {gpus} x {key} and the model card has no architecture"
+    why = missing_peak(arch, hw.accelerator)
+    if why is not None:
+        return None, f"{key}: {why}"
+    own = [s for s in sources if s[0].accelerator.key == hw.accelerator.key]
+    candidates = own or sources
+    if not candidates:
+        return replace(base, method="roofline"), "roofline (default efficiencies: no measured points to calibrate)"
+    src_hw, src_profile = candidates[0]
+    return (
+        replace(base, method="calibrated", calibration=src_profile, calibration_accelerator=src_hw.accelerator),
+        f"roofline calibrated on {src_hw.accelerator.key} measured prefill",
+    )
+
+
+def matrix_cells(spec: Scenario, prefill: list[str], local: list[str]) -> list[MatrixCell]:
+    """Every (prefill, local) pair of the named hardware, the scenario's instance sizes and link kept."""
+    problems = [
+        Problem(field=flag, message=f"at most {MAX_AXIS} hardware names, got {len(names)}")
+        for flag, names in (("--prefill", prefill), ("--local", local))
+        if len(names) > MAX_AXIS
+    ]
+    problems += [
+        Problem(field=flag, message="needs at least one hardware name")
+        for flag, names in (("--prefill", prefill), ("--local", local))
+        if not names
+    ]
+    if problems:
+        raise InputError(problems)
+    sources = _measured_sources(spec.model.key)
+    prefill_pools = {k: _pool(spec, k, "prfaas", sources) for k in dict.fromkeys(prefill)}
+    local_pools = {k: _pool(spec, k, "local", sources) for k in dict.fromkeys(local)}
+    cells = []
+    for p_key, (p_pool, p_prov) in prefill_pools.items():
+        for l_key, (l_pool, l_prov) in local_pools.items():
+            reason = None if p_pool is not None else p_prov
+            if reason is None and l_pool is None:
+                reason = l_prov
+            scenario = None
+            if p_pool is not None and l_pool is not None:
+                scenario = replace(spec, prfaas=p_pool, local=l_pool)
+            cells.append(
+                MatrixCell(
+                    prefill=p_key,
+                    local=l_key,
+                    scenario=scenario,
+                    reason=reason,
+                    prefill_provenance=p_prov,
+                    local_provenance=l_prov,
+                )
+            )
+    return cells

@@ -1,0 +1,157 @@
+"""A hardware matrix: every (prefill accelerator, local accelerator) pair sized to one target, and the Pareto
+frontiers of cost against goodput and against throughput.
+
+A cell's point is its cheapest PrfaaS-PD deployment (``sizing.size``): cost per hour at the target rate,
+its goodput (the largest rate within the SLO) and its Λ_max (the stage model's throughput at its plan). A
+point is on a frontier when no other point costs no more and carries strictly more (or costs strictly
+less and carries no less). Homogeneous PD on each local accelerator is sized too and enters the frontiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.optimize.cost import UnitPrices
+from prfaas_plan.optimize.plans import evaluate
+from prfaas_plan.optimize.sizing import Deployment, Sizing, default_search_space, size
+from prfaas_plan.spec.cost import Target
+from prfaas_plan.throughput import StageModel
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellInput:
+    """One pair to size: its stage model and prices, or why it cannot be (weights that do not fit, ...)."""
+
+    prefill: str
+    local: str
+    model: StageModel | None
+    prices: UnitPrices | None
+    reason: str | None
+    prefill_provenance: str
+    local_provenance: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatrixPoint:
+    """One deployment on the cost plane: which cell, which kind, its cost, goodput and Λ_max."""
+
+    prefill: str
+    local: str
+    kind: str
+    usd_per_hour: float
+    goodput_req_per_s: float
+    throughput_req_per_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellResult:
+    """A sized cell: its sizing (None with a reason when it could not be sized)."""
+
+    prefill: str
+    local: str
+    prefill_provenance: str
+    local_provenance: str
+    sizing: Sizing | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardwareMatrix:
+    """Every cell, the points on the cost plane and the frontiers (indices into ``points``)."""
+
+    target: Target
+    cells: tuple[CellResult, ...]
+    points: tuple[MatrixPoint, ...]
+    frontier_goodput: tuple[int, ...]
+    frontier_throughput: tuple[int, ...]
+
+
+def pareto(costs: Sequence[float], values: Sequence[float]) -> tuple[int, ...]:
+    """Indices of the points no other point dominates (cost no higher and value no lower, one of them
+    strictly), in ascending cost."""
+    keep = []
+    for i, (c, v) in enumerate(zip(costs, values, strict=True)):
+        dominated = any(
+            (c2 <= c and v2 >= v) and (c2 < c or v2 > v)
+            for j, (c2, v2) in enumerate(zip(costs, values, strict=True))
+            if j != i
+        )
+        if not dominated:
+            keep.append(i)
+    return tuple(sorted(keep, key=lambda i: (costs[i], -values[i])))
+
+
+def _throughput(model: StageModel, d: Deployment) -> float:
+    sized = replace(
+        model, n_prfaas=d.n_prfaas, n_local=d.n_local, link_bandwidth_bytes_per_s=d.bandwidth_bytes_per_s or 1.0
+    )
+    t = d.threshold_tokens if d.threshold_tokens is not None else model.lengths.upper_tokens
+    return evaluate(sized, t, d.n_pd_prefill).throughput_req_per_s
+
+
+def hardware_matrix(cells: Sequence[CellInput], target: Target, *, decode_service_scv: float = 0.0) -> HardwareMatrix:
+    """Size every cell to ``target`` (default search spaces) and collect the cost-plane frontiers."""
+    results: list[CellResult] = []
+    points: list[MatrixPoint] = []
+    homogeneous_done: set[str] = set()
+    for cell in cells:
+        if cell.model is None or cell.prices is None:
+            results.append(
+                CellResult(
+                    prefill=cell.prefill,
+                    local=cell.local,
+                    prefill_provenance=cell.prefill_provenance,
+                    local_provenance=cell.local_provenance,
+                    sizing=None,
+                    reason=cell.reason or "no prices",
+                )
+            )
+            continue
+        space = default_search_space(cell.model, cell.prices, target)
+        first_for_local = cell.local not in homogeneous_done
+        sizing = size(
+            cell.model,
+            cell.prices,
+            target,
+            bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
+            max_prfaas=space.max_prfaas,
+            max_local=space.max_local,
+            decode_service_scv=decode_service_scv,
+            homogeneous=first_for_local,
+        )
+        homogeneous_done.add(cell.local)
+        results.append(
+            CellResult(
+                prefill=cell.prefill,
+                local=cell.local,
+                prefill_provenance=cell.prefill_provenance,
+                local_provenance=cell.local_provenance,
+                sizing=sizing,
+                reason=None if sizing.prfaas_pd is not None else "; ".join(sizing.reasons) or None,
+            )
+        )
+        for d, kind in ((sizing.prfaas_pd, "prfaas-pd"), (sizing.homogeneous_pd, "homogeneous-pd")):
+            if d is None:
+                continue
+            points.append(
+                MatrixPoint(
+                    prefill=cell.prefill if kind == "prfaas-pd" else "",
+                    local=cell.local,
+                    kind=kind,
+                    usd_per_hour=d.usd_per_hour,
+                    goodput_req_per_s=d.goodput_req_per_s,
+                    throughput_req_per_s=_throughput(cell.model, d),
+                )
+            )
+    if not points and results:
+        raise InfeasibleError([f"{r.prefill} x {r.local}: {r.reason}" for r in results])
+    costs = [p.usd_per_hour for p in points]
+    return HardwareMatrix(
+        target=target,
+        cells=tuple(results),
+        points=tuple(points),
+        frontier_goodput=pareto(costs, [p.goodput_req_per_s for p in points]),
+        frontier_throughput=pareto(costs, [p.throughput_req_per_s for p in points]),
+    )

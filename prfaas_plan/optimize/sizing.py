@@ -1,0 +1,460 @@
+"""Sizing: the cheapest deployment (PrfaaS instances, local instances, link bandwidth, threshold and split)
+that carries a target rate within a TTFT SLO, and the questions around it (the largest rate a deployment
+carries, the bandwidth knee).
+
+A deployment *carries* Λ when its goodput (``latency.goodput``: the largest rate at which the TTFT quantile
+stays within the SLO, maximised over the threshold t and the split N_p, re-scored with the link's sojourn
+spread) is at least Λ. Goodput never falls when a pool gains an instance or the link gains bandwidth (every
+plan of the smaller deployment is still available, with no longer waits), so the search is a monotone
+staircase:
+
+- for each link size B (ascending price) and each N_prfaas = 1, 2, ...: the smallest N_local that carries
+  Λ, by galloping and bisection between the decode floor (N_d · BS_max / (T_decode · L_out) > Λ, Eq. 5)
+  and the answer for N_prfaas - 1 (which is an upper bound);
+- a candidate is skipped when its lower bound on cost (its GPUs at the decode floor plus its link) is no
+  cheaper than the best found; the loops stop when the bound of every larger candidate is no cheaper.
+
+Homogeneous PD (no PrfaaS pool, no link) is sized the same way over N_local alone. The answer is exact
+over the search space for the goodput model; the goodput model itself is the closed form of
+``latency.goodput``, whose validity and simulation check are reported by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.latency.goodput import best_goodput_plan, plans_goodput
+from prfaas_plan.optimize.cost import (
+    CostBreakdown,
+    TokenCost,
+    UnitPrices,
+    deployment_cost,
+    link_fixed_usd_per_hour,
+    link_options,
+    token_cost,
+)
+from prfaas_plan.spec.cost import Target
+from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
+
+#: Threshold resolution (tokens) of the goodput search inside the sizing loops.
+SIZING_RESOLUTION_TOKENS = 256.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Carried:
+    """The goodput-optimal plan of one deployment: its threshold, split and goodput (req/s)."""
+
+    threshold_tokens: float
+    n_pd_prefill: int
+    goodput_req_per_s: float
+    stability_limit_req_per_s: float
+    limited_by: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    """A sized deployment and its goodput-optimal plan, priced at the target rate and at its goodput."""
+
+    label: str
+    n_prfaas: int
+    n_local: int
+    bandwidth_bytes_per_s: float
+    threshold_tokens: float | None
+    n_pd_prefill: int
+    n_pd_decode: int
+    offload_fraction: float
+    goodput_req_per_s: float
+    stability_limit_req_per_s: float
+    egress_at_target_bytes_per_s: float
+    cost_at_target: CostBreakdown
+    tokens_at_target: TokenCost
+    tokens_at_goodput: TokenCost
+
+    @property
+    def usd_per_hour(self) -> float:
+        """Total hourly cost at the target rate."""
+        return self.cost_at_target.total_usd_per_hour
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sizing:
+    """The cheapest PrfaaS-PD deployment and the cheapest homogeneous-PD one for one target.
+
+    ``prfaas_pd`` or ``homogeneous_pd`` is None when no deployment of that kind in the search space carries
+    the target; ``reasons`` then says why. ``evaluations`` counts the deployments whose goodput was solved.
+    """
+
+    target: Target
+    prfaas_pd: Deployment | None
+    homogeneous_pd: Deployment | None
+    bandwidths_bytes_per_s: tuple[float, ...]
+    max_prfaas: int
+    max_local: int
+    evaluations: int
+    reasons: tuple[str, ...] = ()
+    prices_source: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def cheapest(self) -> Deployment:
+        """The cheaper of the two kinds (PrfaaS-PD on a tie)."""
+        kinds = [d for d in (self.prfaas_pd, self.homogeneous_pd) if d is not None]
+        if not kinds:
+            raise InfeasibleError(list(self.reasons))
+        return min(kinds, key=lambda d: d.usd_per_hour)
+
+
+class _Carrier:
+    """Goodput of deployments of one stage model (the base), solved once per (N_prfaas, N_local, B)."""
+
+    def __init__(self, model: StageModel, target: Target, resolution_tokens: float, decode_service_scv: float) -> None:
+        self.model = model
+        self.target = target
+        self.resolution_tokens = resolution_tokens
+        self.scv = decode_service_scv
+        self.cache: dict[tuple[int, int, float], Carried] = {}
+
+    def solve(self, n_prfaas: int, n_local: int, bandwidth: float) -> Carried:
+        key = (n_prfaas, n_local, bandwidth if n_prfaas > 0 else 0.0)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        model = replace(self.model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=bandwidth or 1.0)
+        slo, q = self.target.ttft_slo_s, self.target.quantile
+        fixed = [model.lengths.upper_tokens] if n_prfaas == 0 else None
+        t, n_p, rate = best_goodput_plan(
+            model, slo, q, resolution_tokens=self.resolution_tokens, decode_service_scv=self.scv, thresholds=fixed
+        )
+        if rate > 0:
+            (scored,) = plans_goodput(model, [t], [n_p], slo, q, decode_service_scv=self.scv)
+            result = Carried(
+                threshold_tokens=t,
+                n_pd_prefill=n_p,
+                goodput_req_per_s=scored.rate_req_per_s,
+                stability_limit_req_per_s=scored.stability_limit_req_per_s,
+                limited_by=scored.limited_by,
+            )
+        else:
+            result = Carried(
+                threshold_tokens=t,
+                n_pd_prefill=n_p,
+                goodput_req_per_s=0.0,
+                stability_limit_req_per_s=0.0,
+                limited_by="unloaded",
+            )
+        self.cache[key] = result
+        return result
+
+    def carries(self, n_prfaas: int, n_local: int, bandwidth: float) -> bool:
+        """Whether the deployment carries the target. Answered without solving when a solved deployment
+        dominates it (goodput is non-decreasing in N_prfaas, N_local and B): a smaller one that carries, or
+        a larger one that does not."""
+        b = bandwidth if n_prfaas > 0 else 0.0
+        rate = self.target.rate_req_per_s
+        for (p, n, c), known in self.cache.items():
+            if (p > 0) != (n_prfaas > 0):
+                continue  # with and without a PrfaaS pool are different systems (no link at all without one)
+            ok = known.goodput_req_per_s >= rate
+            if ok and p <= n_prfaas and n <= n_local and c <= b:
+                return True
+            if not ok and p >= n_prfaas and n >= n_local and c >= b:
+                return False
+        return self.solve(n_prfaas, n_local, bandwidth).goodput_req_per_s >= rate
+
+
+def decode_floor(model: StageModel, rate_req_per_s: float) -> int:
+    """Fewest local instances that can decode ``rate_req_per_s``: N_d with N_d · Θ_pd-d(1) > Λ (Eq. 5)."""
+    return math.floor(rate_req_per_s / model.decode_req_per_s_per_instance) + 1
+
+
+def _smallest_local(carrier: _Carrier, n_prfaas: int, bandwidth: float, low: int, high: int) -> int | None:
+    """Smallest N_local in [low, high] that carries the target (goodput is non-decreasing in N_local), or
+    None. Tries ``low`` and ``high``, then gallops up from ``low`` (the answer is usually near the floor) and
+    bisects. The unloaded TTFT
+    depends on the threshold, the hardware and the link, never on instance counts: a deployment that misses
+    the SLO with no load rules out every larger N_local."""
+    if low > high:
+        return None
+    if carrier.carries(n_prfaas, low, bandwidth):
+        return low
+    if carrier.solve(n_prfaas, low, bandwidth).limited_by == "unloaded":
+        return None  # even an empty system misses the SLO: unloaded TTFT does not depend on instance counts
+    if not carrier.carries(n_prfaas, high, bandwidth):
+        return None  # one solve at the top of the range rules out the whole range
+    lo, step = low, 1  # lo never carries
+    while True:
+        hi = min(high, low + step)
+        if hi <= lo:
+            return None
+        if carrier.carries(n_prfaas, hi, bandwidth):
+            break
+        lo, step = hi, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if carrier.carries(n_prfaas, mid, bandwidth):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _deployment(
+    carrier: _Carrier, prices: UnitPrices, n_prfaas: int, n_local: int, bandwidth: float, label: str
+) -> Deployment:
+    model, target = carrier.model, carrier.target
+    carried = carrier.solve(n_prfaas, n_local, bandwidth)
+    route = routing(model.lengths, carried.threshold_tokens)
+    sized = replace(model, n_prfaas=n_prfaas, n_local=n_local)
+    egress = float(egress_bytes_per_s(sized, route, target.rate_req_per_s)) if n_prfaas > 0 else 0.0
+    egress_good = float(egress_bytes_per_s(sized, route, carried.goodput_req_per_s)) if n_prfaas > 0 else 0.0
+    link = bandwidth if n_prfaas > 0 else 0.0
+    at_target = deployment_cost(
+        prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=link, egress_bytes_per_s=egress
+    )
+    at_goodput = deployment_cost(
+        prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=link, egress_bytes_per_s=egress_good
+    )
+    tokens_in, tokens_out = model.lengths.mean_tokens, model.output_tokens_mean
+    return Deployment(
+        label=label,
+        n_prfaas=n_prfaas,
+        n_local=n_local,
+        bandwidth_bytes_per_s=link,
+        threshold_tokens=carried.threshold_tokens if n_prfaas > 0 else None,
+        n_pd_prefill=carried.n_pd_prefill,
+        n_pd_decode=n_local - carried.n_pd_prefill,
+        offload_fraction=float(route.offload_fraction) if n_prfaas > 0 else 0.0,
+        goodput_req_per_s=carried.goodput_req_per_s,
+        stability_limit_req_per_s=carried.stability_limit_req_per_s,
+        egress_at_target_bytes_per_s=egress,
+        cost_at_target=at_target,
+        tokens_at_target=token_cost(at_target.total_usd_per_hour, target.rate_req_per_s, tokens_in, tokens_out),
+        tokens_at_goodput=token_cost(at_goodput.total_usd_per_hour, carried.goodput_req_per_s, tokens_in, tokens_out),
+    )
+
+
+def size(
+    model: StageModel,
+    prices: UnitPrices,
+    target: Target,
+    *,
+    bandwidths_bytes_per_s: Sequence[float],
+    max_prfaas: int,
+    max_local: int,
+    resolution_tokens: float = SIZING_RESOLUTION_TOKENS,
+    decode_service_scv: float = 0.0,
+    homogeneous: bool = True,
+) -> Sizing:
+    """The cheapest PrfaaS-PD deployment (N_prfaas in 1..max_prfaas, N_local in 2..max_local, B in
+    ``bandwidths_bytes_per_s``) and the cheapest homogeneous-PD one (N_local alone) that carry ``target``.
+
+    ``model`` gives the pools' hardware costs, the traffic and the SLO-governed decode constants; its
+    instance counts and bandwidth are ignored. Raises ValueError when the pools are not priced.
+    """
+    if not prices.complete:
+        raise ValueError("sizing needs a price for both pools")
+    if not bandwidths_bytes_per_s:
+        raise ValueError("sizing needs at least one link bandwidth")
+    carrier = _Carrier(model, target, resolution_tokens, decode_service_scv)
+    floor = max(2, decode_floor(model, target.rate_req_per_s))
+    reasons: list[str] = []
+    local_price = prices.local_usd_per_instance_hour or 0.0
+    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
+
+    homog: Deployment | None = None
+    if homogeneous:
+        n = _smallest_local(carrier, 0, 0.0, floor, max_local)
+        if n is None:
+            reasons.append(
+                f"homogeneous_pd: no local pool of {floor}..{max_local} instances carries "
+                f"{target.rate_req_per_s:g} req/s within P{target.quantile * 100:g} TTFT <= {target.ttft_slo_s:g} s"
+            )
+        else:
+            homog = _deployment(carrier, prices, 0, n, 0.0, "homogeneous-pd")
+
+    best: Deployment | None = None
+    best_cost = math.inf
+    # Descending bandwidth inside each N_prfaas: the answer at a larger B is a lower bound at a smaller one,
+    # and a B at which even max_local fails rules out every smaller B.
+    bandwidths = sorted(set(float(b) for b in bandwidths_bytes_per_s), reverse=True)
+    if floor > max_local:
+        reasons.append(f"pd_decode: carrying {target.rate_req_per_s:g} req/s needs at least {floor} local instances")
+    else:
+        cheapest_link = min(link_fixed_usd_per_hour(prices.link, b) for b in bandwidths)
+        upper = max_local  # the answer for N_prfaas - 1 at the largest B bounds the next from above
+        for n_prfaas in range(1, max_prfaas + 1):
+            if cheapest_link + n_prfaas * prfaas_price + floor * local_price >= best_cost:
+                break
+            low, first = floor, True
+            for bandwidth in bandwidths:
+                link_cost = link_fixed_usd_per_hour(prices.link, bandwidth)
+                if link_cost + n_prfaas * prfaas_price + low * local_price >= best_cost:
+                    continue  # this B is too dear even at the lowest N_local still possible
+                n_local = _smallest_local(carrier, n_prfaas, bandwidth, low, max_local)
+                if first:
+                    upper = min(upper, n_local) if n_local is not None else upper
+                    first = False
+                if n_local is None:
+                    break  # smaller bandwidths carry no more
+                low = n_local
+                candidate = _deployment(carrier, prices, n_prfaas, n_local, bandwidth, "prfaas-pd")
+                if candidate.usd_per_hour < best_cost:
+                    best, best_cost = candidate, candidate.usd_per_hour
+            if upper == floor:
+                break  # more PrfaaS instances cannot save a local instance
+        if best is None:
+            reasons.append(
+                f"prfaas_pd: no deployment with 1..{max_prfaas} PrfaaS instances, {floor}..{max_local} local "
+                f"instances and the given link sizes carries {target.rate_req_per_s:g} req/s within "
+                f"P{target.quantile * 100:g} TTFT <= {target.ttft_slo_s:g} s"
+            )
+    return Sizing(
+        target=target,
+        prfaas_pd=best,
+        homogeneous_pd=homog,
+        bandwidths_bytes_per_s=tuple(sorted(bandwidths)),
+        max_prfaas=max_prfaas,
+        max_local=max_local,
+        evaluations=len(carrier.cache),
+        reasons=tuple(reasons),
+        prices_source=dict(prices.sources),
+    )
+
+
+def max_rate(
+    model: StageModel,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    resolution_tokens: float = 10.0,
+    decode_service_scv: float = 0.0,
+) -> Carried:
+    """The largest rate the model's deployment (its N_prfaas, N_local and link) carries within the SLO, and
+    the plan that carries it."""
+    target = Target(rate_req_per_s=math.inf, ttft_slo_s=ttft_slo_s, quantile=quantile)
+    carrier = _Carrier(model, target, resolution_tokens, decode_service_scv)
+    return carrier.solve(model.n_prfaas, model.n_local, model.link_bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KneePoint:
+    """One bandwidth of the knee table: Λ_max and its binding stage (and goodput when an SLO is given)."""
+
+    bandwidth_bytes_per_s: float
+    throughput_req_per_s: float
+    binding: str
+    goodput_req_per_s: float | None
+    link_usd_per_hour: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BandwidthKnee:
+    """Λ_max (and goodput) against bandwidth for a fixed deployment. ``knee_bytes_per_s`` is the smallest
+    bandwidth of the table at which the link no longer binds the Λ_max-optimal plan and Λ_max is within
+    1 % of its value at the largest bandwidth; None when the link binds throughout."""
+
+    points: tuple[KneePoint, ...]
+    knee_bytes_per_s: float | None
+
+
+def bandwidth_knee(
+    model: StageModel,
+    bandwidths_bytes_per_s: Sequence[float],
+    prices: UnitPrices | None = None,
+    *,
+    ttft_slo_s: float | None = None,
+    quantile: float = 0.9,
+    resolution_tokens: float = SIZING_RESOLUTION_TOKENS,
+    decode_service_scv: float = 0.0,
+) -> BandwidthKnee:
+    """Λ_max-optimal plan (and goodput under the SLO) at each bandwidth, for the model's pools."""
+    from prfaas_plan.optimize.search import search
+
+    points = []
+    for b in sorted(set(float(x) for x in bandwidths_bytes_per_s)):
+        at = replace(model, link_bandwidth_bytes_per_s=b)
+        plan = search(at, resolution_tokens)
+        goodput = None
+        if ttft_slo_s is not None:
+            goodput = max_rate(
+                at, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
+            ).goodput_req_per_s
+        points.append(
+            KneePoint(
+                bandwidth_bytes_per_s=b,
+                throughput_req_per_s=plan.throughput_req_per_s,
+                binding="+".join(plan.binding),
+                goodput_req_per_s=goodput,
+                link_usd_per_hour=link_fixed_usd_per_hour(prices.link, b) if prices is not None else 0.0,
+            )
+        )
+    top = points[-1].throughput_req_per_s if points else 0.0
+    knee = next(
+        (
+            p.bandwidth_bytes_per_s
+            for p in points
+            if "prfaas_link" not in p.binding and p.throughput_req_per_s >= top * 0.99
+        ),
+        None,
+    )
+    return BandwidthKnee(points=tuple(points), knee_bytes_per_s=knee)
+
+
+#: Sizing searches link sizes up to this multiple of the target's full-offload egress (Λ · E[S_kv(L)]).
+BANDWIDTH_HEADROOM = 2.0
+#: Default instance caps: this multiple of what prefilling everything on the pool (or decoding the target)
+#: keeps busy, plus a margin.
+INSTANCE_HEADROOM = 2.0
+#: The largest pool sizing considers by default (the CLI's instance limit).
+MAX_SIZED_INSTANCES = 10_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """Link sizes and instance caps a sizing searches."""
+
+    bandwidths_bytes_per_s: tuple[float, ...]
+    max_prfaas: int
+    max_local: int
+
+
+def default_search_space(
+    model: StageModel,
+    prices: UnitPrices,
+    target: Target,
+    *,
+    bandwidths_bytes_per_s: Sequence[float] | None = None,
+    max_prfaas: int | None = None,
+    max_local: int | None = None,
+) -> SearchSpace:
+    """The search space ``size`` uses unless told otherwise.
+
+    Instances: enough PrfaaS instances to prefill every request at half utilisation, and enough local ones
+    to prefill and decode everything at half utilisation, plus a margin. Link: the given sizes; else the
+    priced ports' multiples (or a geometric grid for committed bandwidth) from the smallest port up to
+    ``BANDWIDTH_HEADROOM`` times the full-offload egress; a free link: the model's bandwidth alone.
+    """
+    lengths = model.lengths
+    grid = np.asarray(lengths.quantile(np.linspace(0.0005, 0.9995, 2000)), dtype=np.float64)
+    busy_prfaas = target.rate_req_per_s * float(np.mean(model.prfaas_prefill(grid)))
+    busy_local = target.rate_req_per_s * float(np.mean(model.local_prefill(grid)))
+    busy_decode = target.rate_req_per_s / model.decode_req_per_s_per_instance
+    auto_prfaas = math.ceil(INSTANCE_HEADROOM * busy_prfaas) + 1
+    auto_local = math.ceil(INSTANCE_HEADROOM * (busy_local + busy_decode)) + 2
+    if bandwidths_bytes_per_s is not None:
+        links = [float(b) for b in bandwidths_bytes_per_s]
+    elif prices.link.ports or prices.link.committed_usd_per_gbit_per_s_month > 0:
+        useful = float(target.rate_req_per_s * np.mean(model.kv_bytes(grid)))
+        smallest = min((p.bandwidth_bytes_per_s for p in prices.link.ports), default=useful / 16)
+        links = link_options(prices.link, smallest, max(BANDWIDTH_HEADROOM * useful, smallest))
+    else:
+        links = [model.link_bandwidth_bytes_per_s]
+    return SearchSpace(
+        bandwidths_bytes_per_s=tuple(links),
+        max_prfaas=min(max_prfaas if max_prfaas is not None else auto_prfaas, MAX_SIZED_INSTANCES),
+        max_local=min(max_local if max_local is not None else auto_local, MAX_SIZED_INSTANCES),
+    )

@@ -1,0 +1,91 @@
+"""Whether a model fits an instance: weights plus one request's cache against usable memory, by how much it
+misses, and what would fit instead (more GPUs per instance, a lower weight dtype).
+
+    fits  <=>  W + C(context) <= g · M · f
+
+W = weight bytes (``memory.weight_bytes``), C = one request's cache at the decode context
+(``memory.cache_bytes``), g GPUs of M bytes each, f the usable fraction (``roofline.Instance``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from prfaas_plan.physics.memory import cache_bytes, weight_bytes
+from prfaas_plan.physics.roofline import Instance
+from prfaas_plan.spec.hardware import Accelerator
+from prfaas_plan.spec.model import DTYPE_BYTES, Architecture
+
+#: Weight dtypes tried, largest first, when suggesting a lower one.
+_WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+#: GPUs per instance tried when suggesting more (tensor-parallel sizes in use).
+_GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 72)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryFit:
+    """Weights and one request's cache against an instance's usable memory (bytes)."""
+
+    weights_bytes: float
+    request_bytes: float
+    usable_bytes: float
+    gpus: int
+    #: Smallest GPU count of ``_GPU_COUNTS`` at which it fits (None: not even 72).
+    gpus_that_fit: int | None
+    #: Weight dtypes (all weight groups stored in it) at which it fits on ``gpus``; empty: none of them.
+    dtypes_that_fit: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        """Weights plus one request fit."""
+        return self.weights_bytes + self.request_bytes <= self.usable_bytes
+
+    @property
+    def shortfall_bytes(self) -> float:
+        """How many bytes are missing (0 when it fits)."""
+        return max(0.0, self.weights_bytes + self.request_bytes - self.usable_bytes)
+
+    def describe(self) -> str:
+        """One sentence: the figures, and what would fit."""
+        gb = 1e9
+        text = (
+            f"weights {self.weights_bytes / gb:,.0f} GB + one request's cache {self.request_bytes / gb:,.1f} GB "
+            f"exceed the {self.gpus} GPUs' usable {self.usable_bytes / gb:,.0f} GB by "
+            f"{self.shortfall_bytes / gb:,.0f} GB"
+        )
+        hints = []
+        if self.gpus_that_fit is not None:
+            hints.append(f"{self.gpus_that_fit} GPUs per instance")
+        if self.dtypes_that_fit:
+            hints.append(f"weights in {' or '.join(self.dtypes_that_fit)} (model: {{card: ..., dtypes: ...}})")
+        return text + ("; would fit: " + ", or ".join(hints) if hints else "; no GPU count or weight dtype tried fits")
+
+
+def _all_weights_in(arch: Architecture, dtype: str) -> Architecture:
+    groups = {f: dtype for f in ("weights", "experts", "embeddings") if hasattr(arch.dtypes, f)}
+    return replace(arch, dtypes=replace(arch.dtypes, **groups))
+
+
+def memory_fit(arch: Architecture, accelerator: Accelerator, gpus: int, context_tokens: float) -> MemoryFit:
+    """Weights and one request of ``context_tokens`` against ``gpus`` of ``accelerator``."""
+    instance = Instance(accelerator=accelerator, gpus=gpus)
+    weights = weight_bytes(arch)
+    request = float(cache_bytes(arch, context_tokens))
+    need = weights + request
+    per_gpu = accelerator.memory_bytes * instance.usable_memory_fraction
+    more = next((g for g in _GPU_COUNTS if g > gpus and g * per_gpu >= need), None)
+    current = DTYPE_BYTES.get(arch.dtypes.weights, math.inf)
+    lower = tuple(
+        d
+        for d in _WEIGHT_DTYPES
+        if DTYPE_BYTES[d] < current and weight_bytes(_all_weights_in(arch, d)) + request <= instance.memory_bytes
+    )
+    return MemoryFit(
+        weights_bytes=weights,
+        request_bytes=request,
+        usable_bytes=instance.memory_bytes,
+        gpus=gpus,
+        gpus_that_fit=more,
+        dtypes_that_fit=lower,
+    )
