@@ -77,11 +77,22 @@ def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: 
         f"{scenario.local.gpus}×{scenario.local.hardware_key} local PD, {bandwidth:g} Gbit/s link",
         title_justify="left",
     )
+    from prfaas_plan.io.report import homogeneous_shape_dict, plan_cost_dict
+
+    shape = homogeneous_shape_dict(scenario)
     table.add_column("")
-    for title in (plan_title, "Homogeneous PD", "Naive heterogeneous"):
+    for title in (plan_title, f"Homogeneous PD ({shape['instances']} × {shape['hardware']})", "Naive heterogeneous"):
         table.add_column(title, justify="right")
     for label, cell in _rows(comparison.homogeneous_pd.throughput_req_per_s):
         table.add_row(label, *(cell(p) for p in plans))
+    costs = [plan_cost_dict(scenario, p, {"at": p.throughput_req_per_s}) for p in plans]
+    if all(c is not None for c in costs):
+        at = [c["at"] for c in costs if c is not None]
+        table.add_row("cost at Λ_max (USD/h)", *(f"${a['usd_per_hour']:,.0f}" for a in at))
+        table.add_row(
+            "USD per 1M input / output tokens",
+            *(f"{_num(a['usd_per_million_input_tokens'])} / {_num(a['usd_per_million_output_tokens'])}" for a in at),
+        )
     return table
 
 

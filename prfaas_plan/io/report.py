@@ -51,6 +51,61 @@ def plan_to_dict(plan: PlanEvaluation) -> dict[str, Any]:
     }
 
 
+def _deployment_of(scenario: Scenario, plan: PlanEvaluation) -> tuple[int, int]:
+    """(N_prfaas, N_local) a plan runs on: homogeneous PD has no PrfaaS pool; the others use the scenario's
+    PrfaaS pool (deployed even when a plan offloads nothing) and their own local instances."""
+    n_local = plan.n_pd_prefill + plan.n_pd_decode
+    if plan.label == "homogeneous-pd":
+        return 0, n_local
+    return scenario.prfaas.instances, n_local
+
+
+def plan_cost_dict(scenario: Scenario, plan: PlanEvaluation, rates: dict[str, float]) -> dict[str, Any] | None:
+    """A plan's deployment priced at each named rate (e.g. its Λ_max, its goodput); None when a pool has no
+    price."""
+    from prfaas_plan.optimize.cost import deployment_cost, token_cost, unit_prices
+
+    prices = unit_prices(scenario)
+    if not prices.complete:
+        return None
+    n_prfaas, n_local = _deployment_of(scenario, plan)
+    out: dict[str, Any] = {"n_prfaas": n_prfaas, "n_local": n_local}
+    mean_in = scenario.traffic.input_length.mean_tokens
+    mean_out = scenario.traffic.output_length.mean_tokens
+    for name, rate in rates.items():
+        scale = rate / plan.throughput_req_per_s if plan.throughput_req_per_s > 0 else 0.0
+        cost = deployment_cost(
+            prices,
+            n_prfaas=n_prfaas,
+            n_local=n_local,
+            bandwidth_bytes_per_s=scenario.link.bandwidth_bytes_per_s if n_prfaas > 0 else 0.0,
+            egress_bytes_per_s=plan.egress_bytes_per_s * scale,
+        )
+        tokens = token_cost(cost.total_usd_per_hour, rate, mean_in, mean_out)
+        out[name] = {
+            "rate_req_per_s": rate,
+            "usd_per_hour": cost.total_usd_per_hour,
+            "link_and_egress_usd_per_hour": cost.link_usd_per_hour + cost.egress_usd_per_hour,
+            "usd_per_million_input_tokens": _clean(tokens.usd_per_million_input_tokens),
+            "usd_per_million_output_tokens": _clean(tokens.usd_per_million_output_tokens),
+        }
+    return out
+
+
+def homogeneous_shape_dict(scenario: Scenario) -> dict[str, Any]:
+    """What the homogeneous-PD baseline is made of (the paper's equal-GPU-count construction)."""
+    from prfaas_plan.optimize.baselines import equal_gpu_shape
+
+    shape = equal_gpu_shape(scenario.local.instances, scenario.prfaas.gpus, scenario.local.gpus_per_instance)
+    return {
+        "hardware": scenario.local.hardware_key,
+        "instances": shape.instances,
+        "gpus_per_instance": shape.gpus_per_instance,
+        "basis": shape.basis,
+        "detail": shape.detail,
+    }
+
+
 def comparison_to_dict(scenario: Scenario, comparison: Comparison) -> dict[str, Any]:
     """The plan and both baselines, with the gain of each over homogeneous PD."""
     base = comparison.homogeneous_pd.throughput_req_per_s
@@ -67,8 +122,16 @@ def comparison_to_dict(scenario: Scenario, comparison: Comparison) -> dict[str, 
             "plan": comparison.plan.throughput_req_per_s / base,
             "naive_heterogeneous": comparison.naive_heterogeneous.throughput_req_per_s / base,
         },
+        "homogeneous_pd_shape": homogeneous_shape_dict(scenario),
         "provenance": dict(comparison.sources),
     }
+    for key, plan in (
+        ("plan", comparison.plan),
+        ("homogeneous_pd", comparison.homogeneous_pd),
+        ("naive_heterogeneous", comparison.naive_heterogeneous),
+    ):
+        target = out["plan"] if key == "plan" else out["baselines"][key]
+        target["cost"] = plan_cost_dict(scenario, plan, {"at_throughput": plan.throughput_req_per_s})
     return out
 
 
@@ -260,7 +323,7 @@ def goodput_comparison_to_dict(
     shift = None
     if best.threshold_tokens is not None and paper.threshold_tokens is not None:
         shift = best.threshold_tokens - paper.threshold_tokens
-    return {
+    out: dict[str, Any] = {
         "scenario": scenario.name,
         "scenario_file": scenario.file,
         "link_bandwidth_gbit_per_s": scenario.link.bandwidth_bytes_per_s / GBIT_PER_S,
@@ -277,5 +340,19 @@ def goodput_comparison_to_dict(
             "naive_heterogeneous": goodput_plan_to_dict(comparison.naive_heterogeneous),
         },
         "threshold_shift_tokens": shift,
+        "homogeneous_pd_shape": homogeneous_shape_dict(scenario),
         "provenance": dict(comparison.sources),
     }
+    for key, evaluation in (
+        ("plan", comparison.plan),
+        ("throughput_plan", comparison.throughput_plan),
+        ("homogeneous_pd", comparison.homogeneous_pd),
+        ("naive_heterogeneous", comparison.naive_heterogeneous),
+    ):
+        target = out[key] if key in ("plan", "throughput_plan") else out["baselines"][key]
+        target["cost"] = plan_cost_dict(
+            scenario,
+            evaluation.plan,
+            {"at_throughput": evaluation.plan.throughput_req_per_s, "at_goodput": evaluation.goodput.rate_req_per_s},
+        )
+    return out
