@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.latency.goodput import best_goodput_plan, plans_goodput
+from prfaas_plan.latency import TtftSummary, loaded_ttft
+from prfaas_plan.latency.goodput import best_goodput_plan, goodput_rates, plans_goodput
 from prfaas_plan.optimize.cost import (
     CostBreakdown,
     TokenCost,
@@ -109,7 +110,13 @@ class Sizing:
 
 
 class _Carrier:
-    """Goodput of deployments of one stage model (the base), solved once per (N_prfaas, N_local, B)."""
+    """Goodput of deployments of one stage model (the base), solved once per (N_prfaas, N_local, B).
+
+    ``solve`` is the search's goodput (``best_goodput_plan``: each transfer stretched by the link's mean
+    stretch), which is never below the goodput under the full TTFT law (the law spreads the sojourn). A
+    deployment is accepted only after ``verify``: the full law's TTFT quantile at the target rate, for the
+    plan found, is within the SLO; one that fails is demoted, so the search moves on.
+    """
 
     def __init__(self, model: StageModel, target: Target, resolution_tokens: float, decode_service_scv: float) -> None:
         self.model = model
@@ -117,37 +124,85 @@ class _Carrier:
         self.resolution_tokens = resolution_tokens
         self.scv = decode_service_scv
         self.cache: dict[tuple[int, int, float], Carried] = {}
+        self.verified: dict[tuple[int, int, float], bool] = {}
+
+    @staticmethod
+    def key(n_prfaas: int, n_local: int, bandwidth: float) -> tuple[int, int, float]:
+        return (n_prfaas, n_local, bandwidth if n_prfaas > 0 else 0.0)
+
+    def deployed(self, n_prfaas: int, n_local: int, bandwidth: float) -> StageModel:
+        return replace(self.model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=bandwidth or 1.0)
 
     def solve(self, n_prfaas: int, n_local: int, bandwidth: float) -> Carried:
-        key = (n_prfaas, n_local, bandwidth if n_prfaas > 0 else 0.0)
+        key = self.key(n_prfaas, n_local, bandwidth)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        model = replace(self.model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=bandwidth or 1.0)
+        model = self.deployed(n_prfaas, n_local, bandwidth)
         slo, q = self.target.ttft_slo_s, self.target.quantile
         fixed = [model.lengths.upper_tokens] if n_prfaas == 0 else None
         t, n_p, rate = best_goodput_plan(
             model, slo, q, resolution_tokens=self.resolution_tokens, decode_service_scv=self.scv, thresholds=fixed
         )
+        limit = 0.0
         if rate > 0:
-            (scored,) = plans_goodput(model, [t], [n_p], slo, q, decode_service_scv=self.scv)
-            result = Carried(
-                threshold_tokens=t,
-                n_pd_prefill=n_p,
-                goodput_req_per_s=scored.rate_req_per_s,
-                stability_limit_req_per_s=scored.stability_limit_req_per_s,
-                limited_by=scored.limited_by,
-            )
-        else:
-            result = Carried(
-                threshold_tokens=t,
-                n_pd_prefill=n_p,
-                goodput_req_per_s=0.0,
-                stability_limit_req_per_s=0.0,
-                limited_by="unloaded",
-            )
+            rates, limits, _ = goodput_rates(model, [t], [n_p], slo, q, decode_service_scv=self.scv)
+            rate, limit = float(rates[0]), float(limits[0])
+        result = Carried(
+            threshold_tokens=t,
+            n_pd_prefill=n_p,
+            goodput_req_per_s=rate,
+            stability_limit_req_per_s=limit,
+            limited_by="unloaded" if rate <= 0 else ("stability" if rate >= limit * (1 - 1e-6) else "slo"),
+        )
         self.cache[key] = result
         return result
+
+    def verify(self, n_prfaas: int, n_local: int, bandwidth: float) -> bool:
+        """The full TTFT law's quantile at the target rate is within the SLO for the solved plan; a failure
+        demotes the deployment (its goodput is capped just below the target)."""
+        key = self.key(n_prfaas, n_local, bandwidth)
+        if key in self.verified:
+            return self.verified[key]
+        carried = self.solve(n_prfaas, n_local, bandwidth)
+        rate = self.target.rate_req_per_s
+        ok = False
+        if carried.goodput_req_per_s >= rate and rate < carried.stability_limit_req_per_s:
+            n_p = carried.n_pd_prefill
+            law = loaded_ttft(
+                self.deployed(n_prfaas, n_local, bandwidth),
+                carried.threshold_tokens,
+                n_p,
+                n_local - n_p,
+                rate,
+                decode_service_scv=self.scv,
+            ).ttft
+            ok = law is not None and _quantile_of(law, self.target.quantile) <= self.target.ttft_slo_s
+        self.verified[key] = ok
+        if not ok:
+            self.cache[key] = replace(carried, goodput_req_per_s=min(carried.goodput_req_per_s, rate * (1 - 1e-9)))
+        return ok
+
+    def rescored(self, n_prfaas: int, n_local: int, bandwidth: float) -> Carried:
+        """The solved plan's goodput under the full TTFT law (``plans_goodput``), for reporting."""
+        carried = self.solve(n_prfaas, n_local, bandwidth)
+        if carried.goodput_req_per_s <= 0:
+            return carried
+        slo, q = self.target.ttft_slo_s, self.target.quantile
+        (scored,) = plans_goodput(
+            self.deployed(n_prfaas, n_local, bandwidth),
+            [carried.threshold_tokens],
+            [carried.n_pd_prefill],
+            slo,
+            q,
+            decode_service_scv=self.scv,
+        )
+        return replace(
+            carried,
+            goodput_req_per_s=scored.rate_req_per_s,
+            stability_limit_req_per_s=scored.stability_limit_req_per_s,
+            limited_by=scored.limited_by,
+        )
 
     def carries(self, n_prfaas: int, n_local: int, bandwidth: float) -> bool:
         """Whether the deployment carries the target. Answered without solving when a solved deployment
@@ -164,6 +219,13 @@ class _Carrier:
             if not ok and p >= n_prfaas and n >= n_local and c >= b:
                 return False
         return self.solve(n_prfaas, n_local, bandwidth).goodput_req_per_s >= rate
+
+
+def _quantile_of(law: TtftSummary, quantile: float) -> float:
+    levels = {0.5: law.p50_s, 0.9: law.p90_s, 0.99: law.p99_s}
+    if quantile not in levels:
+        raise ValueError(f"sizing supports the 0.5, 0.9 and 0.99 TTFT quantiles, got {quantile}")
+    return levels[quantile]
 
 
 def decode_floor(model: StageModel, rate_req_per_s: float) -> int:
@@ -203,10 +265,12 @@ def _smallest_local(carrier: _Carrier, n_prfaas: int, bandwidth: float, low: int
 
 
 def _deployment(
-    carrier: _Carrier, prices: UnitPrices, n_prfaas: int, n_local: int, bandwidth: float, label: str
+    carrier: _Carrier, prices: UnitPrices, n_prfaas: int, n_local: int, bandwidth: float, label: str, *, final: bool
 ) -> Deployment:
+    """The deployment priced at the target (and at its goodput). ``final``: its goodput re-scored with the
+    full TTFT law (slower; for what is reported), else the search's."""
     model, target = carrier.model, carrier.target
-    carried = carrier.solve(n_prfaas, n_local, bandwidth)
+    carried = carrier.rescored(n_prfaas, n_local, bandwidth) if final else carrier.solve(n_prfaas, n_local, bandwidth)
     route = routing(model.lengths, carried.threshold_tokens)
     sized = replace(model, n_prfaas=n_prfaas, n_local=n_local)
     egress = float(egress_bytes_per_s(sized, route, target.rate_req_per_s)) if n_prfaas > 0 else 0.0
@@ -237,6 +301,63 @@ def _deployment(
     )
 
 
+#: Rounds of search-then-verify before sizing gives up (each round demotes one deployment the full law rejects).
+_MAX_VERIFY_ROUNDS = 64
+
+
+def _cheapest(
+    carrier: _Carrier,
+    prices: UnitPrices,
+    bandwidths: list[float],
+    floor: int,
+    max_prfaas: int,
+    max_local: int,
+) -> tuple[int, int, float] | None:
+    """The cheapest (N_prfaas, N_local, B) whose search goodput carries the target.
+
+    For each N_prfaas (ascending, while its cost bound can still win): N_0, the fewest local instances that
+    carry at the largest B (galloping from the decode floor, bounded by the previous N_prfaas's N_0); then
+    for N_local = N_0, N_0 + 1, ... while an extra local instance costs less than the link it could save,
+    the smallest B that carries (bisection over the sizes: carrying is monotone in B).
+    """
+    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
+    local_price = prices.local_usd_per_instance_hour or 0.0
+    ascending = sorted(bandwidths)
+    link_costs = [link_fixed_usd_per_hour(prices.link, b) for b in ascending]
+    top, top_cost, cheapest_link = ascending[-1], link_costs[-1], min(link_costs)
+    best: tuple[int, int, float] | None = None
+    best_cost = math.inf
+    upper = max_local
+    for n_prfaas in range(1, max_prfaas + 1):
+        if cheapest_link + n_prfaas * prfaas_price + floor * local_price >= best_cost:
+            break
+        n0 = _smallest_local(carrier, n_prfaas, top, floor, upper)
+        if n0 is None:
+            continue
+        upper = n0
+        n_local = n0
+        while n_local <= max_local and (n_local - n0) * local_price < top_cost - cheapest_link + 1e-12:
+            if cheapest_link + n_prfaas * prfaas_price + n_local * local_price >= best_cost:
+                break
+            lo, hi = -1, len(ascending) - 1  # ascending[hi] carries (it does at top for n >= n0)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if carrier.carries(n_prfaas, n_local, ascending[mid]):
+                    hi = mid
+                else:
+                    lo = mid
+            bandwidth = ascending[hi]
+            cost = _deployment(carrier, prices, n_prfaas, n_local, bandwidth, "", final=False).usd_per_hour
+            if cost < best_cost:
+                best, best_cost = (n_prfaas, n_local, bandwidth), cost
+            if hi == 0:
+                break  # already the cheapest link: more local instances only cost more
+            n_local += 1
+        if upper == floor:
+            break  # more PrfaaS instances cannot save a local instance
+    return best
+
+
 def size(
     model: StageModel,
     prices: UnitPrices,
@@ -262,51 +383,37 @@ def size(
     carrier = _Carrier(model, target, resolution_tokens, decode_service_scv)
     floor = max(2, decode_floor(model, target.rate_req_per_s))
     reasons: list[str] = []
-    local_price = prices.local_usd_per_instance_hour or 0.0
-    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
 
     homog: Deployment | None = None
     if homogeneous:
-        n = _smallest_local(carrier, 0, 0.0, floor, max_local)
+        low = floor
+        while True:
+            n = _smallest_local(carrier, 0, 0.0, low, max_local)
+            if n is None or carrier.verify(0, n, 0.0):
+                break
+            low = n + 1  # the search's goodput carried it, the full law does not: try the next size
         if n is None:
             reasons.append(
                 f"homogeneous_pd: no local pool of {floor}..{max_local} instances carries "
                 f"{target.rate_req_per_s:g} req/s within P{target.quantile * 100:g} TTFT <= {target.ttft_slo_s:g} s"
             )
         else:
-            homog = _deployment(carrier, prices, 0, n, 0.0, "homogeneous-pd")
+            homog = _deployment(carrier, prices, 0, n, 0.0, "homogeneous-pd", final=True)
 
-    best: Deployment | None = None
-    best_cost = math.inf
-    # Descending bandwidth inside each N_prfaas: the answer at a larger B is a lower bound at a smaller one,
-    # and a B at which even max_local fails rules out every smaller B.
     bandwidths = sorted(set(float(b) for b in bandwidths_bytes_per_s), reverse=True)
+    best: Deployment | None = None
     if floor > max_local:
         reasons.append(f"pd_decode: carrying {target.rate_req_per_s:g} req/s needs at least {floor} local instances")
     else:
-        cheapest_link = min(link_fixed_usd_per_hour(prices.link, b) for b in bandwidths)
-        upper = max_local  # the answer for N_prfaas - 1 at the largest B bounds the next from above
-        for n_prfaas in range(1, max_prfaas + 1):
-            if cheapest_link + n_prfaas * prfaas_price + floor * local_price >= best_cost:
+        for _ in range(_MAX_VERIFY_ROUNDS):
+            found = _cheapest(carrier, prices, bandwidths, floor, max_prfaas, max_local)
+            if found is None or carrier.verify(*found):
                 break
-            low, first = floor, True
-            for bandwidth in bandwidths:
-                link_cost = link_fixed_usd_per_hour(prices.link, bandwidth)
-                if link_cost + n_prfaas * prfaas_price + low * local_price >= best_cost:
-                    continue  # this B is too dear even at the lowest N_local still possible
-                n_local = _smallest_local(carrier, n_prfaas, bandwidth, low, max_local)
-                if first:
-                    upper = min(upper, n_local) if n_local is not None else upper
-                    first = False
-                if n_local is None:
-                    break  # smaller bandwidths carry no more
-                low = n_local
-                candidate = _deployment(carrier, prices, n_prfaas, n_local, bandwidth, "prfaas-pd")
-                if candidate.usd_per_hour < best_cost:
-                    best, best_cost = candidate, candidate.usd_per_hour
-            if upper == floor:
-                break  # more PrfaaS instances cannot save a local instance
-        if best is None:
+        else:
+            found = None
+        if found is not None:
+            best = _deployment(carrier, prices, *found, "prfaas-pd", final=True)
+        else:
             reasons.append(
                 f"prfaas_pd: no deployment with 1..{max_prfaas} PrfaaS instances, {floor}..{max_local} local "
                 f"instances and the given link sizes carries {target.rate_req_per_s:g} req/s within "
@@ -337,7 +444,7 @@ def max_rate(
     the plan that carries it."""
     target = Target(rate_req_per_s=math.inf, ttft_slo_s=ttft_slo_s, quantile=quantile)
     carrier = _Carrier(model, target, resolution_tokens, decode_service_scv)
-    return carrier.solve(model.n_prfaas, model.n_local, model.link_bandwidth_bytes_per_s)
+    return carrier.rescored(model.n_prfaas, model.n_local, model.link_bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
