@@ -1,0 +1,78 @@
+"""Wall time and peak memory of the capacity commands, each in a fresh interpreter (a benchmark, not a test).
+
+    python3 tests/benchmarks/capacity_speed.py [--out capacity_speed.json]
+
+Measures, end to end through the real CLI (``python -m prfaas_plan``):
+- ``size`` on the paper scenario (its target: 3 req/s, P90 TTFT <= 5 s), without and with the simulation check;
+- ``matrix`` over {h200, b200, h100, mi300x} x {h20, h800, h100} (12 cells) on the paper scenario;
+- ``cost`` and ``headroom`` on the paper scenario.
+Peak memory is the child's own maximum resident set (``getrusage(RUSAGE_SELF)`` written at its exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+CASES = {
+    "size (paper target, --no-verify)": ["size", "--no-verify", "--json"],
+    "size (paper target, simulation check)": ["size", "--json"],
+    "matrix 4 x 3 (paper model)": ["matrix", "--json"],
+    "cost (paper)": ["cost", "--json"],
+    "headroom (paper, 2 req/s)": ["headroom", "--rate", "2", "--json"],
+}
+
+
+# Runs the CLI as ``-m prfaas_plan`` would and, on the way out, writes the process's own peak RSS (KiB).
+_WRAPPER = """
+import atexit, resource, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+sys.argv[0] = 'prfaas_plan'
+runpy.run_module('prfaas_plan', run_name='__main__', alter_sys=True)
+"""
+
+
+def _run(args: list[str], scratch: Path) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MiB, exit status) of one CLI run in a fresh child process."""
+    peak_file = scratch / "peak"
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(peak_file), *args], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    peak = float(peak_file.read_text()) / 1024.0 if peak_file.exists() else float("nan")
+    return wall, peak, done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    rows = []
+    scratch = Path(tempfile.mkdtemp())
+    for name, cli in CASES.items():
+        wall, peak, status = _run(cli, scratch)
+        rows.append(
+            {
+                "case": name,
+                "command": "prfaas-plan " + " ".join(cli),
+                "wall_s": wall,
+                "peak_rss_mib": peak,
+                "exit": status,
+            }
+        )
+        print(f"{name:45s} {wall:7.2f} s  {peak:7.0f} MiB  exit {status}", flush=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
