@@ -27,6 +27,13 @@ def homogeneous_model(model: StageModel, prfaas_gpus: int, local_gpus_per_instan
     return replace(model, n_prfaas=0, n_local=model.n_local + extra)
 
 
+def naive_threshold(model: StageModel) -> float:
+    """The naive baseline's threshold: below every length, so every request is prefilled on PrfaaS (t = 0,
+    or just below a distribution that starts at 0 tokens: a fully cached request, with nothing to prefill,
+    is still routed to PrfaaS rather than to a local prefill pool the baseline does not have)."""
+    return min(0.0, model.lengths.lower_tokens - 1.0)
+
+
 def best_split_without_offload(model: StageModel, label: str) -> PlanEvaluation:
     """Best N_p for a pool that prefills everything locally (p = 0): max over N_p of min(Θ_pd-p, Θ_pd-d)."""
     t_all_local = model.lengths.upper_tokens
@@ -45,7 +52,7 @@ def _with_baselines(
     homogeneous = best_split_without_offload(
         homogeneous_model(model, prfaas_gpus, local_gpus_per_instance), label="homogeneous-pd"
     )
-    naive = evaluate(model, 0.0, 0, label="naive-heterogeneous")
+    naive = evaluate(model, naive_threshold(model), 0, label="naive-heterogeneous")
     return Comparison(plan=plan, homogeneous_pd=homogeneous, naive_heterogeneous=naive, sources=model.sources)
 
 
