@@ -209,6 +209,14 @@ def evaluate(
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)
+        if n_pd_prefill + n_pd_decode > spec.local.instances:
+            raise InputError(
+                Problem(
+                    field="--n-pd-prefill/--n-pd-decode",
+                    message=f"{n_pd_prefill} + {n_pd_decode} instances exceed the local pool's {spec.local.instances} "
+                    "(deployment.local.instances)",
+                )
+            )
         model, traffic, label = _traffic(
             stage_model(spec), spec, trace, prefix_cache, rate is not None or load is not None or curve
         )

@@ -284,6 +284,8 @@ def matrix(
 
     Example: prfaas-plan matrix --prefill h200,b200 --local h20,h100 --rate 3 --ttft-p90-s 5
     """
+    from dataclasses import replace
+
     from prfaas_plan.io.capacity_report import matrix_to_dict
     from prfaas_plan.io.matrix import matrix_cells
     from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
@@ -296,7 +298,13 @@ def matrix(
         spec = load_scenario(resolve_scenario_path(scenario))
         target = _target(spec, rate, ttft_p90_s)
         inputs = []
-        for cell in matrix_cells(spec, _names(prefill, "--prefill"), _names(local, "--local")):
+        try:
+            cells = matrix_cells(spec, _names(prefill, "--prefill"), _names(local, "--local"))
+        except InputError as exc:  # the library names its arguments; the command names its flags
+            raise InputError(
+                [replace(p, field=f"--{p.field}") if p.field in ("prefill", "local") else p for p in exc.problems]
+            ) from None
+        for cell in cells:
             model, prices, reason = None, None, cell.reason
             if cell.scenario is not None:
                 try:

@@ -87,12 +87,12 @@ def matrix_cells(spec: Scenario, prefill: list[str], local: list[str]) -> list[M
     """Every (prefill, local) pair of the named hardware, the scenario's instance sizes and link kept."""
     problems = [
         Problem(field=flag, message=f"at most {MAX_AXIS} hardware names, got {len(names)}")
-        for flag, names in (("--prefill", prefill), ("--local", local))
+        for flag, names in (("prefill", prefill), ("local", local))
         if len(names) > MAX_AXIS
     ]
     problems += [
         Problem(field=flag, message="needs at least one hardware name")
-        for flag, names in (("--prefill", prefill), ("--local", local))
+        for flag, names in (("prefill", prefill), ("local", local))
         if not names
     ]
     if problems:

@@ -70,7 +70,7 @@ def evaluate_given(model: StageModel, threshold_tokens: float, n_pd_prefill: int
     if n_pd_prefill + n_pd_decode > model.n_local:
         raise InputError(
             Problem(
-                field="--n-pd-prefill/--n-pd-decode",
+                field="n_pd_prefill + n_pd_decode",
                 message=f"{n_pd_prefill} + {n_pd_decode} instances exceed the local pool's {model.n_local} "
                 "(deployment.local.instances)",
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -39,11 +40,12 @@ class PlanEvaluation:
     offload_fraction: float
     long_tokens: float | None
     short_tokens: float | None
-    theta_prfaas_compute: float | None
-    theta_prfaas_link: float | None
-    theta_pd_prefill: float | None
-    theta_pd_decode: float
-    stage_bounds: dict[str, float]
+    theta_prfaas_compute_req_per_s: float | None
+    theta_prfaas_link_req_per_s: float | None
+    theta_pd_prefill_req_per_s: float | None
+    theta_pd_decode_req_per_s: float
+    #: Each stage's limit on the total rate Λ (req/s), read-only.
+    stage_bound_req_per_s: Mapping[str, float]
     throughput_req_per_s: float
     bottleneck: str
     binding: tuple[str, ...]
@@ -56,11 +58,11 @@ class PlanEvaluation:
     stability_limit_req_per_s: float = float("nan")
 
     @property
-    def theta_prfaas(self) -> float | None:
+    def theta_prfaas_req_per_s(self) -> float | None:
         """Θ_prfaas = min(compute, link) (Eq. 3), None when nothing is offloaded."""
-        if self.theta_prfaas_compute is None or self.theta_prfaas_link is None:
+        if self.theta_prfaas_compute_req_per_s is None or self.theta_prfaas_link_req_per_s is None:
             return None
-        return min(self.theta_prfaas_compute, self.theta_prfaas_link)
+        return min(self.theta_prfaas_compute_req_per_s, self.theta_prfaas_link_req_per_s)
 
     @property
     def link_utilization(self) -> float:
@@ -118,11 +120,11 @@ def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, labe
         offload_fraction=p,
         long_tokens=float(route.long_tokens) if p > 0 else None,
         short_tokens=float(route.short_tokens) if p < 1 else None,
-        theta_prfaas_compute=_optional(float(theta.prfaas_compute)),
-        theta_prfaas_link=_optional(float(theta.prfaas_link)),
-        theta_pd_prefill=_optional(float(theta.pd_prefill)),
-        theta_pd_decode=float(theta.pd_decode),
-        stage_bounds=bounds,
+        theta_prfaas_compute_req_per_s=_optional(float(theta.prfaas_compute)),
+        theta_prfaas_link_req_per_s=_optional(float(theta.prfaas_link)),
+        theta_pd_prefill_req_per_s=_optional(float(theta.pd_prefill)),
+        theta_pd_decode_req_per_s=float(theta.pd_decode),
+        stage_bound_req_per_s=MappingProxyType(bounds),
         throughput_req_per_s=lam,
         bottleneck=bottleneck,
         binding=binding,

@@ -54,7 +54,7 @@ def test_independent_prfaas_stage_and_egress(table6: Comparison) -> None:
     under either reading. The link alone would carry 12.9 req/s. The optimiser's t enters only through
     l_long."""
     plan = table6.plan
-    assert plan.theta_prfaas == pytest.approx(1.61, rel=0.01)
+    assert plan.theta_prfaas_req_per_s == pytest.approx(1.61, rel=0.01)
     assert 12.0 <= plan.egress_bytes_per_s / GBIT_PER_S <= 13.0  # §4.3: "approximately 13 Gbps"
     assert plan.bottleneck in ("prfaas_compute", "pd_prefill")  # §4.4: PrfaaS is compute-bound
 
@@ -78,16 +78,16 @@ def test_consistency_threshold_split_and_lambda(table6: Comparison) -> None:
     assert plan.threshold_tokens == pytest.approx(19_400, abs=300)
     assert (plan.n_prfaas, plan.n_pd_prefill, plan.n_pd_decode) == (4, 3, 5)
     assert plan.throughput_req_per_s == pytest.approx(3.24, rel=0.01)
-    assert plan.theta_pd_prefill == pytest.approx(1.64, rel=0.01)
+    assert plan.theta_pd_prefill_req_per_s == pytest.approx(1.64, rel=0.01)
     assert plan.offload_fraction == pytest.approx(0.496, abs=0.005)  # §4.3: 49.6 % routed to PrfaaS
 
 
 def test_consistency_decode_throughputs(table6: Comparison) -> None:
     """Consistency checks: Θ_pd-d 3.91 / 2.35 / 6.25. BS_max = 20 was backed out of exactly these three
     (0.78 req/s per instance x N_d), so they restate the input."""
-    assert table6.plan.theta_pd_decode == pytest.approx(3.91, rel=0.01)
-    assert table6.homogeneous_pd.theta_pd_decode == pytest.approx(2.35, rel=0.01)
-    assert table6.naive_heterogeneous.theta_pd_decode == pytest.approx(6.25, rel=0.01)
+    assert table6.plan.theta_pd_decode_req_per_s == pytest.approx(3.91, rel=0.01)
+    assert table6.homogeneous_pd.theta_pd_decode_req_per_s == pytest.approx(2.35, rel=0.01)
+    assert table6.naive_heterogeneous.theta_pd_decode_req_per_s == pytest.approx(6.25, rel=0.01)
 
 
 def test_consistency_baseline_splits_and_homogeneous_lambda(table6: Comparison) -> None:
