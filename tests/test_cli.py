@@ -110,3 +110,11 @@ def test_installed_entry_point_runs_the_builtin_scenario_anywhere(tmp_path: Path
     result = subprocess.run([exe, "optimize", "--json"], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["plan"]["n_prfaas"] == 4
+
+
+def test_version_prints_the_package_version() -> None:
+    from prfaas_plan import __version__
+
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"prfaas-plan {__version__}"

@@ -22,6 +22,32 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from prfaas_plan import __version__
+
+        try:
+            installed = version("prfaas-plan")
+        except PackageNotFoundError:  # running from a source checkout that is not installed
+            installed = __version__
+        typer.echo(f"prfaas-plan {installed}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation."""
+
+
 app.add_typer(model_app, name="model")
 app.add_typer(validate_app, name="validate")
 
