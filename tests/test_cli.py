@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PAPER_SCENARIO, run_cli
+from tests.conftest import PAPER_SCENARIO, REPO, run_cli
 
 PLAN_KEYS = {
     "threshold_tokens",
@@ -118,3 +118,27 @@ def test_version_prints_the_package_version() -> None:
     result = run_cli("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"prfaas-plan {__version__}"
+
+
+def test_piped_tables_are_not_wrapped_and_json_failures_are_json() -> None:
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(REPO)
+    piped = subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", "optimize"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    assert piped.returncode == 0
+    assert max(len(line) for line in piped.stdout.splitlines()) > 100  # the full table, not wrapped at 80
+    assert any("Homogeneous PD (12 × h20)" in line for line in piped.stdout.splitlines())
+    failed = run_cli("optimize", "--n-prfaas", "0", "--json")
+    assert failed.returncode == 2
+    error = json.loads(failed.stdout)["error"]
+    assert error["kind"] == "input" and error["exit_status"] == 2
+    assert error["problems"][0]["field"] == "--n-prfaas"

@@ -165,7 +165,7 @@ def optimize(
     from prfaas_plan.optimize import compare, compare_goodput
     from prfaas_plan.throughput import stage_model
 
-    with _handled():
+    with _handled(json_output):
         check_finite(
             {"--resolution-tokens": resolution_tokens, "--ttft-p90-s": ttft_p90_s, "--rate": rate, "--load": load}
         )
@@ -229,7 +229,7 @@ def evaluate(
     from prfaas_plan.optimize import Comparison, plan_comparison
     from prfaas_plan.throughput import stage_model
 
-    with _handled():
+    with _handled(json_output):
         check_finite({"--rate": rate, "--load": load})
         check_instances({"--n-prfaas": n_prfaas, "--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode})
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
@@ -326,7 +326,7 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     from prfaas_plan.io.report import fit_report_to_dict
     from prfaas_plan.physics.pools import pool_fit_reports
 
-    with _handled():
+    with _handled(json_output):
         spec = _scenario(scenario, None, None, None)
         curves = [
             fit_report_to_dict(report)

@@ -132,7 +132,7 @@ def size(
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GBIT_PER_S
 
-    with handled():
+    with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
         given = _bandwidths(bandwidths)
         spec = load_scenario(resolve_scenario_path(scenario))
@@ -237,7 +237,7 @@ def cost(
     from prfaas_plan.optimize.economics import cost_comparison
     from prfaas_plan.throughput import stage_model
 
-    with handled():
+    with handled(json_output):
         check_finite({"--resolution-tokens": resolution_tokens})
         spec = load_scenario(resolve_scenario_path(scenario))
         prices = _priced(spec)
@@ -293,7 +293,7 @@ def matrix(
     from prfaas_plan.optimize.matrix import CellInput, hardware_matrix
     from prfaas_plan.throughput import stage_model
 
-    with handled():
+    with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
         spec = load_scenario(resolve_scenario_path(scenario))
         target = _target(spec, rate, ttft_p90_s)
@@ -358,7 +358,7 @@ def headroom(
     from prfaas_plan.optimize.headroom import n_minus_one, tornado
     from prfaas_plan.throughput import stage_model
 
-    with handled():
+    with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s, "--step": step})
         spec = load_scenario(resolve_scenario_path(scenario))
         target = _target(spec, rate, ttft_p90_s)

@@ -21,10 +21,12 @@ from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
 #: room while keeping every per-instance array (the search grids, the simulator's servers) in memory.
 MAX_INSTANCES = 10_000
 
-#: Instances per pool the goodput search accepts. Its Erlang C terms grow with the square of the pool:
-#: measured on the paper's scenario, 64 local instances take 0.25 GB and 6 s, 128 take 0.9 GB and 13 s,
-#: 256 take 3.2 GB and 56 s, 400 over 7 GB and two minutes.
-MAX_GOODPUT_INSTANCES = 128
+#: Instances per pool the goodput search accepts. Its splits are searched by branch and bound and Erlang C costs
+#: the same for any pool, so time and memory barely grow with the pool (tests/benchmarks/scale.py, paper
+#: scenario: `optimize --objective goodput` without its simulation takes 1.3 s and 75 MiB at 2,000 instances
+#: per pool, 1.1 s and 80 MiB at 5,000). The cap is half of MAX_INSTANCES because the homogeneous baseline
+#: merges both pools into one: with 8 GPUs per instance in both, that pool stays within MAX_INSTANCES too.
+MAX_GOODPUT_INSTANCES = MAX_INSTANCES // 2
 
 #: Range of --bandwidth-gbit-per-s: 1 Mbit/s to 1 Pbit/s. Outside it the link is no datacenter link: below,
 #: one KV cache takes hours to move; above, squared transfer times underflow in the queueing formulas.
@@ -114,8 +116,8 @@ def check_goodput_pools(prfaas_instances: int, local_instances: int) -> None:
     problems = [
         Problem(
             field="--objective goodput",
-            message=f"searches pools of at most {MAX_GOODPUT_INSTANCES} instances (its cost grows with the square "
-            f"of the pool), the {pool} pool has {count:,}; use --objective throughput",
+            message=f"searches pools of at most {MAX_GOODPUT_INSTANCES:,} instances (the homogeneous baseline merges "
+            f"both pools), the {pool} pool has {count:,}; use --objective throughput",
         )
         for pool, count in (("PrfaaS", prfaas_instances), ("local", local_instances))
         if count > MAX_GOODPUT_INSTANCES
@@ -138,22 +140,35 @@ def check_output(path: str, flag: str) -> None:
 
 
 @contextmanager
-def handled() -> Iterator[None]:
-    """Expected errors become one line per problem on stderr: exit 2 for bad input, 1 for infeasible plans."""
+def handled(json_output: bool = False) -> Iterator[None]:
+    """Expected errors become one line per problem on stderr: exit 2 for bad input, 1 for infeasible plans.
+    With ``json_output`` the same failure is also printed on stdout as one JSON object, ``{"error": {"kind":
+    "input" | "infeasible" | "plan", "exit_status", "problems": [...]}}``, so a pipeline reading stdout never
+    sees it empty."""
+
+    def failed(kind: str, status: int, problems: list[dict[str, Any]]) -> typer.Exit:
+        if json_output:
+            emit({"error": {"kind": kind, "exit_status": status, "problems": problems}})
+        return typer.Exit(status)
+
     try:
         yield
     except InputError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        listed = [
+            {"file": p.file, "line": p.line, "field": p.field, "message": p.message, "text": str(p)}
+            for p in exc.problems
+        ]
+        raise failed("input", 2, listed) from None
     except InfeasibleError as exc:
         print("infeasible: no load can be carried; binding constraint:", file=sys.stderr)
         for reason in exc.reasons:
             print(f"  {reason}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        raise failed("infeasible", 1, [{"message": r} for r in exc.reasons]) from None
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        raise failed("plan", 1, [{"message": str(exc)}]) from None
 
 
 def emit(payload: dict[str, Any]) -> None:

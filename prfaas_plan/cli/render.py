@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -144,6 +146,15 @@ def kv_table(payload: dict[str, Any]) -> Table:
     return table
 
 
+#: Width used when output is piped (and COLUMNS is not set): wide enough that no table wraps.
+PIPED_WIDTH = 1000
+
+
 def console(stderr: bool = False) -> Console:
-    """A console for tables (stdout) or messages (stderr)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console for tables (stdout) or messages (stderr). Piped output is not wrapped at 80 columns: tables
+    keep their natural width unless COLUMNS says otherwise."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None
+    if not stream.isatty() and "COLUMNS" not in os.environ:
+        width = PIPED_WIDTH
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
