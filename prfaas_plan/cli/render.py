@@ -58,7 +58,7 @@ def _rows(base: float) -> list[Row]:
         ("Θ_pd-p (req/s)", lambda p: _num(p.theta_pd_prefill_req_per_s)),
         ("Θ_pd-d (req/s)", lambda p: _num(p.theta_pd_decode_req_per_s)),
         ("Λ_max (req/s)", lambda p: f"[bold]{p.throughput_req_per_s:.2f}[/bold]"),
-        ("queueing limit (req/s)", lambda p: _num(p.stability_limit_req_per_s)),
+        ("stability limit (req/s)", lambda p: _num(p.stability_limit_req_per_s)),
         ("gain vs homogeneous", lambda p: f"{p.throughput_req_per_s / base:.2f}×"),
         ("egress at Λ_max (Gbit/s)", lambda p: f"{p.egress_bytes_per_s / GBIT_PER_S:.1f}"),
         ("link utilisation", lambda p: f"{p.link_utilization:.1%}"),
