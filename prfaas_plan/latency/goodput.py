@@ -6,8 +6,10 @@ goodput is the root of P_Λ(TTFT <= X) = q on (0, Λ_stable), found by bisection
 inside the loop. Λ_stable is the rate at which the first stage saturates; the TPOT SLO is already met by
 every plan the stage model accepts (``throughput.stage_model`` rejects a decode profile that misses it).
 
-The search over (t, N_p) reuses the throughput search's structure: every split at once on a grid of
-thresholds spaced by the length distribution's quantiles, then nested grids around the best cells.
+The search over (t, N_p) reuses the throughput search's structure: the splits on a grid of thresholds spaced
+by the length distribution's quantiles (every split of a small pool, a branch and bound over intervals of
+splits for a large one, so that its cost grows with the logarithm of the pool), then nested grids around the
+best cells.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from prfaas_plan.latency.unloaded import (
     offload_mass_below,
     route_latency,
 )
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
 
@@ -51,6 +53,15 @@ _STRETCH_POLISH = 4
 _REFINE_POINTS = 17
 # Splits whose coarse goodput is within this fraction of the best are refined.
 _REFINE_ROWS = 2
+#: Pools of at most this many local instances have every split scored on the coarse threshold grid; larger
+#: ones are searched by branch and bound over intervals of splits (``_split_search``).
+EXHAUSTIVE_SPLITS = 64
+# The branch and bound cuts each interval of splits it cannot discard into this many per round, discards
+# an interval whose bound is at most the best goodput times 1 + _GAP_RTOL (the optimality gap it proves),
+# and brackets every goodput it scores to _BOUND_RATE_RTOL of the plan's stability limit, well inside the gap.
+_SPLIT_CELLS = 16
+_GAP_RTOL = 1e-6
+_BOUND_RATE_RTOL = 1e-9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,19 +161,55 @@ def goodput_rates(
     stability limit by regula falsi with the Illinois modification on f(Λ) = P_Λ(TTFT <= X) - q, which is
     continuous and decreasing on (0, Λ_stable); the returned value is the lower, SLO-meeting end.
     """
+    n_p = np.asarray(n_pd_prefill, dtype=np.float64)
+    low, _, limit, unloaded = goodput_brackets(
+        model,
+        threshold_tokens,
+        n_p,
+        model.n_local - n_p,
+        ttft_slo_s,
+        quantile,
+        decode_service_scv=decode_service_scv,
+        grid_points=grid_points,
+        rate_rtol=rate_rtol,
+    )
+    return low, limit, unloaded
+
+
+def goodput_brackets(
+    model: StageModel,
+    threshold_tokens: ArrayLike,
+    n_pd_prefill: ArrayLike,
+    n_pd_decode: ArrayLike,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    decode_service_scv: float = 0.0,
+    grid_points: int = SEARCH_GRID_POINTS,
+    rate_rtol: float = RATE_RTOL,
+) -> tuple[Array, Array, Array, Array]:
+    """``goodput_rates`` for plans (t, N_p, N_d) with N_d given (N_p + N_d need not be ``model.n_local``).
+
+    Returns (low, high, stability limit, P(TTFT <= X) at zero load): the goodput lies in [low, high] (req/s),
+    low meets the SLO, and high = low = 0 where the empty system misses it; high is the limit where the
+    SLO still holds just below it. The search bounds groups of splits by plans with more instances than
+    exist (see ``best_goodput_plan``), and needs ``high`` as a proven upper bound.
+    """
     if not (ttft_slo_s > 0 and np.isfinite(ttft_slo_s)):
         raise ValueError(f"ttft_slo_s must be a finite number > 0, got {ttft_slo_s}")
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     lengths = model.lengths
     route = route_latency(model)
-    t_all, n_all = np.broadcast_arrays(np.asarray(threshold_tokens, dtype=np.float64), np.asarray(n_pd_prefill))
+    t_all, n_all, d_all = np.broadcast_arrays(
+        np.asarray(threshold_tokens, dtype=np.float64), np.asarray(n_pd_prefill), np.asarray(n_pd_decode)
+    )
     shape = t_all.shape
     # Everything that depends on the threshold alone is computed once per distinct threshold.
     unique_t, which = np.unique(t_all.ravel(), return_inverse=True)
     t = unique_t[which]
     n_p = n_all.ravel().astype(np.float64)
-    n_d = model.n_local - n_p
+    n_d = d_all.ravel().astype(np.float64)
     moments = route_moments(model, t)
     limit, _ = stability_limit_req_per_s(model, moments, n_p, n_d)
     lo, hi = lengths.lower_tokens, lengths.upper_tokens
@@ -237,7 +284,9 @@ def goodput_rates(
         f_low = np.where(pending & (side == -1) & (last_side == -1), 0.5 * f_low, f_low)
         last_side = side
     rate = np.where(feasible, np.where(top_ok, top, low), 0.0)
-    return rate.reshape(shape), limit.reshape(shape), np.asarray(unloaded_cdf).reshape(shape)
+    upper = np.where(feasible, np.where(top_ok, limit, high), 0.0)
+    unloaded = np.broadcast_to(unloaded_cdf, t.shape)
+    return rate.reshape(shape), upper.reshape(shape), limit.reshape(shape), unloaded.reshape(shape)
 
 
 def plans_goodput(
@@ -386,14 +435,19 @@ def best_goodput_plan(
     resolution_tokens: float = 10.0,
     decode_service_scv: float = 0.0,
     thresholds: ArrayLike | None = None,
+    exhaustive_splits: int = EXHAUSTIVE_SPLITS,
 ) -> tuple[float, int, float]:
     """(t, N_p, goodput) maximising goodput over thresholds and splits N_p in 0..N_local-1 (req/s).
 
     ``thresholds`` restricts t to given values (no refinement), e.g. the upper end of the length range for
-    a pool that prefills everything locally. Otherwise: a quantile-spaced coarse grid x every split, then
+    a pool that prefills everything locally. Otherwise: a quantile-spaced coarse grid x the splits, then
     nested grids around the best threshold of the best two splits until the bracket is narrower than
-    ``resolution_tokens``. Pruning is exact: goodput never exceeds the stability limit, so once some plans
-    are scored, a candidate whose limit is below the best goodput found cannot win and is not scored.
+    ``resolution_tokens``.
+
+    On the coarse grid, a pool of at most ``exhaustive_splits`` local instances has every split bounded:
+    goodput never exceeds the stability limit, so once some plans are scored, a candidate whose limit is
+    below the best goodput found cannot win and is not scored. A larger pool is searched by branch and bound
+    over intervals of splits (``_split_search``), whose cost grows with the logarithm of the pool.
     """
     fixed = thresholds is not None
     grid = np.asarray(thresholds, dtype=np.float64).ravel() if fixed else _coarse_thresholds(model)
@@ -410,29 +464,27 @@ def best_goodput_plan(
         )
         return rates
 
-    t_cand, n_cand = (a.ravel() for a in np.meshgrid(grid, np.arange(model.n_local, dtype=np.float64), indexing="ij"))
-    moments = route_moments(model, t_cand)
-    limits, _ = stability_limit_req_per_s(model, moments, n_cand, model.n_local - n_cand)
-    limits = np.where(np.isfinite(limits), limits, 0.0)
-    order = np.argsort(-limits, kind="stable")
-    rates = np.zeros(t_cand.shape)
-    probe = order[:_PROBE_CANDIDATES]
-    rates[probe] = score(t_cand[probe], n_cand[probe])
-    rest = order[_PROBE_CANDIDATES:]
-    rest = rest[limits[rest] > np.max(rates)]
-    if rest.size:
-        rates[rest] = score(t_cand[rest], n_cand[rest])
+    if model.n_local <= exhaustive_splits:
+        cell, split, rates = _every_split(model, grid, score)
+    else:
+        cell, split, rates = _split_search(model, grid, ttft_slo_s, quantile, decode_service_scv)
+    # Scored plans in threshold-major order: ties go to the smallest threshold, then the smallest split.
+    order = np.lexsort((split, cell))
+    cell, split, rates = cell[order], split[order], rates[order]
     k = int(np.argmax(rates))
-    best = (float(t_cand[k]), int(n_cand[k]), float(rates[k]))
+    best = (float(grid[cell[k]]), int(split[k]), float(rates[k]))
     if fixed or grid.size < 3 or best[2] <= 0:
         return best
-    by_split = rates.reshape(grid.size, model.n_local)
-    row_best = np.max(by_split, axis=0)
-    rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
-    rows = rows[row_best[rows] > 0]
-    cell = np.argmax(by_split[:, rows], axis=0)
-    lo = grid[np.maximum(cell - 1, 0)]
-    hi = grid[np.minimum(cell + 1, grid.size - 1)]
+    splits, which = np.unique(split, return_inverse=True)
+    row_best = np.full(splits.size, -np.inf)
+    np.maximum.at(row_best, which, rates)
+    top_rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
+    top_rows = top_rows[row_best[top_rows] > 0]
+    rows = splits[top_rows]
+    # Each refined split's best coarse threshold (the first, in grid order, of its best score).
+    best_cell = np.array([cell[which == r][np.argmax(rates[which == r])] for r in top_rows], dtype=np.int64)
+    lo = grid[np.maximum(best_cell - 1, 0)]
+    hi = grid[np.minimum(best_cell + 1, grid.size - 1)]
     fractions = np.linspace(0.0, 1.0, _REFINE_POINTS)
     picks = np.arange(rows.size)
     while np.max(hi - lo) > resolution_tokens:
@@ -448,3 +500,111 @@ def best_goodput_plan(
         lo = np.maximum(centre - step, lo)
         hi = np.minimum(centre + step, hi)
     return best
+
+
+def _every_split(
+    model: StageModel, grid: Array, score: Callable[[Array, Array], Array]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
+    """Every (threshold cell, split) of the coarse grid with its goodput (0 where pruned by the stability
+    limit: such a plan cannot beat the best scored one)."""
+    n = model.n_local
+    t_cand, n_cand = (a.ravel() for a in np.meshgrid(grid, np.arange(n, dtype=np.float64), indexing="ij"))
+    moments = route_moments(model, t_cand)
+    limits, _ = stability_limit_req_per_s(model, moments, n_cand, n - n_cand)
+    limits = np.where(np.isfinite(limits), limits, 0.0)
+    order = np.argsort(-limits, kind="stable")
+    rates = np.zeros(t_cand.shape)
+    probe = order[:_PROBE_CANDIDATES]
+    rates[probe] = score(t_cand[probe], n_cand[probe])
+    rest = order[_PROBE_CANDIDATES:]
+    rest = rest[limits[rest] > np.max(rates)]
+    if rest.size:
+        rates[rest] = score(t_cand[rest], n_cand[rest])
+    cell, split = np.divmod(np.arange(t_cand.size, dtype=np.int64), n)
+    return cell, split, rates
+
+
+def _split_search(
+    model: StageModel, grid: Array, ttft_slo_s: float, quantile: float, decode_service_scv: float
+) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
+    """Branch and bound over intervals of splits, for every coarse threshold at once: the scored plans
+    (threshold cell, split, goodput).
+
+    Bound. Every stage's wait law is stochastically non-increasing in its number of servers (Erlang C and
+    Whitt's conditional mean both fall as servers are added at a fixed load), so P_Λ(TTFT <= X) never falls
+    when N_p or N_d grows, and neither does the goodput. Every split N_p in [a, b] has N_p <= b and
+    N_local - N_p <= N_local - a, so its goodput is at most that of the plan (t, N_p = b, N_d = N_local - a),
+    which has more instances than exist; the upper end of that plan's bracket bounds the interval. (On a
+    single split the bound is the plan's own goodput.)
+
+    Search. The splits with the largest stability limits are scored first (an incumbent); every threshold
+    starts with one interval, 0..N_local-1. Each round cuts every open interval into up to 16, drops those
+    whose stability limit or bound is at most the incumbent times 1 + ``_GAP_RTOL``, and scores the split
+    of largest stability limit in each one left (raising the incumbent). No split is skipped that could beat
+    the result by more than that gap; rounds grow with log16(N_local), and each scores a number of plans
+    set by how many splits come within the gap of the optimum, not by the pool.
+    """
+    n = model.n_local
+    splits = np.arange(n, dtype=np.float64)
+    moments = route_moments(model, grid[:, None])
+    # Stage limits on (threshold, split): pd_prefill grows with N_p, pd_decode with N_d, the rest are
+    # independent of the split, so an interval's largest limit is min(those at b, pd_decode at a).
+    limit, stage_limits = stability_limit_req_per_s(model, moments, splits[None, :], n - splits[None, :])
+    limit = np.where(np.isfinite(limit), limit, 0.0)
+    rising = np.fmin.reduce([np.asarray(stage_limits[s]) for s in STAGES if s != "pd_decode"])
+    falling = np.asarray(stage_limits["pd_decode"])
+    peak = np.argmax(limit, axis=1)
+
+    def score(cell: NDArray[np.int64], n_p: Array, n_d: Array) -> tuple[Array, Array]:
+        low, high, _, _ = goodput_brackets(
+            model,
+            grid[cell],
+            n_p,
+            n_d,
+            ttft_slo_s,
+            quantile,
+            decode_service_scv=decode_service_scv,
+            rate_rtol=_BOUND_RATE_RTOL,
+        )
+        return low, high
+
+    scored_cell, scored_split, scored_rate = [], [], []
+
+    def record(cell: NDArray[np.int64], split: NDArray[np.int64], rate: Array) -> float:
+        scored_cell.append(cell)
+        scored_split.append(split)
+        scored_rate.append(rate)
+        return float(max(np.max(r, initial=0.0) for r in scored_rate))
+
+    probe = np.argsort(-limit.ravel(), kind="stable")[:_PROBE_CANDIDATES]
+    cell, split = np.divmod(probe, n)
+    best = record(cell, split, score(cell, split.astype(np.float64), n - split.astype(np.float64))[0])
+    cell = np.arange(grid.size, dtype=np.int64)
+    first = np.zeros(grid.size, dtype=np.int64)
+    last = np.full(grid.size, n - 1, dtype=np.int64)
+    keep = np.max(limit, axis=1) > best * (1 + _GAP_RTOL)
+    cell, first, last = cell[keep], first[keep], last[keep]
+    cuts = np.arange(_SPLIT_CELLS + 1)
+    while cell.size:
+        width = last - first + 1
+        edges = first[:, None] + (width[:, None] * cuts) // _SPLIT_CELLS
+        a, b = edges[:, :-1], edges[:, 1:] - 1
+        parent = np.broadcast_to(np.arange(cell.size)[:, None], a.shape)
+        present = b >= a
+        cell, a, b = cell[parent[present]], a[present], b[present]
+        stability = np.fmin(rising[cell, b], falling[cell, a])
+        alive = stability > best * (1 + _GAP_RTOL)
+        cell, a, b = cell[alive], a[alive], b[alive]
+        if cell.size == 0:
+            break
+        pick = np.clip(peak[cell], a, b)
+        wide = b > a
+        # One call scores the real plan at ``pick`` of every interval and the bounding plan of the wide ones.
+        n_p = np.concatenate((pick, b[wide])).astype(np.float64)
+        n_d = np.concatenate((n - pick, n - a[wide])).astype(np.float64)
+        low, high = score(np.concatenate((cell, cell[wide])), n_p, n_d)
+        best = record(cell, pick, low[: cell.size])
+        bound = high[cell.size :]
+        open_ = bound > best * (1 + _GAP_RTOL)
+        cell, first, last = cell[wide][open_], a[wide][open_], b[wide][open_]
+    return np.concatenate(scored_cell), np.concatenate(scored_split), np.concatenate(scored_rate)

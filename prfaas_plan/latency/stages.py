@@ -59,12 +59,55 @@ Array = NDArray[np.float64]
 # --------------------------------------------------------------------------------------------------------
 
 
+#: Pools of at most this many servers get Erlang B as a ratio of Poisson terms summed in log space (exact to
+#: rounding, memory c + 1 floats per element); larger pools use the Poisson pmf over its CDF (O(1) per element).
+_LOG_SUM_MAX_SERVERS = 256
+# Elements evaluated together by the log-space sum (its (elements, c + 1) array stays under 20 MB).
+_LOG_SUM_BLOCK = 8192
+
+
+def _erlang_b_log_sum(c: Array, a: Array) -> Array:
+    """B(c, a) = (a^c / c!) / Σ_{k<=c} a^k / k! as a log-sum-exp over k = 0..c, for 1 <= c <= 256, 0 < a."""
+    top = int(np.max(c))
+    k = np.arange(top + 1, dtype=np.float64)
+    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(k[1:]))))
+    out = np.empty(c.shape)
+    for start in range(0, c.size, _LOG_SUM_BLOCK):
+        block = slice(start, start + _LOG_SUM_BLOCK)
+        c_b, log_a = c[block, None], np.log(a[block])[:, None]
+        log_terms = np.where(k <= c_b, k * log_a - log_factorial, -np.inf)
+        peak = np.max(log_terms, axis=-1, keepdims=True)
+        log_last = np.take_along_axis(log_terms, c_b.astype(np.int64), axis=-1)
+        out[block] = (np.exp(log_last - peak) / np.sum(np.exp(log_terms - peak), axis=-1, keepdims=True))[:, 0]
+    return out
+
+
+def _erlang_b_large(c: Array, a: Array) -> Array:
+    """B(c, a) = P(X = c) / P(X <= c) for X ~ Poisson(a), for c > 256 and 0 < a < c.
+
+    The CDF is ``scipy.special.pdtr`` (the regularised incomplete gamma Q(c + 1, a), >= about 1/2 here, so the
+    ratio is well conditioned). The pmf is taken in the form that avoids cancelling terms of size c log c:
+    ln P(X = c) = c (ln(1 - x) + x) - ln(2πc)/2 - r(c), x = (c - a)/c, with Stirling's series
+    r(c) = 1/(12c) - 1/(360c³) + 1/(1260c⁵) (its next term is below 1e-20 for c > 256).
+    Source: Abramowitz & Stegun (1964), 6.1.40 and 26.4.21.
+    """
+    from scipy.special import pdtr  # imported only for pools past the log-sum range (start-up time)
+
+    x = (c - a) / c
+    # ln(1 - x) = ln(a / c): log1p where x is small (near saturation), the plain ratio where a << c.
+    log_rho = np.where(x < 0.5, np.log1p(-np.minimum(x, 0.5)), np.log(a / c))
+    stirling = 1.0 / (12.0 * c) - 1.0 / (360.0 * c**3) + 1.0 / (1260.0 * c**5)
+    log_pmf = c * (log_rho + x) - 0.5 * np.log(2.0 * np.pi * c) - stirling
+    return np.asarray(np.exp(log_pmf) / pdtr(c, a), dtype=np.float64)
+
+
 def erlang_c(servers: ArrayLike, offered_load_erlangs: ArrayLike) -> Array:
     """Erlang C, P(W > 0) in M/M/c, elementwise: C = c B / (c - a (1 - B)) (dimensionless).
 
-    B(c, a) = (a^c / c!) / Σ_{k<=c} a^k / k! is the Erlang B loss probability, evaluated as a ratio of
-    Poisson terms in log space (log-sum-exp over k = 0..c), one vector operation for every c at once.
-    Domain: integer c >= 0 and 0 <= a < c; 0 where c = 0 or a = 0.
+    B(c, a) = (a^c / c!) / Σ_{k<=c} a^k / k! is the Erlang B loss probability. Up to 256 servers it is
+    evaluated as a ratio of Poisson terms in log space (log-sum-exp over k = 0..c); above, as the Poisson pmf
+    over the Poisson CDF (``_erlang_b_large``, relative error about 1e-13), so time and memory per element do
+    not grow with c. Domain: integer c >= 0 and 0 <= a < c; 0 where c = 0 or a = 0.
     Source: Kleinrock (1975), Eq. 3.40; Tijms (2003), Sec. 5.2.
     """
     c = np.asarray(servers, dtype=np.float64)
@@ -73,15 +116,13 @@ def erlang_c(servers: ArrayLike, offered_load_erlangs: ArrayLike) -> Array:
     active = (c >= 1) & (a > 0) & (a < c)
     if not np.any(active):
         return np.zeros(c.shape)
-    top = int(np.max(np.where(active, c, 0.0)))
-    k = np.arange(top + 1, dtype=np.float64)
-    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(k[1:]))))
-    log_a = np.log(np.where(active, a, 1.0))[..., None]
-    log_terms = np.where(k <= c[..., None], k * log_a - log_factorial, -np.inf)
-    peak = np.max(log_terms, axis=-1, keepdims=True)
-    index = np.where(active, c, 0.0).astype(np.int64)[..., None]
-    log_last = np.take_along_axis(log_terms, index, axis=-1)
-    blocking = (np.exp(log_last - peak) / np.sum(np.exp(log_terms - peak), axis=-1, keepdims=True))[..., 0]
+    blocking = np.zeros(c.shape)
+    small = active & (c <= _LOG_SUM_MAX_SERVERS)
+    large = active & (c > _LOG_SUM_MAX_SERVERS)
+    if np.any(small):
+        blocking[small] = _erlang_b_log_sum(c[small], a[small])
+    if np.any(large):
+        blocking[large] = _erlang_b_large(c[large], a[large])
     safe = np.where(active, c - a * (1.0 - blocking), 1.0)
     return np.where(active, c * blocking / safe, 0.0)
 
@@ -258,6 +299,20 @@ def _per_server(load: Array, servers: Array) -> Array:
     return np.where(has, load / np.where(has, servers, 1.0), np.where(load > 0, np.inf, 0.0))
 
 
+def _utilization(model: StageModel, moments: RouteMoments, n_p: Array, n_d: Array, lam: Array) -> dict[str, Array]:
+    """ρ of every stage at arrival rate Λ (the first step of ``stage_state``, without the waits)."""
+    p = moments.offload_fraction
+    lam_offload = p * lam
+    lam_local = (1.0 - p) * lam
+    slot_hold_s = model.output_tokens_mean * model.decode_step_time_s
+    return {
+        "prfaas_compute": _per_server(lam_offload * moments.prfaas_mean_s, np.asarray(float(model.n_prfaas))),
+        "prfaas_link": np.asarray(lam_offload * moments.link_mean_s, dtype=np.float64),
+        "pd_prefill": _per_server(lam_local * moments.local_mean_s, n_p),
+        "pd_decode": _per_server(lam * slot_hold_s, n_d * model.decode_max_batch),
+    }
+
+
 def stage_state(
     model: StageModel,
     moments: RouteMoments,
@@ -283,12 +338,7 @@ def stage_state(
     n_prfaas = np.asarray(float(model.n_prfaas))
     slots = n_d * model.decode_max_batch
     slot_hold_s = model.output_tokens_mean * model.decode_step_time_s
-    utilization = {
-        "prfaas_compute": _per_server(lam_offload * moments.prfaas_mean_s, n_prfaas),
-        "prfaas_link": np.asarray(lam_offload * moments.link_mean_s, dtype=np.float64),
-        "pd_prefill": _per_server(lam_local * moments.local_mean_s, n_p),
-        "pd_decode": _per_server(lam * slot_hold_s, slots),
-    }
+    utilization = _utilization(model, moments, n_p, n_d, lam)
     shape = np.broadcast_shapes(*(u.shape for u in utilization.values()))
     utilization = {k: np.broadcast_to(v, shape) for k, v in utilization.items()}
     stable = np.logical_and.reduce([utilization[s] < 1.0 for s in STAGES])
@@ -329,7 +379,11 @@ def stability_limit_req_per_s(
 
     Returns (the plan's limit, {stage: limit}); +inf for a stage that receives no traffic.
     """
-    at_one = stage_state(model, moments, n_pd_prefill, n_pd_decode, 1.0).utilization
+    n_p = np.asarray(n_pd_prefill, dtype=np.float64)
+    n_d = np.asarray(n_pd_decode, dtype=np.float64)
+    at_one = _utilization(model, moments, n_p, n_d, np.asarray(1.0))
+    shape = np.broadcast_shapes(*(u.shape for u in at_one.values()))
+    at_one = {k: np.broadcast_to(v, shape) for k, v in at_one.items()}
     limits = {s: np.where(u > 0, 1.0 / np.where(u > 0, u, 1.0), np.inf) for s, u in at_one.items()}
     return np.minimum.reduce([limits[s] for s in STAGES]), limits
 

@@ -13,7 +13,9 @@ prefill bounds, or the PrfaaS stage turning from link- to compute-bound), the ki
 tokens. No threshold is skipped, and the best F found comes with a proven upper bound on the true maximum
 (see ``best_thresholds``). Maximising F (not just Λ) breaks the ties that arise when decode binds: among
 thresholds of equal Λ it keeps the most prefill headroom, which is the Eq. 7 crossing. The best split is
-then the row with the largest Λ (ties: the larger F).
+then the row with the largest Λ (ties: the larger F). A local pool of more than 1,024 instances does not get
+a row per split: F's best over t never falls as N_p grows and decode's bound falls, so intervals of splits
+are bounded and discarded by a second branch and bound (``_best_splits``), searching O(log N_local) rows.
 """
 
 from __future__ import annotations
@@ -232,14 +234,29 @@ def _locate_kinks(
     _improve(t_best, f_best, row, ends, _lowest(_prefill_side(model, ends, n_p[row][:, None])[0]))
 
 
-def search(model: StageModel, resolution_tokens: float = 10.0, label: str = "prfaas-pd") -> PlanEvaluation:
+#: Local pools of at most this many instances have the threshold search run for every split; larger ones
+#: are searched by branch and bound over intervals of splits (``_best_splits``).
+EXHAUSTIVE_SPLITS = 1024
+
+
+def search(
+    model: StageModel,
+    resolution_tokens: float = 10.0,
+    label: str = "prfaas-pd",
+    *,
+    exhaustive_splits: int = EXHAUSTIVE_SPLITS,
+) -> PlanEvaluation:
     """Maximise Λ_max over t (continuous) and N_p in 0..N_local-1 (paper §3.4.2), and score the winner.
 
-    Global in t for every split, with the guarantee of ``best_thresholds``."""
+    Global in t for every split, with the guarantee of ``best_thresholds``; a pool of more than
+    ``exhaustive_splits`` local instances has its splits searched by ``_best_splits``."""
     if model.n_local < 1:
         raise InfeasibleError("pd_decode: the local pool has no instances")
-    n_p = np.arange(0, model.n_local)
-    found = best_thresholds(model, n_p, resolution_tokens)
+    if model.n_local <= exhaustive_splits:
+        n_p = np.arange(0, model.n_local)
+        found = best_thresholds(model, n_p, resolution_tokens)
+    else:
+        n_p, found = _best_splits(model, resolution_tokens)
     t_best, f_best = found.threshold_tokens, found.prefill_req_per_s
     decode = (model.n_local - n_p) * model.decode_req_per_s_per_instance
     lam = np.fmin(f_best, decode)
@@ -249,3 +266,52 @@ def search(model: StageModel, resolution_tokens: float = 10.0, label: str = "prf
     ties = np.flatnonzero(lam >= top * (1 - 1e-12))
     k = int(ties[np.argmax(f_best[ties])])
     return evaluate(model, float(t_best[k]), int(n_p[k]), label=label)
+
+
+def _best_splits(model: StageModel, resolution_tokens: float) -> tuple[np.ndarray, ThresholdSearch]:
+    """The splits whose threshold search could hold the best Λ, with that search (rows in split order).
+
+    Λ(N_p) = min(F*(N_p), D(N_p)) with F* = max_t F(t, N_p) and D = (N_local - N_p) · decode per instance.
+    F(t, N_p) = min(A(t), N_p / ((1 - p) T_local(l_short))) never decreases with N_p, so neither does F*,
+    and every split of an interval [a, b] has Λ <= min(U(b), D(a)), U(b) the proven upper bound on F*(b)
+    from ``best_thresholds``. Branch and bound on that: each round cuts every open interval into 16, runs the
+    threshold search on the splits at the sub-intervals' upper ends (raising the incumbent, the best Λ of a
+    searched split), and keeps a sub-interval only if its bound beats the incumbent times 1 + 1e-9, the gap
+    ``best_thresholds`` itself proves. About 16 · log16(N_local) splits are searched instead of N_local.
+    """
+    n = model.n_local
+    per_decode = model.decode_req_per_s_per_instance
+    searched: dict[int, tuple[float, float, float]] = {}
+
+    def run(rows: np.ndarray) -> None:
+        rows = np.setdiff1d(rows, np.fromiter(searched, dtype=np.int64, count=len(searched)))
+        if rows.size == 0:
+            return
+        found = best_thresholds(model, rows, resolution_tokens)
+        for i, row in enumerate(rows.tolist()):
+            searched[row] = (
+                float(found.threshold_tokens[i]),
+                float(found.prefill_req_per_s[i]),
+                float(found.prefill_bound_req_per_s[i]),
+            )
+
+    def incumbent() -> float:
+        return max(min(f, (n - row) * per_decode) for row, (_, f, _) in searched.items())
+
+    first, last = np.zeros(1, dtype=np.int64), np.full(1, n - 1, dtype=np.int64)
+    run(last)
+    cuts = np.arange(_SPLIT_CELLS + 1)
+    while first.size:
+        width = last - first + 1
+        edges = first[:, None] + (width[:, None] * cuts) // _SPLIT_CELLS
+        a, b = edges[:, :-1], edges[:, 1:] - 1
+        present = b >= a
+        a, b = a[present], b[present]
+        run(np.unique(b))
+        best = incumbent()
+        bound = np.fmin([searched[row][2] for row in b.tolist()], (n - a) * per_decode)
+        open_ = (bound > best * (1 + _BOUND_RTOL)) & (b > a)
+        first, last = a[open_], b[open_]
+    rows = np.array(sorted(searched), dtype=np.int64)
+    t, f, u = (np.array([searched[row][i] for row in rows.tolist()]) for i in range(3))
+    return rows, ThresholdSearch(threshold_tokens=t, prefill_req_per_s=f, prefill_bound_req_per_s=u)

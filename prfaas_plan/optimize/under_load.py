@@ -138,7 +138,9 @@ def compare_goodput(
     Raises InfeasibleError when no threshold and split meets the SLO even with no load.
     """
     options = {"decode_service_scv": decode_service_scv}
-    t, n_p, rate = best_goodput_plan(model, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, **options)
+    t, n_p, rate = best_goodput_plan(
+        model, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
+    )
     if rate <= 0:
         raise InfeasibleError(
             f"ttft_p{quantile * 100:g}: no threshold and split keeps the P{quantile * 100:g} TTFT within "
@@ -165,7 +167,9 @@ def compare_goodput(
     )
     homogeneous = homogeneous_model(model, prfaas_gpus, local_gpus_per_instance)
     top = homogeneous.lengths.upper_tokens
-    _, n_homog, homog_rate = best_goodput_plan(homogeneous, ttft_slo_s, quantile, thresholds=[top], **options)
+    _, n_homog, homog_rate = best_goodput_plan(
+        homogeneous, ttft_slo_s, quantile, thresholds=[top], decode_service_scv=decode_service_scv
+    )
     if homog_rate > 0:
         homog_plan = replace(evaluate(homogeneous, top, n_homog, label="homogeneous-pd"), threshold_tokens=None)
     else:  # no split meets the SLO: keep the throughput-optimal split

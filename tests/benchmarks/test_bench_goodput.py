@@ -3,7 +3,9 @@
     python3 -m pytest tests/benchmarks/test_bench_goodput.py --benchmark-enable \
         --benchmark-columns=min,median,mean,max,rounds
 
-Target (issue 5): goodput optimisation on the default scenario under 1 s end to end.
+Target (issue 5): goodput optimisation on the default scenario under 1 s end to end. Target (issue 11): the
+search and `optimize --objective goodput` under 5 s and 1 GB for pools of up to 2,000 instances each; the table
+over pool sizes (time and peak memory, before and after) comes from tests/benchmarks/scale.py.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 from pytest_benchmark.fixture import BenchmarkFixture
 
@@ -26,6 +29,23 @@ def test_goodput_search_alone(benchmark: BenchmarkFixture, paper_model: StageMod
     (N_p = 4, more than 2.4 req/s) is a regression guard on our own goodput output, not a validation."""
     _, n_p, rate = benchmark(best_goodput_plan, paper_model, 5.0)
     assert n_p == 4 and rate > 2.4
+
+
+def test_goodput_search_2000_per_pool(benchmark: BenchmarkFixture, paper_model: StageModel) -> None:
+    """The goodput search with 2,000 PrfaaS and 2,000 local instances (splits by branch and bound)."""
+    model = replace(paper_model, n_prfaas=2000, n_local=2000)
+    _, n_p, rate = benchmark(best_goodput_plan, model, 5.0)
+    assert 0 <= n_p < 2000 and rate > 0
+
+
+def test_goodput_comparison_2000_per_pool(
+    benchmark: BenchmarkFixture, paper_scenario: Scenario, paper_model: StageModel
+) -> None:
+    """`optimize --objective goodput` with 2,000 instances per pool (the homogeneous baseline has 4,000)."""
+    model = replace(paper_model, n_prfaas=2000, n_local=2000)
+    gpus, per_instance = paper_scenario.prfaas.gpus, paper_scenario.local.gpus_per_instance
+    result = benchmark(compare_goodput, model, gpus, per_instance, 5.0)
+    assert result.plan.goodput.rate_req_per_s >= result.throughput_plan.goodput.rate_req_per_s
 
 
 def test_goodput_comparison(benchmark: BenchmarkFixture, paper_scenario: Scenario, paper_model: StageModel) -> None:

@@ -1,0 +1,125 @@
+"""The searches for large pools (branch and bound over intervals of splits) against every split searched."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.latency import best_goodput_plan, loaded_ttft
+from prfaas_plan.latency.goodput import goodput_brackets, goodput_rates
+from prfaas_plan.latency.stages import erlang_c, ggc_wait
+from prfaas_plan.optimize import search
+from prfaas_plan.throughput import StageModel
+from tests import queueing_oracles as queueing
+from tests.conftest import examples
+from tests.strategies import loaded_stage_models, stage_models
+
+EVERY_SPLIT = 10**9
+
+
+def _slo(model: StageModel, q: float, slack: float) -> float:
+    """An SLO some plan can meet: the unloaded P90 of t at the q-quantile, half the pool prefilling, x slack."""
+    t = float(model.lengths.quantile(q))
+    n_p = max(1, model.n_local // 2)
+    unloaded = loaded_ttft(model, t, n_p, model.n_local - n_p, 0.0).ttft
+    assert unloaded is not None
+    return unloaded.p90_s * slack
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(loaded_stage_models(), st.integers(2, 48), st.floats(0.2, 0.9), st.floats(1.05, 3.0))
+def test_goodput_split_search_matches_every_split(model: StageModel, n_local: int, q: float, slack: float) -> None:
+    """On the coarse threshold grid, the branch and bound over split intervals finds a goodput at least that
+    of scoring every split, to its 1e-6 optimality gap."""
+    model = replace(model, n_local=n_local)
+    slo = _slo(model, q, slack)
+    grid = np.asarray(model.lengths.quantile(np.linspace(0.0, 1.0, 9)), dtype=np.float64)
+    _, _, fast = best_goodput_plan(model, slo, thresholds=grid, exhaustive_splits=0)
+    _, _, every = best_goodput_plan(model, slo, thresholds=grid, exhaustive_splits=EVERY_SPLIT)
+    assert fast >= every * (1 - 1e-5)
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(loaded_stage_models(), st.integers(2, 48), st.floats(0.2, 0.9), st.floats(1.05, 3.0))
+def test_goodput_search_for_large_pools_never_worse(model: StageModel, n_local: int, q: float, slack: float) -> None:
+    """The whole goodput search (coarse grid, then refined thresholds) with split intervals is never worse
+    than with every split scored, beyond the searches' tolerances."""
+    model = replace(model, n_local=n_local)
+    slo = _slo(model, q, slack)
+    _, n_p, fast = best_goodput_plan(model, slo, exhaustive_splits=0)
+    _, _, every = best_goodput_plan(model, slo, exhaustive_splits=EVERY_SPLIT)
+    assert 0 <= n_p < n_local
+    assert fast >= every * (1 - 1e-5)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(
+    loaded_stage_models(),
+    st.floats(0.0, 1.0),
+    st.integers(0, 40),
+    st.integers(1, 40),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.floats(1.05, 3.0),
+)
+def test_goodput_never_falls_with_more_instances(
+    model: StageModel, q: float, n_p: int, n_d: int, more_p: int, more_d: int, slack: float
+) -> None:
+    """The bound the split search relies on: adding prefill or decode instances never lowers a plan's
+    goodput (upper bracket ends compared, 1e-9 of the stability limit)."""
+    slo = _slo(model, 0.5, slack)
+    t = float(model.lengths.quantile(q))
+    low, high, limit, _ = goodput_brackets(model, t, [n_p, n_p + more_p], [n_d, n_d + more_d], slo, rate_rtol=1e-12)
+    assert low[1] >= low[0] - 1e-9 * limit[0]
+    assert high[1] >= high[0] - 1e-9 * limit[0]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.integers(1, 5000),
+    st.floats(0.0, 0.999),
+    st.floats(0.0, 4.0),
+    st.floats(0.0, 4.0),
+)
+def test_wait_law_shrinks_with_servers(servers: int, rho: float, ca2: float, cs2: float) -> None:
+    """At a fixed arrival rate, one more server never raises P(W > 0) nor E[W | W > 0] (so the wait falls
+    stochastically), for the whole range of pool sizes."""
+    rate = rho * servers
+    fewer = ggc_wait(np.float64(servers), rate, 1.0, ca2, cs2)
+    more = ggc_wait(np.float64(servers + 1), rate, 1.0, ca2, cs2)
+    assert float(more.p_wait) <= float(fewer.p_wait) * (1 + 1e-12)
+    if float(more.p_wait) > 0:
+        assert float(more.conditional_mean_s) <= float(fewer.conditional_mean_s) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("servers", [257, 300, 1000, 4000])
+@pytest.mark.parametrize("rho", [0.05, 0.5, 0.9, 0.99, 0.9999])
+def test_erlang_c_for_large_pools_matches_the_recursion(servers: int, rho: float) -> None:
+    """Past the log-space sum (more than 256 servers), Erlang C from the Poisson pmf over its CDF equals the
+    Erlang B recursion of the oracle to 1e-10."""
+    load = rho * servers
+    assert float(erlang_c(servers, load)) == pytest.approx(queueing.erlang_c(servers, load), rel=1e-10, abs=1e-300)
+
+
+def test_goodput_of_large_pools_is_bounded_by_stability(paper_model: StageModel) -> None:
+    """At 2,000 instances per pool the search returns a split inside the pool and a goodput no larger than
+    that plan's stability limit."""
+    model = replace(paper_model, n_prfaas=2000, n_local=2000)
+    t, n_p, rate = best_goodput_plan(model, 5.0)
+    _, limit, _ = goodput_rates(model, t, n_p, 5.0)
+    assert 0 <= n_p < 2000 and 0 < rate <= float(limit)
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(stage_models(), st.integers(2, 300))
+def test_split_intervals_find_the_best_throughput(model: StageModel, n_local: int) -> None:
+    """The Λ_max search over split intervals reaches the Λ_max of the threshold search run for every split
+    (1e-9 relative, the gap both prove)."""
+    model = replace(model, n_local=n_local)
+    fast = search(model, exhaustive_splits=0).throughput_req_per_s
+    every = search(model, exhaustive_splits=EVERY_SPLIT).throughput_req_per_s
+    assert fast == pytest.approx(every, rel=1e-9)
