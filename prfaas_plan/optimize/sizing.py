@@ -39,6 +39,7 @@ from prfaas_plan.optimize.cost import (
     link_options,
     token_cost,
 )
+from prfaas_plan.optimize.search import search
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 
@@ -125,6 +126,7 @@ class _Carrier:
         self.scv = decode_service_scv
         self.cache: dict[tuple[int, int, float], Carried] = {}
         self.verified: dict[tuple[int, int, float], bool] = {}
+        self.fluid: dict[tuple[int, int, float], float] = {}
 
     @staticmethod
     def key(n_prfaas: int, n_local: int, bandwidth: float) -> tuple[int, int, float]:
@@ -218,7 +220,23 @@ class _Carrier:
                 return True
             if not ok and p >= n_prfaas and n >= n_local and c >= b:
                 return False
+        if self.fluid_limit(n_prfaas, n_local, bandwidth) <= rate:
+            return False  # goodput <= stability limit <= Λ_max: the fluid bound alone rules it out
         return self.solve(n_prfaas, n_local, bandwidth).goodput_req_per_s >= rate
+
+    def fluid_limit(self, n_prfaas: int, n_local: int, bandwidth: float) -> float:
+        """Λ_max of the deployment's best plan (Eq. 6, ``search``): an upper bound on its goodput, about ten
+        times cheaper to find."""
+        key = self.key(n_prfaas, n_local, bandwidth)
+        if key not in self.fluid:
+            model = self.deployed(n_prfaas, n_local, bandwidth)
+            if n_prfaas == 0:
+                from prfaas_plan.optimize.baselines import best_split_without_offload
+
+                self.fluid[key] = best_split_without_offload(model, "homogeneous-pd").throughput_req_per_s
+            else:
+                self.fluid[key] = search(model, self.resolution_tokens).throughput_req_per_s
+        return self.fluid[key]
 
 
 def _quantile_of(law: TtftSummary, quantile: float) -> float:
