@@ -63,16 +63,34 @@ def simulate(
     warmup: Annotated[
         float, typer.Option("--warmup", help="Fraction of requests left out of the figures as warm-up.")
     ] = 0.1,
+    dynamics_file: Annotated[
+        str | None,
+        typer.Option(
+            "--dynamics",
+            help="YAML file with a 'dynamics:' section (prefix caches, link profile and outages, faults, "
+            "scheduler); default: the scenario's own section, if any.",
+        ),
+    ] = None,
+    cache_rule: Annotated[
+        str | None,
+        typer.Option("--cache-rule", help="Override the prefix caches' rule: scarce, abundant or switch."),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Simulate the plan optimize chooses (or the one given) and compare with the closed-form figures.
 
     Example: prfaas-plan simulate --load 0.8 --requests 200000 --records runs.csv
+
+    Example: prfaas-plan simulate --trace mooncake-conversation --dynamics dynamics.yaml --cache-rule scarce
     """
+    import dataclasses
+
     from prfaas_plan.errors import InputError, Problem
+    from prfaas_plan.io.dynamics import dynamics_to_dict
     from prfaas_plan.io.records import study_to_dict, write_records_csv
     from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
+    from prfaas_plan.sim.dynamic_study import plan_with_caches
     from prfaas_plan.sim.study import choose_plan, offered_rate, run_study, trace_model
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GIB
@@ -97,10 +115,21 @@ def simulate(
             n_local=n_local,
         )
         model = stage_model(spec)
+        dynamics = _dynamics(spec, dynamics_file, cache_rule)
+        caches = dynamics.caches if dynamics is not None else None
         replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache) if trace is not None else None
-        if replay is not None:
-            model = trace_model(model, replay)
-        plan = choose_plan(model, threshold, n_pd_prefill, n_pd_decode)
+        cache_replay = None
+        if caches is not None:
+            if replay is None:
+                raise InputError(Problem(field="--dynamics", message="prefix caches need --trace (a Mooncake trace)"))
+            model, plan, cache_replay = plan_with_caches(
+                model, replay, caches, threshold_tokens=threshold, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode
+            )
+            replay = dataclasses.replace(replay, cached_tokens=cache_replay.cached_tokens)
+        else:
+            if replay is not None:
+                model = trace_model(model, replay)
+            plan = choose_plan(model, threshold, n_pd_prefill, n_pd_decode)
         target = offered_rate(plan, rate, load)
         size = min(requests, replay.n_requests) if replay is not None else requests
         with _progress(size, json_output) as tick:
@@ -115,10 +144,14 @@ def simulate(
                 decode_kv_capacity_bytes=decode_kv_gib * GIB if decode_kv_gib is not None else None,
                 warmup_fraction=warmup,
                 progress=tick,
+                replay=cache_replay,
+                dynamics=dynamics,
             )
         if records is not None:
             write_records_csv(records, study.result.records)
         payload = study_to_dict(study)
+        if dynamics is not None:
+            payload["dynamics"] = dynamics_to_dict(study.result, cache_replay)
     if not study.closed.stable:
         print(
             f"note: offered {study.rate_req_per_s:.3g} req/s is {study.load:.3g} × Λ_max: queues grow for the "
@@ -133,6 +166,59 @@ def simulate(
     out = console()
     out.print(_table(study, payload))
     out.print(_footer(study, payload), style="dim")
+    if "dynamics" in payload:
+        out.print(_dynamics_lines(payload["dynamics"]))
+
+
+def _dynamics(spec: Any, path: str | None, rule: str | None) -> Any:
+    """The run's ``Dynamics``: from ``--dynamics FILE``, else the scenario's own section (if the scenario
+    loader carries one), with ``--cache-rule`` applied."""
+    import dataclasses
+    from pathlib import Path
+
+    from prfaas_plan.errors import InputError, Problem
+    from prfaas_plan.io.dynamics import load_dynamics
+    from prfaas_plan.spec.dynamics import CACHE_RULES
+
+    dynamics = load_dynamics(Path(path)) if path is not None else getattr(spec, "dynamics", None)
+    if rule is None:
+        return dynamics
+    if rule not in CACHE_RULES:
+        raise InputError(
+            Problem(field="--cache-rule", message=f"must be one of {', '.join(CACHE_RULES)}, got {rule!r}")
+        )
+    if dynamics is None or dynamics.caches is None:
+        raise InputError(Problem(field="--cache-rule", message="no prefix caches: give --dynamics with a prefix_cache"))
+    return dataclasses.replace(dynamics, caches=dataclasses.replace(dynamics.caches, rule=rule))
+
+
+def _dynamics_lines(section: dict[str, Any]) -> str:
+    """The dynamics figures under the table: accounting, faults, scheduler, caches."""
+    acc = section["accounting"]
+    lines = [
+        f"requests: arrived {acc['arrived']:,} = completed {acc['completed']:,} + in flight {acc['in_flight']:,} "
+        f"+ dropped {acc['dropped']:,}; restarted prefills {acc['restarted_prefills']:,}, resumed decodes "
+        f"{acc['resumed_decodes']:,}, rerouted {acc['rerouted']:,}"
+    ]
+    sched = section["scheduler"]
+    if sched["threshold_changes"]:
+        lines.append(
+            f"threshold changed {sched['threshold_changes']} times, final t = {sched['final_threshold_tokens']:,.0f}"
+        )
+    if sched["role_changes"]:
+        lines.append("roles (time s, N_p, N_d): " + ", ".join(f"({t:.0f}, {p}, {d})" for t, p, d in sched["roles"]))
+    for name, rates in section.get("cache_hit_rates", {}).items():
+        lines.append(
+            f"cache {name}: {rates['requests']:,} requests, token hit rate {rates['token_hit_rate']:.3f}, "
+            f"request hit rate {rates['request_hit_rate']:.3f}"
+        )
+    if "cache_transfer_bytes" in section:
+        moved = section["cache_transfer_bytes"]
+        lines.append(
+            f"cross-cluster cache transfers: {moved['to_prfaas'] / 1e9:,.1f} GB to PrfaaS, "
+            f"{moved['to_local'] / 1e9:,.1f} GB to local"
+        )
+    return "\n".join(lines)
 
 
 #: The library's neutral names of the options it checks, and the flags that set them.

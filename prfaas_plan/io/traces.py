@@ -188,8 +188,11 @@ def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, pref
     timestamps_ms: list[float] = []
     inputs: list[int] = []
     outputs: list[int] = []
-    cached: list[int] = []
-    seen_blocks: set[Any] = set()
+    # Every request's block hashes as dense ids (first appearance order), flat, with offsets; dropped (None)
+    # at the first request without well-formed hash_ids unless prefix caching needs them.
+    block_ids: list[int] | None = []
+    block_offsets: list[int] = [0]
+    dense: dict[Any, int] = {}
     latest_ms = -math.inf
     latest_line = 0
     for line_no, text in enumerate(lines, start=1):
@@ -212,27 +215,80 @@ def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, pref
         time_ms, input_length, output_length = fields
         if time_ms is not None:
             latest_ms, latest_line = time_ms, line_no
-        hits = _prefix_hits(record, line_no, problems, seen_blocks) if prefix_cache else 0
-        if problems or time_ms is None or input_length is None or output_length is None or hits is None:
+        blocks: list[int] | None = None
+        if block_ids is not None or prefix_cache:
+            blocks = _dense_blocks(record, dense)
+            if blocks is None:
+                if prefix_cache:
+                    _report_blocks(record, line_no, problems)
+                block_ids = None
+        if problems or time_ms is None or input_length is None or output_length is None:
             # Once any problem is known the trace will be refused; keep scanning only to report the rest.
             continue
         timestamps_ms.append(time_ms)
         inputs.append(input_length)
         outputs.append(output_length)
-        cached.append(min(hits * MOONCAKE_BLOCK_TOKENS, input_length))
+        if block_ids is not None and blocks is not None:
+            block_ids.extend(blocks)
+            block_offsets.append(len(block_ids))
     if problems:
         return None
     if not inputs:
         problems.add(None, None, "trace has no requests")
         return None
     times = np.array(timestamps_ms, dtype=np.float64)
+    cached = None
+    if prefix_cache:
+        assert block_ids is not None  # a request without well-formed hash_ids was reported as a problem
+        cached = _infinite_cache_tokens(block_ids, block_offsets, inputs, len(dense))
     return _trace(
         file,
         arrival_s=(times - times[0]) / _MS_PER_S,
         input_tokens=inputs,
         output_tokens=outputs,
-        cached_tokens=cached if prefix_cache else None,
+        cached_tokens=cached,
+        blocks=(block_ids, block_offsets) if block_ids is not None else None,
     )
+
+
+def _dense_blocks(record: Any, dense: dict[Any, int]) -> list[int] | None:
+    """The request's ``hash_ids`` as dense ids (new hashes numbered in order of first appearance), or None
+    when the key is missing or is not a list of hashable ids."""
+    try:
+        hashes = record.get("hash_ids")
+        if type(hashes) is not list:
+            return None
+        setdefault = dense.setdefault
+        return [setdefault(block, len(dense)) for block in hashes]
+    except (AttributeError, TypeError):  # not an object, or an element that cannot be an id (a list or dict)
+        return None
+
+
+def _report_blocks(record: Any, line: int, problems: _Problems) -> None:
+    """Record why a line's ``hash_ids`` cannot be used for prefix caching."""
+    if isinstance(record, dict) and record.get("hash_ids") is None:
+        problems.add(line, "hash_ids", "missing key (prefix caching needs the block hashes)")
+    elif isinstance(record, dict):
+        problems.add(line, "hash_ids", "must be a list of block ids")
+
+
+def _infinite_cache_tokens(block_ids: list[int], offsets: list[int], inputs: list[int], n_ids: int) -> list[int]:
+    """Cached tokens of each request under an infinite prefix cache, replayed in arrival order: a block hits
+    only if it and every block before it in the request appeared in an earlier request;
+    cached = min(hits · 512, input_length)."""
+    seen = bytearray(n_ids)
+    cached = []
+    for i, input_length in enumerate(inputs):
+        blocks = block_ids[offsets[i] : offsets[i + 1]]
+        hits = 0
+        for block in blocks:
+            if not seen[block]:
+                break
+            hits += 1
+        for block in blocks:
+            seen[block] = 1
+        cached.append(min(hits * MOONCAKE_BLOCK_TOKENS, input_length))
+    return cached
 
 
 def _well_formed_fields(record: Any, latest_ms: float) -> tuple[float, int, int] | None:
@@ -306,27 +362,6 @@ def _json_count(record: dict[str, Any], key: str, line: int, problems: _Problems
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     problems.add(line, key, f"must be a non-negative integer number of tokens, got {shown}")
     return None
-
-
-def _prefix_hits(record: dict[str, Any], line: int, problems: _Problems, seen_blocks: set[Any]) -> int | None:
-    """Leading blocks of this request already seen in earlier requests; then remember all its blocks."""
-    hashes = record.get("hash_ids")
-    if hashes is None:
-        problems.add(line, "hash_ids", "missing key (prefix caching needs the block hashes)")
-        return None
-    hits = 0
-    try:
-        if not isinstance(hashes, list):
-            raise TypeError
-        for block in hashes:
-            if block not in seen_blocks:
-                break
-            hits += 1
-        seen_blocks.update(hashes)
-    except TypeError:  # not a list, or an element that cannot be an id (a list or an object)
-        problems.add(line, "hash_ids", "must be a list of block ids")
-        return None
-    return hits
 
 
 # -- Azure 2023 CSV ------------------------------------------------------------------------------------------
@@ -471,6 +506,7 @@ def _trace(
     input_tokens: list[int],
     output_tokens: list[int],
     cached_tokens: list[int] | None,
+    blocks: tuple[list[int], list[int]] | None = None,
 ) -> Trace:
     if arrival_s.size and float(arrival_s[-1]) > MAX_SPAN_S:
         past = int(np.argmax(arrival_s > MAX_SPAN_S))
@@ -487,7 +523,10 @@ def _trace(
         "output_tokens": np.array(output_tokens, dtype=np.int64),
         "cached_tokens": None if cached_tokens is None else np.array(cached_tokens, dtype=np.int64),
     }
+    if blocks is not None:
+        arrays["block_ids"] = np.array(blocks[0], dtype=np.int64)
+        arrays["block_offsets"] = np.array(blocks[1], dtype=np.int64)
     for array in arrays.values():
         if array is not None:
             array.setflags(write=False)
-    return Trace(source=file, **arrays)
+    return Trace(source=file, block_tokens=MOONCAKE_BLOCK_TOKENS, **arrays)

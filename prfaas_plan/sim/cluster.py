@@ -38,6 +38,7 @@ from prfaas_plan.sim.engine import Engine
 from prfaas_plan.sim.link import SharedLink
 from prfaas_plan.sim.records import STATES, Records, SimResult
 from prfaas_plan.sim.workload import Workload
+from prfaas_plan.spec.dynamics import InstanceLoss, RoleControl, ThresholdControl
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GIB
 
@@ -58,6 +59,10 @@ class ClusterConfig:
     ``bandwidth_profile``: ((start_s, bandwidth_bytes_per_s), ...) steps, the first at 0 s, replacing the
     model's constant link bandwidth (the last step holds for ever). ``egress_bin_s``: width of the bins in
     which delivered bytes are tallied (the peak egress is the busiest bin).
+
+    ``losses``, ``threshold_control`` and ``role_control`` switch on the dynamic cluster
+    (``sim.dynamic_cluster``: lost instances, the dual-timescale scheduler; a workload whose requests move
+    cached prefixes across the link does too); without them the run takes the static fast path.
     """
 
     model: StageModel
@@ -67,6 +72,14 @@ class ClusterConfig:
     decode_kv_capacity_bytes: float | None = None
     bandwidth_profile: tuple[tuple[float, float], ...] = ()
     egress_bin_s: float = 1.0
+    losses: tuple[InstanceLoss, ...] = ()
+    threshold_control: ThresholdControl | None = None
+    role_control: RoleControl | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the run needs the dynamic cluster (faults or a scheduler)."""
+        return bool(self.losses) or self.threshold_control is not None or self.role_control is not None
 
     @property
     def decode_slots(self) -> int:
@@ -109,6 +122,10 @@ def simulate(
     of arrivals so far, every ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed
     traffic without servers or a request can never be admitted to decode.
     """
+    if config.dynamic or workload.moves_caches:
+        from prfaas_plan.sim.dynamic_cluster import DynamicCluster
+
+        return DynamicCluster(config, workload, progress).run(horizon_s)
     cluster = _Cluster(config, workload, progress)
     return cluster.run(horizon_s)
 
@@ -120,7 +137,7 @@ class _Cluster:
         model = config.model
         problems = config.problems()
         lengths = workload.input_tokens
-        offload = lengths > config.threshold_tokens
+        offload = workload.offloaded if workload.offloaded is not None else lengths > config.threshold_tokens
         n_offloaded = int(np.count_nonzero(offload))
         if n_offloaded and model.n_prfaas < 1:
             problems.append(Problem(field="n_prfaas", message=f"{n_offloaded} requests are offloaded to no instances"))
@@ -129,6 +146,8 @@ class _Cluster:
                 Problem(field="n_pd_prefill", message=f"{lengths.size - n_offloaded} local requests have no instances")
             )
         service = np.where(offload, model.prfaas_prefill(lengths), model.local_prefill(lengths))
+        if workload.extra_prefill_s is not None:
+            service = service + workload.extra_prefill_s
         kv = np.asarray(model.kv_bytes(lengths), dtype=np.float64)
         if lengths.size and not (np.all(np.isfinite(service)) and float(np.min(service)) >= 0.0):
             where = float(lengths[np.argmin(np.where(np.isfinite(service), service, -np.inf))])
@@ -327,7 +346,14 @@ class _Cluster:
             engine.schedule(self.arrival[0], _ARRIVAL, 0)
         for step, (start_s, _) in enumerate(config.bandwidth_profile[1:], start=1):
             engine.schedule(start_s, _BANDWIDTH, step)
-        handlers = (
+        engine.run(self._handlers(), horizon_s)
+        end_s = engine.now_s
+        self.link.advance_to(end_s)
+        return self._result(end_s)
+
+    def _handlers(self) -> tuple[Callable[[float, int], None], ...]:
+        """Event handlers by kind."""
+        return (
             self.on_arrival,
             self.on_prefill_done,
             self.on_link_done,
@@ -335,10 +361,10 @@ class _Cluster:
             self.on_decode_done,
             self.on_bandwidth,
         )
-        engine.run(handlers, horizon_s)
-        end_s = engine.now_s
-        self.link.advance_to(end_s)
-        return self._result(end_s)
+
+    def _finish_times(self, decode_start: np.ndarray, hold: np.ndarray) -> np.ndarray:
+        """When each request's last token came out (NaN where it has not): admission + hold."""
+        return np.asarray(decode_start + hold)
 
     def _result(self, end_s: float) -> SimResult:
         config, model = self.config, self.config.model
@@ -358,7 +384,7 @@ class _Cluster:
         step = model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0
         with np.errstate(invalid="ignore"):
             first_token = decode_start + step
-            finish = decode_start + hold
+            finish = self._finish_times(decode_start, hold)
             first_token = np.where(first_token <= end_s, first_token, np.nan)
             finish = np.where(finish <= end_s, finish, np.nan)
         # Arrivals are sorted: the requests that arrived by end_s are a prefix.

@@ -47,6 +47,11 @@ class SharedLink:
         self.busy_s = 0.0
 
     @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """The bandwidth now (bytes/s)."""
+        return self._bandwidth_bytes_per_s
+
+    @property
     def in_flight(self) -> int:
         """Number of transfers sharing the link now."""
         return len(self._finish)

@@ -131,3 +131,22 @@ class SimResult:
     n_pd_prefill: int
     n_pd_decode: int
     decode_slots: int
+    #: Requests the run gave up on (no policy here drops any): arrived = completed + in system + dropped.
+    dropped: int = 0
+    #: Prefills started again after their instance was lost (a request may count more than once), and
+    #: decodes resumed elsewhere after a re-prefill.
+    restarted_prefills: int = 0
+    resumed_decodes: int = 0
+    #: Requests sent to the other prefill pool because their own had no instance left.
+    rerouted: int = 0
+    #: (time_s, threshold_tokens) each time the short-term scheduler changed t; (time_s, N_p, N_d) each time
+    #: a role conversion finished (the first entry is the plan at 0 s).
+    threshold_changes: tuple[tuple[float, float], ...] = ()
+    role_changes: tuple[tuple[float, int, int], ...] = ()
+    #: Bytes of cached prefixes moved across the link before their prefills (abundant rule), both directions.
+    cache_moved_bytes: float = 0.0
+
+    @property
+    def in_flight(self) -> int:
+        """Requests still in the system at ``end_s``."""
+        return sum(self.in_system.values())

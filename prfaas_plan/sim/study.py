@@ -16,9 +16,11 @@ from prfaas_plan.optimize import PlanEvaluation, evaluate_given, search
 from prfaas_plan.sim.arrivals import arrival_process
 from prfaas_plan.sim.closed_form import ClosedForm, Traffic, closed_form
 from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.prefix_cache import CacheReplay
 from prfaas_plan.sim.records import SimResult
 from prfaas_plan.sim.summary import Summary, summarize
 from prfaas_plan.sim.workload import Workload, check_request_count, synthetic_workload, trace_workload
+from prfaas_plan.spec.dynamics import Dynamics
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.throughput import StageModel
 
@@ -169,10 +171,16 @@ def run_study(
     decode_kv_capacity_bytes: float | None = None,
     warmup_fraction: float = 0.1,
     progress: Callable[[int], None] | None = None,
+    replay: CacheReplay | None = None,
+    dynamics: Dynamics | None = None,
 ) -> Study:
     """Simulate ``plan`` on ``model``'s traffic (or replay ``trace``, rescaled to ``rate_req_per_s`` when
     given) and compare with the closed form at the offered rate. ``model`` must already describe the trace's
-    traffic when one is given (``trace_model``). Raises InputError for counts or options out of range."""
+    traffic when one is given (``trace_model``). Raises InputError for counts or options out of range.
+
+    ``replay``: a prefix-cache replay of the trace (``dynamic_study.plan_with_caches``): its incremental
+    lengths, routes and load times are what the run prefills. ``dynamics``: the link profile, faults and
+    scheduler to run with (its caches are the ``replay``'s business)."""
     try:
         check_request_count(requests)
     except ValueError as error:
@@ -180,9 +188,11 @@ def run_study(
     start = time.perf_counter()
     if trace is not None:
         try:
-            workload: Workload = trace_workload(trace, requests, rate_req_per_s)
+            workload: Workload = trace_workload(trace, requests, rate_req_per_s, replay=replay)
         except ValueError as error:
             raise InputError(Problem(file=trace.source, message=str(error))) from None
+        if seed != 0 and replay is not None:
+            raise InputError(Problem(field="seed", message="a prefix-cache replay is replayed as recorded: use seed 0"))
         if seed != 0:
             # Seed 0 replays the trace as recorded; any other seed a circular block-bootstrap resample of it
             # (``verify.bootstrap_workload``), and the closed form is set beside that same realisation.
@@ -219,6 +229,13 @@ def run_study(
         n_pd_decode=plan.n_pd_decode,
         decode_kv_capacity_bytes=decode_kv_capacity_bytes,
     )
+    if dynamics is not None:
+        # Imported here: dynamic_study builds on this module (choose_plan, trace_model).
+        from prfaas_plan.sim.dynamic_study import dynamic_fields
+
+        last_s = float(workload.arrival_s[-1]) if workload.n_requests else 0.0
+        fields = dynamic_fields(dynamics, model, last_arrival_s=last_s, seed=seed)
+        config = replace(config, **fields)  # type: ignore[arg-type]
     too_long = _check_horizon(model, workload, threshold, plan.n_prfaas)
     if too_long is not None:
         raise InputError(

@@ -16,6 +16,12 @@ class Trace:
     ``arrival_s`` is seconds since the first request (so it starts at 0 and never decreases);
     ``input_tokens``, ``output_tokens`` and ``cached_tokens`` are per-request token counts. ``cached_tokens``
     is None when the trace format carries no prefix information (or prefix caching was not asked for).
+
+    ``block_ids`` and ``block_offsets`` keep each request's prefix blocks (Mooncake ``hash_ids``, one id per
+    ``block_tokens``-token block, the last possibly partial) as one flat array of dense ids (0, 1, 2, ... in
+    order of first appearance; equal hash ids map to equal dense ids) and n + 1 offsets: request i's blocks
+    are ``block_ids[block_offsets[i]:block_offsets[i + 1]]``. 8 bytes per block plus 8 per request, instead
+    of a Python list per request. Both are None when the trace carries no block hashes.
     Arrays are excluded from equality: two traces compare equal when they come from the same source.
     """
 
@@ -24,6 +30,9 @@ class Trace:
     input_tokens: npt.NDArray[np.int64] = field(compare=False, repr=False)
     output_tokens: npt.NDArray[np.int64] = field(compare=False, repr=False)
     cached_tokens: npt.NDArray[np.int64] | None = field(default=None, compare=False, repr=False)
+    block_ids: npt.NDArray[np.int64] | None = field(default=None, compare=False, repr=False)
+    block_offsets: npt.NDArray[np.int64] | None = field(default=None, compare=False, repr=False)
+    block_tokens: int = 512
 
     def __post_init__(self) -> None:
         n = self.arrival_s.shape[0]
@@ -32,6 +41,31 @@ class Trace:
             arrays.append(self.cached_tokens)
         if self.arrival_s.ndim != 1 or any(a.shape != (n,) for a in arrays):
             raise ValueError("trace arrays must be one-dimensional and of equal length")
+        if (self.block_ids is None) != (self.block_offsets is None):
+            raise ValueError("block_ids and block_offsets come together")
+        if self.block_ids is not None and self.block_offsets is not None:
+            offsets = self.block_offsets
+            if (
+                self.block_ids.ndim != 1
+                or offsets.shape != (n + 1,)
+                or int(offsets[0]) != 0
+                or int(offsets[-1]) != self.block_ids.shape[0]
+                or bool(np.any(np.diff(offsets) < 0))
+            ):
+                raise ValueError("block_offsets must be n + 1 non-decreasing offsets from 0 to len(block_ids)")
+        if self.block_tokens < 1:
+            raise ValueError(f"block_tokens must be >= 1, got {self.block_tokens}")
+
+    @property
+    def has_blocks(self) -> bool:
+        """Whether the trace carries each request's prefix blocks."""
+        return self.block_ids is not None
+
+    def blocks(self, i: int) -> npt.NDArray[np.int64]:
+        """Dense block ids of request ``i`` (an empty array when the trace carries none)."""
+        if self.block_ids is None or self.block_offsets is None:
+            return np.zeros(0, dtype=np.int64)
+        return self.block_ids[int(self.block_offsets[i]) : int(self.block_offsets[i + 1])]
 
     @property
     def n_requests(self) -> int:
