@@ -16,6 +16,7 @@ from pathlib import Path
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
+from prfaas_plan.io.dynamics import DYNAMICS_KEYS, parse_dynamics
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.limits import (
     MAX_ABS_MU,
@@ -491,7 +492,9 @@ def load_scenario(path: Path) -> Scenario:
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     base = path.parent
-    root = checker.root(required=("scenario", "model", "traffic", "slo", "deployment"), optional=("cost", "target"))
+    root = checker.root(
+        required=("scenario", "model", "traffic", "slo", "deployment"), optional=("cost", "target", "dynamics")
+    )
     meta = root.sub("scenario", required=("name",), optional=("description", "source"))
     name = meta.string("name")
     description = meta.string("description", default="")
@@ -534,6 +537,7 @@ def load_scenario(path: Path) -> Scenario:
                 _check_shapes(checker, pool, input_len, ("deployment", key))
     cost = parse_cost(root.sub("cost", optional=COST_KEYS))
     target = parse_target(root.sub("target", required=("rate_req_per_s",), optional=TARGET_KEYS), ttft_p90)
+    dynamics = parse_dynamics(root.sub("dynamics", optional=DYNAMICS_KEYS))
     checker.raise_if_any()
     # Every getter above records a problem when it returns None, so after raise_if_any nothing is None; the
     # checks below say so to the type checker and would name a loader bug rather than pass a None on.
@@ -567,6 +571,7 @@ def load_scenario(path: Path) -> Scenario:
         ),
         cost=cost,
         target=target,
+        dynamics=dynamics,
     )
 
 

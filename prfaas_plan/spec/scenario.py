@@ -7,6 +7,7 @@ from typing import Literal
 
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.cost import CostInputs, Target
+from prfaas_plan.spec.dynamics import Dynamics
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -153,3 +154,5 @@ class Scenario:
     cost: CostInputs = field(default_factory=CostInputs)
     #: What ``size`` must carry (the scenario's ``target`` section); None: given on the command line.
     target: Target | None = None
+    #: Prefix caches, scheduler, link profile and faults for the simulator (the ``dynamics`` section).
+    dynamics: Dynamics | None = None
