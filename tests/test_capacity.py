@@ -240,7 +240,7 @@ def test_pareto_keeps_exactly_the_undominated_points() -> None:
 
 
 def test_memory_fit_says_by_how_much_and_what_would_fit(paper_scenario: Scenario) -> None:
-    from prfaas_plan.io.scenario import load_named_hardware
+    from prfaas_plan.io.names import load_named_hardware
 
     arch = paper_scenario.model.architecture
     assert arch is not None

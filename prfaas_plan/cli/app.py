@@ -119,10 +119,12 @@ SeedOpt = Annotated[
 
 def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
     check_bandwidth(bandwidth)
-    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
+    from prfaas_plan.cli.common import apply_overrides
+    from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.io.scenario import load_scenario
 
     scenario = load_scenario(resolve_scenario_path(name))
-    return with_overrides(scenario, bandwidth_gbit_per_s=bandwidth, n_prfaas=n_prfaas, n_local=n_local)
+    return apply_overrides(scenario, bandwidth_gbit_per_s=bandwidth, n_prfaas=n_prfaas, n_local=n_local)
 
 
 @app.command()

@@ -126,7 +126,8 @@ def size(
     from dataclasses import replace
 
     from prfaas_plan.io.capacity_report import carried_to_dict, knee_to_dict, sizing_to_dict
-    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.sizing import bandwidth_knee, default_search_space, max_rate
     from prfaas_plan.optimize.sizing import size as size_deployment
     from prfaas_plan.throughput import stage_model
@@ -232,7 +233,8 @@ def cost(
     Example: prfaas-plan cost
     """
     from prfaas_plan.io.capacity_report import cost_comparison_to_dict
-    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize import search
     from prfaas_plan.optimize.economics import cost_comparison
     from prfaas_plan.throughput import stage_model
@@ -288,7 +290,8 @@ def matrix(
 
     from prfaas_plan.io.capacity_report import matrix_to_dict
     from prfaas_plan.io.matrix import matrix_cells
-    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.cost import unit_prices
     from prfaas_plan.optimize.matrix import CellInput, hardware_matrix
     from prfaas_plan.throughput import stage_model
@@ -354,7 +357,8 @@ def headroom(
     Example: prfaas-plan headroom --rate 2 --ttft-p90-s 5
     """
     from prfaas_plan.io.capacity_report import headroom_to_dict
-    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+    from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.headroom import n_minus_one, tornado
     from prfaas_plan.throughput import stage_model
 

@@ -15,6 +15,8 @@ from typing import Any
 import typer
 
 from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
+from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.units import GBIT_PER_S
 
 #: Instance counts a flag may set (--n-prfaas, --n-local, --n-pd-prefill, --n-pd-decode). The largest
 #: deployments the paper and its sources describe have hundreds of instances per pool; 10,000 leaves ample
@@ -174,3 +176,41 @@ def handled(json_output: bool = False) -> Iterator[None]:
 def emit(payload: dict[str, Any]) -> None:
     """Print one JSON object on stdout."""
     print(json.dumps(payload, indent=2))
+
+
+def apply_overrides(
+    scenario: Scenario,
+    *,
+    bandwidth_gbit_per_s: float | None = None,
+    n_prfaas: int | None = None,
+    n_local: int | None = None,
+) -> Scenario:
+    """Apply the command-line overrides of a scenario, each checked like its YAML field (problems name the flag)."""
+    problems = []
+    if bandwidth_gbit_per_s is not None and not (bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")):
+        problems.append(
+            Problem(
+                field="--bandwidth-gbit-per-s",
+                message=f"must be a finite number > 0, got {bandwidth_gbit_per_s}",
+            )
+        )
+    if n_prfaas is not None and n_prfaas < 1:
+        problems.append(Problem(field="--n-prfaas", message=f"must be >= 1, got {n_prfaas}"))
+    if n_local is not None and n_local < 2:
+        problems.append(
+            Problem(
+                field="--n-local",
+                message=f"must be >= 2 (one prefill and one decode instance), got {n_local}",
+            )
+        )
+    if problems:
+        raise InputError(problems)
+    if bandwidth_gbit_per_s is not None:
+        scenario = dataclasses.replace(
+            scenario, link=dataclasses.replace(scenario.link, bandwidth_bytes_per_s=bandwidth_gbit_per_s * GBIT_PER_S)
+        )
+    if n_prfaas is not None:
+        scenario = dataclasses.replace(scenario, prfaas=dataclasses.replace(scenario.prfaas, instances=n_prfaas))
+    if n_local is not None:
+        scenario = dataclasses.replace(scenario, local=dataclasses.replace(scenario.local, instances=n_local))
+    return scenario

@@ -75,10 +75,10 @@ def show(
     Example: prfaas-plan model show qwen3.5-397b-a17b
     """
     from prfaas_plan.io.card_writer import card_summary
-    from prfaas_plan.io.scenario import load_named_model
+    from prfaas_plan.io.names import load_named_model
 
     with handled():
-        summary = card_summary(load_named_model(card))
+        summary = card_summary(load_named_model(card, "CARD"))
     if json_output:
         emit(summary)
         return

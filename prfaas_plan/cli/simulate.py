@@ -85,10 +85,12 @@ def simulate(
     """
     import dataclasses
 
+    from prfaas_plan.cli.common import apply_overrides
     from prfaas_plan.errors import InputError, Problem
     from prfaas_plan.io.dynamics import dynamics_to_dict
+    from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.records import study_to_dict, write_records_csv
-    from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
+    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.sim.dynamic_study import plan_with_caches
     from prfaas_plan.sim.study import choose_plan, offered_rate, run_study, trace_model
@@ -108,7 +110,7 @@ def simulate(
             raise InputError(Problem(field="--warmup", message=f"must be in [0, 1), got {warmup}"))
         if decode_kv_gib is not None and not decode_kv_gib > 0:
             raise InputError(Problem(field="--decode-kv-gib", message=f"must be > 0, got {decode_kv_gib}"))
-        spec = with_overrides(
+        spec = apply_overrides(
             load_scenario(resolve_scenario_path(scenario)),
             bandwidth_gbit_per_s=bandwidth_gbit_per_s,
             n_prfaas=n_prfaas,

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.names import load_named_hardware
 from prfaas_plan.io.paths import builtin_root
-from prfaas_plan.io.scenario import load_named_hardware
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
 from prfaas_plan.spec.scenario import Pool, Scenario
@@ -58,9 +58,7 @@ def _pool(
     hw = load_named_hardware(key)
     gpus = template.gpus_per_instance
     profile = hw.find(spec.model.key, gpus)
-    needs = (profile is not None) and (
-        profile.kv_cache is not None if role == "prfaas" else profile.decode is not None
-    )
+    needs = (profile is not None) and (profile.kv_cache is not None if role == "prfaas" else profile.decode is not None)
     base = replace(template, hardware_key=hw.accelerator.key, accelerator=hw.accelerator, profile=profile)
     if needs and profile is not None:
         return replace(base, method="measured", calibration=None, calibration_accelerator=None), (

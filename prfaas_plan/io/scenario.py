@@ -8,13 +8,11 @@ built-in directories that ship with the package.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import fields, replace
-from itertools import pairwise
 from pathlib import Path
 
 from prfaas_plan import lengths as dist
-from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.errors import InputError
 from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
 from prfaas_plan.io.dynamics import DYNAMICS_KEYS, parse_dynamics
 from prfaas_plan.io.hardware import load_hardware
@@ -35,13 +33,30 @@ from prfaas_plan.io.limits import (
     MIN_TOKENS,
 )
 from prfaas_plan.io.models import load_model_card
-from prfaas_plan.io.paths import builtin_root, display_path
+from prfaas_plan.io.names import (  # the last four moved to io.names; re-exported while callers move
+    HARDWARE_DIRS,
+    MODEL_DIRS,
+    resolve_reference,
+    rising,
+)
+from prfaas_plan.io.names import (
+    load_named_hardware as load_named_hardware,
+)
+from prfaas_plan.io.names import (
+    load_named_model as load_named_model,
+)
+from prfaas_plan.io.names import (
+    pool_for as pool_for,
+)
+from prfaas_plan.io.names import (
+    resolve_scenario_path as resolve_scenario_path,
+)
+from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import (
     HardwareProfile,
-    ProfilePoints,
     RooflineParams,
 )
 from prfaas_plan.spec.model import DTYPE_BYTES, Dtypes
@@ -57,9 +72,6 @@ from prfaas_plan.spec.scenario import (
     Traffic,
 )
 from prfaas_plan.units import GBIT_PER_S
-
-DEFAULT_SCENARIO = "paper-case-study"
-
 
 # --------------------------------------------------------------------------------------------- scenario
 
@@ -130,37 +142,6 @@ def _empirical(sec: Section, base: Path, role: str) -> dist.LengthDistribution |
 
 
 # Where a name is looked up: next to the scenario first, then in the built-in directories.
-_MODEL_DIRS = (("models",), ("workloads/models",))
-_HARDWARE_DIRS = (("../hardware_profiles", "hardware_profiles"), ("hardware_profiles",))
-
-
-def _candidates(name: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]]) -> Iterator[Path]:
-    if name.endswith((".yaml", ".yml")):
-        yield base / name
-        return
-    local, builtin = dirs
-    for sub in local:
-        yield base / sub / f"{name}.yaml"
-    for sub in builtin:
-        yield builtin_root() / sub / f"{name}.yaml"
-
-
-def _resolve(
-    sec: Section, key: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]], what: str
-) -> Path | None:
-    name = sec.string(key)
-    if name is None:
-        return None
-    tried = list(dict.fromkeys(_candidates(name, base, dirs)))
-    for path in tried:
-        if path.is_file():
-            return path
-    known = sorted({p.stem for d in {c.parent for c in tried} if d.is_dir() for p in d.glob("*.yaml")})
-    sec.checker.report(
-        (*sec.path, key),
-        f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}",
-    )
-    return None
 
 
 _DTYPE_CLASSES = tuple(f.name for f in fields(Dtypes))
@@ -175,7 +156,7 @@ def _scenario_model(root: Section, base: Path) -> ModelCard | None:
         section = root.sub("model", required=("card",), optional=("dtypes",))
         key = "card"
         dtypes = section.sub("dtypes", optional=_DTYPE_CLASSES)
-    path = _resolve(section, key, base, _MODEL_DIRS, "model card")
+    path = resolve_reference(section, key, base, MODEL_DIRS, "model card")
     overrides = {}
     if dtypes is not None and not dtypes.dead:
         for cls in _DTYPE_CLASSES:
@@ -229,7 +210,7 @@ def _roofline_params(sec: Section) -> RooflineParams:
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:
-    path = _resolve(sec, key, base, _HARDWARE_DIRS, "hardware profile")
+    path = resolve_reference(sec, key, base, HARDWARE_DIRS, "hardware profile")
     if path is None:
         return None
     try:
@@ -280,7 +261,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
             )
             return None
         calibration, calibration_accelerator = candidates[0], source.accelerator
-        if not _rising(calibration.prefill):
+        if not rising(calibration.prefill):
             # A flat or falling curve cannot be fitted by a roofline that grows with length: the fit would sit
             # on its bounds (efficiency 1, overhead 0) and plan silently on a meaningless calibration.
             sec.checker.report(
@@ -321,12 +302,6 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     )
 
 
-def _rising(points: ProfilePoints) -> bool:
-    """Whether the latencies strictly rise with length (a longer prefill is never faster)."""
-    ordered = [v for _, v in sorted(zip(points.lengths_tokens, points.values, strict=True))]
-    return all(b > a for a, b in pairwise(ordered))
-
-
 def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution, pool_path: KeyPath) -> None:
     profile = pool.profile
     if pool.method != "measured" or profile is None:
@@ -339,111 +314,6 @@ def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution
                 f"{pool.hardware_key} profile '{profile.model}' {name}: {message} (within the input-length range "
                 f"{lengths.lower_tokens:,.0f}-{lengths.upper_tokens:,.0f} tokens); adjust its points or fit_degree",
             )
-
-
-def _named(name: str, dirs: tuple[str, ...], what: str, option: str) -> Path:
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
-    for sub in dirs:
-        candidate = builtin_root() / sub / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate
-    known = sorted({p.stem for sub in dirs for p in (builtin_root() / sub).glob("*.yaml")})
-    raise InputError(
-        Problem(field=option, message=f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
-    )
-
-
-def load_named_model(name: str) -> ModelCard:
-    """A model card by file path or built-in name (``workloads/models/NAME.yaml``)."""
-    path = _named(name, ("workloads/models",), "model card", "--model")
-    return load_model_card(path, display_path(path))
-
-
-def load_named_hardware(name: str) -> HardwareProfile:
-    """A hardware profile by file path or built-in name (``hardware_profiles/NAME.yaml``)."""
-    return load_hardware(_named(name, ("hardware_profiles",), "hardware profile", "--hardware"))
-
-
-def pool_for(
-    model: str, hardware: str, gpus: int, method: str, roofline: dict[str, float] | None = None
-) -> tuple[Pool, ModelCard]:
-    """A one-instance pool of ``hardware`` x ``gpus`` for ``model`` costed by ``method`` (command-line use).
-
-    ``calibrated`` fits the roofline to the hardware file's own measured prefill points for the model;
-    ``roofline`` overrides fields of the default ``RooflineParams``.
-    """
-    if method not in POOL_METHODS:
-        raise InputError(Problem(field="--method", message=f"must be one of {', '.join(POOL_METHODS)}, got '{method}'"))
-    card = load_named_model(model)
-    profile_file = load_named_hardware(hardware)
-    profile = profile_file.find(card.key, gpus)
-    if method == "measured" and (profile is None or profile.kv_cache is None):
-        raise InputError(
-            Problem(
-                file=profile_file.file,
-                field="profiles",
-                message=f"no measured prefill and kv_cache points for model '{card.key}' on {gpus} GPUs",
-            )
-        )
-    if method != "measured" and card.architecture is None:
-        raise InputError(Problem(field="--model", message=f"model card '{card.key}' has no architecture section"))
-    if method != "measured" and card.architecture is not None:
-        why = missing_peak(card.architecture, profile_file.accelerator)
-        if why is not None:
-            raise InputError(Problem(file=profile_file.file, field="hardware.dense_tflops", message=why))
-    calibration = None
-    if method == "calibrated":
-        calibration = next((p for p in profile_file.profiles if p.model == card.key), None)
-        if calibration is None:
-            raise InputError(
-                Problem(
-                    file=profile_file.file,
-                    field="profiles",
-                    message=f"no measured points for model '{card.key}' to calibrate the roofline against",
-                )
-            )
-        if not _rising(calibration.prefill):
-            raise InputError(
-                Problem(
-                    file=profile_file.file,
-                    field="profiles",
-                    message=f"the '{card.key}' prefill latencies must rise with length_tokens to calibrate against",
-                )
-            )
-    pool = Pool(
-        hardware_key=profile_file.accelerator.key,
-        accelerator=profile_file.accelerator,
-        gpus_per_instance=gpus,
-        instances=1,
-        profile=profile,
-        method=method,
-        roofline=RooflineParams(**roofline, source="command-line overrides") if roofline else RooflineParams(),
-        calibration=calibration,
-        calibration_accelerator=profile_file.accelerator if calibration else None,
-    )
-    return pool, card
-
-
-def resolve_scenario_path(name: str | None) -> Path:
-    """A scenario argument: a path to a YAML file, or the name of a built-in scenario (default: the paper's)."""
-    if name is None:
-        return builtin_root() / "workloads" / f"{DEFAULT_SCENARIO}.yaml"
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
-    builtin = builtin_root() / "workloads" / f"{name}.yaml"
-    if builtin.is_file():
-        return builtin
-    known = sorted(p.stem for p in (builtin_root() / "workloads").glob("*.yaml"))
-    raise InputError(
-        Problem(
-            field="SCENARIO",
-            message=f"no scenario file or built-in scenario named '{name}'"
-            f"{suggest(name, known)}; built-in: {', '.join(known)}",
-        )
-    )
 
 
 #: Optional keys of traffic.arrival, each used by the processes named in ``_ARRIVAL_PARAMETERS``.
@@ -573,41 +443,3 @@ def load_scenario(path: Path) -> Scenario:
         target=target,
         dynamics=dynamics,
     )
-
-
-def with_overrides(
-    scenario: Scenario,
-    *,
-    bandwidth_gbit_per_s: float | None = None,
-    n_prfaas: int | None = None,
-    n_local: int | None = None,
-) -> Scenario:
-    """Apply command-line overrides, checking each like its YAML field (errors name the option)."""
-    problems = []
-    if bandwidth_gbit_per_s is not None and not (bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")):
-        problems.append(
-            Problem(
-                field="--bandwidth-gbit-per-s",
-                message=f"must be a finite number > 0, got {bandwidth_gbit_per_s}",
-            )
-        )
-    if n_prfaas is not None and n_prfaas < 1:
-        problems.append(Problem(field="--n-prfaas", message=f"must be >= 1, got {n_prfaas}"))
-    if n_local is not None and n_local < 2:
-        problems.append(
-            Problem(
-                field="--n-local",
-                message=f"must be >= 2 (one prefill and one decode instance), got {n_local}",
-            )
-        )
-    if problems:
-        raise InputError(problems)
-    if bandwidth_gbit_per_s is not None:
-        scenario = replace(
-            scenario, link=replace(scenario.link, bandwidth_bytes_per_s=bandwidth_gbit_per_s * GBIT_PER_S)
-        )
-    if n_prfaas is not None:
-        scenario = replace(scenario, prfaas=replace(scenario.prfaas, instances=n_prfaas))
-    if n_local is not None:
-        scenario = replace(scenario, local=replace(scenario.local, instances=n_local))
-    return scenario

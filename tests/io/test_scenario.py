@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from prfaas_plan.cli.common import apply_overrides
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.hardware import load_hardware
-from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path, with_overrides
+from prfaas_plan.io.names import resolve_scenario_path
+from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.optimize import search
 from prfaas_plan.throughput import stage_model
 from tests.conftest import PAPER_SCENARIO, REPO, TRACES, run_cli
@@ -171,9 +173,9 @@ def test_every_shipped_profile_loads() -> None:
 def test_overrides_are_checked(paper_scenario) -> None:  # type: ignore[no-untyped-def]
     """Command-line overrides get the same checks as the YAML fields, naming the option."""
     with pytest.raises(InputError, match="--bandwidth-gbit-per-s"):
-        with_overrides(paper_scenario, bandwidth_gbit_per_s=-1.0)
+        apply_overrides(paper_scenario, bandwidth_gbit_per_s=-1.0)
     with pytest.raises(InputError, match="--n-local"):
-        with_overrides(paper_scenario, n_local=1)
+        apply_overrides(paper_scenario, n_local=1)
 
 
 @pytest.mark.parametrize(

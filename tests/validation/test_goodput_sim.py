@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+from prfaas_plan.io.names import resolve_scenario_path
+from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.sim.closed_form import Traffic
 from prfaas_plan.sim.verify import simulate_ttft
 from prfaas_plan.throughput import stage_model

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prfaas_plan.io.scenario import load_scenario, resolve_scenario_path
+from prfaas_plan.io.names import resolve_scenario_path
+from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.latency.profile import profile_ttft
 from prfaas_plan.optimize import search

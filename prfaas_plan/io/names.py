@@ -1,0 +1,181 @@
+"""Names that point at files: a scenario, model card or hardware profile given by path or by built-in name,
+resolved next to the scenario that names it first and then in the directories that ship with the package;
+and the one-instance pool that ``kv`` and ``validate`` build from names.
+
+Problems name the caller's field: a YAML path, or the flag a command passes in (the library does not know
+the command line's vocabulary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from itertools import pairwise
+from pathlib import Path
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.models import load_model_card
+from prfaas_plan.io.paths import builtin_root, display_path
+from prfaas_plan.io.yamlsrc import Section, suggest
+from prfaas_plan.physics.roofline import missing_peak
+from prfaas_plan.spec.hardware import HardwareProfile, ProfilePoints, RooflineParams
+from prfaas_plan.spec.scenario import POOL_METHODS, ModelCard, Pool
+
+DEFAULT_SCENARIO = "paper-case-study"
+#: Where a scenario's ``model:`` and ``hardware:`` names are looked for: (next to the scenario, built-in).
+MODEL_DIRS = (("models",), ("workloads/models",))
+HARDWARE_DIRS = (("../hardware_profiles", "hardware_profiles"), ("hardware_profiles",))
+
+
+def rising(points: ProfilePoints) -> bool:
+    """Whether the latencies strictly rise with length (a longer prefill is never faster): a roofline can be
+    calibrated against them."""
+    ordered = [v for _, v in sorted(zip(points.lengths_tokens, points.values, strict=True))]
+    return all(b > a for a, b in pairwise(ordered))
+
+
+def candidates(name: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]]) -> Iterator[Path]:
+    if name.endswith((".yaml", ".yml")):
+        yield base / name
+        return
+    local, builtin = dirs
+    for sub in local:
+        yield base / sub / f"{name}.yaml"
+    for sub in builtin:
+        yield builtin_root() / sub / f"{name}.yaml"
+
+
+def resolve_reference(
+    sec: Section, key: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]], what: str
+) -> Path | None:
+    """The file a scenario field names (``key`` in ``sec``): next to the scenario first, then among the
+    built-ins; an unknown name is reported on the field, with a suggestion, and gives None."""
+    name = sec.string(key)
+    if name is None:
+        return None
+    tried = list(dict.fromkeys(candidates(name, base, dirs)))
+    for path in tried:
+        if path.is_file():
+            return path
+    known = sorted({p.stem for d in {c.parent for c in tried} if d.is_dir() for p in d.glob("*.yaml")})
+    sec.checker.report(
+        (*sec.path, key),
+        f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}",
+    )
+    return None
+
+
+def named(name: str, dirs: tuple[str, ...], what: str, field: str) -> Path:
+    """A file given by path or by built-in name (``DIR/NAME.yaml`` for each of ``dirs``); an unknown name is an
+    InputError on ``field`` (the caller's name for the argument: a YAML field or a command-line flag)."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    for sub in dirs:
+        candidate = builtin_root() / sub / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for sub in dirs for p in (builtin_root() / sub).glob("*.yaml")})
+    raise InputError(
+        Problem(field=field, message=f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
+    )
+
+
+def load_named_model(name: str, field: str = "model") -> ModelCard:
+    """A model card by file path or built-in name (``workloads/models/NAME.yaml``)."""
+    path = named(name, ("workloads/models",), "model card", field)
+    return load_model_card(path, display_path(path))
+
+
+def load_named_hardware(name: str, field: str = "hardware") -> HardwareProfile:
+    """A hardware profile by file path or built-in name (``hardware_profiles/NAME.yaml``)."""
+    return load_hardware(named(name, ("hardware_profiles",), "hardware profile", field))
+
+
+def pool_for(
+    model: str,
+    hardware: str,
+    gpus: int,
+    method: str,
+    roofline: dict[str, float] | None = None,
+    fields: Mapping[str, str] | None = None,
+) -> tuple[Pool, ModelCard]:
+    """A one-instance pool of ``hardware`` x ``gpus`` for ``model`` costed by ``method`` (command-line use).
+
+    ``calibrated`` fits the roofline to the hardware file's own measured prefill points for the model;
+    ``roofline`` overrides fields of the default ``RooflineParams``. ``fields`` maps the arguments ``model``,
+    ``hardware`` and ``method`` to the names problems should use (a command passes its flags).
+    """
+    names = {"model": "model", "hardware": "hardware", "method": "method", **(fields or {})}
+    if method not in POOL_METHODS:
+        raise InputError(
+            Problem(field=names["method"], message=f"must be one of {', '.join(POOL_METHODS)}, got '{method}'")
+        )
+    card = load_named_model(model, names["model"])
+    profile_file = load_named_hardware(hardware, names["hardware"])
+    profile = profile_file.find(card.key, gpus)
+    if method == "measured" and (profile is None or profile.kv_cache is None):
+        raise InputError(
+            Problem(
+                file=profile_file.file,
+                field="profiles",
+                message=f"no measured prefill and kv_cache points for model '{card.key}' on {gpus} GPUs",
+            )
+        )
+    if method != "measured" and card.architecture is None:
+        raise InputError(Problem(field=names["model"], message=f"model card '{card.key}' has no architecture section"))
+    if method != "measured" and card.architecture is not None:
+        why = missing_peak(card.architecture, profile_file.accelerator)
+        if why is not None:
+            raise InputError(Problem(file=profile_file.file, field="hardware.dense_tflops", message=why))
+    calibration = None
+    if method == "calibrated":
+        calibration = next((p for p in profile_file.profiles if p.model == card.key), None)
+        if calibration is None:
+            raise InputError(
+                Problem(
+                    file=profile_file.file,
+                    field="profiles",
+                    message=f"no measured points for model '{card.key}' to calibrate the roofline against",
+                )
+            )
+        if not rising(calibration.prefill):
+            raise InputError(
+                Problem(
+                    file=profile_file.file,
+                    field="profiles",
+                    message=f"the '{card.key}' prefill latencies must rise with length_tokens to calibrate against",
+                )
+            )
+    pool = Pool(
+        hardware_key=profile_file.accelerator.key,
+        accelerator=profile_file.accelerator,
+        gpus_per_instance=gpus,
+        instances=1,
+        profile=profile,
+        method=method,
+        roofline=RooflineParams(**roofline, source="command-line overrides") if roofline else RooflineParams(),
+        calibration=calibration,
+        calibration_accelerator=profile_file.accelerator if calibration else None,
+    )
+    return pool, card
+
+
+def resolve_scenario_path(name: str | None, field: str = "SCENARIO") -> Path:
+    """A scenario argument: a path to a YAML file, or the name of a built-in scenario (default: the paper's)."""
+    if name is None:
+        return builtin_root() / "workloads" / f"{DEFAULT_SCENARIO}.yaml"
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    builtin = builtin_root() / "workloads" / f"{name}.yaml"
+    if builtin.is_file():
+        return builtin
+    known = sorted(p.stem for p in (builtin_root() / "workloads").glob("*.yaml"))
+    raise InputError(
+        Problem(
+            field=field,
+            message=f"no scenario file or built-in scenario named '{name}'"
+            f"{suggest(name, known)}; built-in: {', '.join(known)}",
+        )
+    )
