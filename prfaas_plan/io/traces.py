@@ -47,6 +47,12 @@ MAX_TOKENS = 10_000_000
 #: year still resolves the Azure traces' 100 ns digits to about 4 ns.
 MAX_SPAN_S = 366 * 86_400.0
 
+#: Largest trace file read, bytes (1 GiB). The shipped traces are 0.3-3 MB and the largest public week-long
+#: request logs a few hundred MB; a line is at least about 30 bytes, so this bounds a trace to about 36
+#: million requests, and the arrays kept per request (24 bytes, plus 8 per Mooncake block) to about 1 GiB
+#: for Azure traces and a few GiB for Mooncake ones: within this workplace's memory, refused beyond.
+MAX_TRACE_BYTES = 2**30
+
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _MS_PER_S = 1000.0
@@ -159,6 +165,18 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> T
             Problem(
                 message="prefix caching needs block hashes, which Azure CSV traces do not carry; "
                 "use a Mooncake .jsonl trace or turn prefix caching off",
+                file=file,
+            )
+        )
+    try:
+        size = os.stat(file).st_size
+    except OSError:
+        size = 0  # a missing or unreadable file is reported when it is opened below
+    if size > MAX_TRACE_BYTES:
+        raise InputError(
+            Problem(
+                message=f"the trace is {size / 2**30:.1f} GiB; at most {MAX_TRACE_BYTES / 2**30:g} GiB is read "
+                "(split it, or sample it, first)",
                 file=file,
             )
         )

@@ -303,3 +303,14 @@ def test_azure_bad_rows_are_all_reported(tmp_path: Path) -> None:
     )
     assert problems[6].startswith(f"{path}:9 TIMESTAMP: not a timestamp")
     assert len(problems) == 7
+
+
+def test_a_trace_file_over_the_size_limit_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prfaas_plan.io import traces
+
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n' * 50)
+    monkeypatch.setattr(traces, "MAX_TRACE_BYTES", 100)
+    with pytest.raises(InputError) as info:
+        traces.read_trace(path)
+    assert "at most" in str(info.value.problems[0]) and "big.jsonl" in str(info.value.problems[0])
