@@ -153,16 +153,19 @@ def test_published_active_count_lies_between_our_counts_without_and_with_embeddi
 
 @pytest.mark.parametrize("key", CARDS)
 def test_dtypes_follow_the_release(key: str) -> None:
-    """KV BF16 everywhere (Table 3 implies it); FP8 weights exactly for the FP8 releases; the inferred 1T model
-    carries 4-bit weights so that it fits 8 x H20; state FP32 with BF16 conv."""
+    """KV BF16 everywhere (Table 3 implies it); FP8 weights exactly for the FP8 releases, whose embeddings stay
+    BF16; the inferred 1T model carries 4-bit routed experts beside BF16 attention so that it fits 8 x H20;
+    state FP32 with BF16 conv."""
     dtypes = _arch(key).dtypes
-    weights = {"deepseek-v3": "fp8", "minimax-m2.5": "fp8", "mimo-v2-flash": "fp8", "paper-1t-hybrid": "int4"}
+    fp8 = ("deepseek-v3", "minimax-m2.5", "mimo-v2-flash")
     assert (dtypes.weights, dtypes.kv_cache, dtypes.state, dtypes.conv_state) == (
-        weights.get(key, "bf16"),
+        "fp8" if key in fp8 else "bf16",
         "bf16",
         "fp32",
         "bf16",
     )
+    assert dtypes.dtype_of("experts") == ("int4" if key == "paper-1t-hybrid" else dtypes.weights)
+    assert dtypes.dtype_of("embeddings") == ("bf16" if key in fp8 else dtypes.weights)
 
 
 @PROPERTY

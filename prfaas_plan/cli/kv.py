@@ -7,8 +7,10 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.cli.common import check_finite, emit, handled
+from prfaas_plan.spec.hardware import RooflineParams
 
 _DEFAULT_LENGTHS = [1_000, 8_000, 32_000, 128_000]
+_DEFAULTS = RooflineParams()
 
 
 def kv(
@@ -32,22 +34,41 @@ def kv(
         typer.Option("--method", help="roofline (datasheet), calibrated (fitted to measured points) or measured."),
     ] = "roofline",
     compute_efficiency: Annotated[
-        float | None, typer.Option("--compute-efficiency", help="Roofline e_c (default 0.6).", min=1e-6, max=1.0)
+        float | None,
+        typer.Option(
+            "--compute-efficiency",
+            help=f"Roofline GEMM e_c (default {_DEFAULTS.compute_efficiency:g}, the serving defaults).",
+            min=1e-6,
+            max=1.0,
+        ),
     ] = None,
     memory_efficiency: Annotated[
-        float | None, typer.Option("--memory-efficiency", help="Roofline e_m (default 0.8).", min=1e-6, max=1.0)
+        float | None,
+        typer.Option(
+            "--memory-efficiency", help=f"Roofline e_m (default {_DEFAULTS.memory_efficiency:g}).", min=1e-6, max=1.0
+        ),
     ] = None,
     overhead_s: Annotated[
-        float | None, typer.Option("--overhead-s", help="Fixed prefill overhead per request (default 0).", min=0.0)
+        float | None,
+        typer.Option(
+            "--overhead-s",
+            help=f"Serving overhead per prefill request, s (default {_DEFAULTS.overhead_s:g}).",
+            min=0.0,
+        ),
     ] = None,
+    kernel_only: Annotated[
+        bool,
+        typer.Option("--kernel-only", help="Price the kernels alone: no per-request or per-layer serving overhead."),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """S_kv, T_prefill and Φ_kv = S_kv / T_prefill of one instance at each length.
 
     Example: prfaas-plan kv --model minimax-m2.5 --hardware h200 --length 32000 --length 128000
 
-    The roofline options override the default efficiencies, e.g. to carry a calibration from one model to
-    another: --compute-efficiency 0.32 --overhead-s 0.4 (the values fitted to the paper's Table 5).
+    T_prefill is serving time: kernels plus the serving overheads fitted to the paper's Tables 3 and 5
+    (hardware_profiles/serving/defaults.yaml); --kernel-only drops the overheads. The roofline options
+    override the defaults, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
     """
     from prfaas_plan.io.report import kv_rows_to_dict
     from prfaas_plan.io.scenario import pool_for
@@ -66,7 +87,8 @@ def kv(
             for key, value in (
                 ("compute_efficiency", compute_efficiency),
                 ("memory_efficiency", memory_efficiency),
-                ("overhead_s", overhead_s),
+                ("overhead_s", 0.0 if kernel_only else overhead_s),
+                ("layer_overhead_s", 0.0 if kernel_only else None),
             )
             if value is not None
         }

@@ -70,7 +70,10 @@ def kernel(
         out = profile_out or Path(tempfile.mkdtemp(prefix="prfaas-plan-")) / "this-machine.yaml"
         note = "Measured by `prfaas-plan validate kernel`: achieved rates of numpy on this machine."
         written = write_accelerator_profile(
-            machine.machine_accelerator(peaks, machine.physical_memory_bytes()), out, note
+            machine.machine_accelerator(peaks, machine.physical_memory_bytes()),
+            out,
+            note,
+            machine.machine_kernel_shapes(peaks),
         )
         study = timing.run_timing(base, size, load_hardware(written).accelerator, peaks, rng)
     payload = kernel_payload(verdicts, study, written, [key for key, _ in cards])
@@ -202,6 +205,7 @@ def kernel_payload(verdicts: CountChecks, study: TimingStudy, profile: Path, car
             for r in study.results
         ],
         "median_abs_log_ratio": study.median_abs_log_ratio,
+        "median_ratio": study.median_ratio,
         "worst_case": study.worst.case,
         "machine": {
             "matmul_flop_per_s": peaks.matmul_flop_per_s,
@@ -209,6 +213,7 @@ def kernel_payload(verdicts: CountChecks, study: TimingStudy, profile: Path, car
             "copy_bytes_per_s": peaks.copy_bytes_per_s,
             "elementwise_flop_per_s": peaks.elementwise_flop_per_s,
             "launch_overhead_s": peaks.launch_overhead_s,
+            "gemm_half_rows": peaks.gemm_half_rows,
             "steady": peaks.steady,
             "profile": str(profile),
         },
@@ -238,7 +243,8 @@ def _render(payload: dict[str, Any]) -> None:
         title=(
             f"Reference kernel vs roofline: {m['matmul_flop_per_s'] / 1e9:.1f} GFLOP/s, "
             f"{m['memory_bytes_per_s'] / 1e9:.1f} GB/s, {m['elementwise_flop_per_s'] / 1e9:.2f} element-wise "
-            f"GFLOP/s, {m['launch_overhead_s'] * 1e6:.1f} µs per launch"
+            f"GFLOP/s, {m['launch_overhead_s'] * 1e6:.1f} µs per launch, GEMMs at half rate below "
+            f"{m['gemm_half_rows']:.0f} rows"
         )
     )
     columns = ("case", "bound", "roofline ms", "launch ms", "elem ms", "predicted ms", "measured ms", "ratio")
@@ -254,8 +260,9 @@ def _render(payload: dict[str, Any]) -> None:
         )
     out.print(timing)
     out.print(
-        f"median |ln(predicted/measured)| = {payload['median_abs_log_ratio']:.3f}; worst: {payload['worst_case']}. "
-        f"Predicted = roofline (measured peaks, efficiencies 1.0) + launches x launch cost + element-wise FLOPs at "
-        f"the measured element-wise rate. Profile written to {m['profile']}.",
+        f"median predicted/measured = {payload['median_ratio']:.2f}; median |ln(predicted/measured)| = "
+        f"{payload['median_abs_log_ratio']:.3f}; worst: {payload['worst_case']}. Predicted = roofline (measured "
+        f"peaks, efficiencies 1.0, GEMMs on the measured small-M curve) + launches x launch cost + element-wise "
+        f"FLOPs at the measured element-wise rate. Profile written to {m['profile']}.",
         style="dim",
     )

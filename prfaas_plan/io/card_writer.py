@@ -15,7 +15,7 @@ import numpy as np
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.models import ATTENTION_FIELDS, FFN_FIELDS
 from prfaas_plan.physics.memory import kv_bytes_per_token, linear_state_bytes, parameter_count, window_bytes
-from prfaas_plan.spec.model import Attention, Ffn
+from prfaas_plan.spec.model import Attention, Ffn, LayerGroup
 from prfaas_plan.spec.scenario import ModelCard
 
 _WIDTH = 116  # comment lines wrap here, inside the 120-column convention
@@ -29,9 +29,21 @@ def _flow(kind: str, obj: Attention | Ffn, fields: tuple[tuple[str, ...], tuple[
         value = getattr(obj, name)
         if name == "v_head_dim" and isinstance(obj, Attention) and value == obj.head_dim:
             continue  # the loader's default
-        if value:
+        if value is True:
+            parts.append(f"{name}: true")
+        elif value:
             parts.append(f"{name}: {value}")
     return "{" + ", ".join(parts) + "}"
+
+
+def _group_lines(group: LayerGroup, note: str) -> list[str]:
+    """One ``- count/attention/ffn`` item of a layer list."""
+    att, ffn = group.attention, group.ffn
+    return [
+        f"    - count: {group.count}{note}",
+        f"      attention: {_flow(att.kind, att, ATTENTION_FIELDS[att.kind])}",
+        f"      ffn: {_flow(ffn.kind, ffn, FFN_FIELDS[ffn.kind])}",
+    ]
 
 
 def _comment(text: str) -> list[str]:
@@ -92,15 +104,18 @@ def render_card(
             f"  vocab_size: {arch.vocab_size}",
             f"  num_layers: {arch.n_layers}",
             f"  tie_embeddings: {'true' if arch.tie_embeddings else 'false'}",
-            f"  dtypes: {{weights: {d.weights}, kv_cache: {d.kv_cache}, state: {d.state}, conv_state: {d.conv_state}}}",
+            f"  dtypes: {{weights: {d.weights}, kv_cache: {d.kv_cache}, state: {d.state}, conv_state: {d.conv_state}"
+            + "".join(f", {k}: {getattr(d, k)}" for k in ("experts", "embeddings") if getattr(d, k) is not None)
+            + "}",
             "  layers:",
         ]
         for i, group in enumerate(arch.layers):
             note = f"  # {group_notes[i]}" if i < len(group_notes) else ""
-            out.append(f"    - count: {group.count}{note}")
-            att, ffn = group.attention, group.ffn
-            out.append(f"      attention: {_flow(att.kind, att, ATTENTION_FIELDS[att.kind])}")
-            out.append(f"      ffn: {_flow(ffn.kind, ffn, FFN_FIELDS[ffn.kind])}")
+            out += _group_lines(group, note)
+        if arch.mtp_layers:
+            out.append("  mtp_layers:                        # multi-token-prediction modules (weights only)")
+            for group in arch.mtp_layers:
+                out += _group_lines(group, "")
     return "\n".join(out) + "\n"
 
 
@@ -165,6 +180,8 @@ def card_summary(card: ModelCard) -> dict[str, Any]:
                 "kv_cache": arch.dtypes.kv_cache,
                 "state": arch.dtypes.state,
                 "conv_state": arch.dtypes.conv_state,
+                "experts": arch.dtypes.dtype_of("experts"),
+                "embeddings": arch.dtypes.dtype_of("embeddings"),
             },
             "kv_bytes_per_token": kv_bytes_per_token(arch),
             "linear_state_bytes": linear,

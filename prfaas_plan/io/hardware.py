@@ -34,8 +34,12 @@ from prfaas_plan.spec.hardware import (
     DecodeProfile,
     HardwareProfile,
     InstanceProfile,
+    KernelShapes,
     ProfilePoints,
     Provenance,
+    RooflineParams,
+    ServingDefaults,
+    ServingPoints,
 )
 from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
 
@@ -135,7 +139,7 @@ def load_hardware(path: Path) -> HardwareProfile:
     """Read one ``hardware_profiles/*.yaml``: the accelerator's datasheet and its (model, instance) profiles."""
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
-    root = checker.root(required=("hardware",), optional=("profiles",))
+    root = checker.root(required=("hardware",), optional=("profiles", "kernel_shapes"))
     hw = root.sub(
         "hardware",
         required=("name", "memory_gb", "hbm_bandwidth_tb_per_s", "dense_tflops", "confidence", "source"),
@@ -163,6 +167,13 @@ def load_hardware(path: Path) -> HardwareProfile:
         profile = _instance_profile(checker, item_path, item)
         if profile is not None:
             profiles.append(profile)
+    shapes = None
+    if root.has("kernel_shapes"):
+        sec = root.sub("kernel_shapes", required=("gemm_half_rows", "source"))
+        half_rows = sec.number("gemm_half_rows", ge=0, le=MAX_TOKENS)
+        shapes_source = sec.string("source")
+        if half_rows is not None and shapes_source is not None:
+            shapes = KernelShapes(gemm_half_rows=half_rows, source=shapes_source)
     checker.raise_if_any()
     assert name is not None and memory is not None and bandwidth is not None
     accelerator = Accelerator(
@@ -178,4 +189,91 @@ def load_hardware(path: Path) -> HardwareProfile:
         confidence=str(confidence),
         source=str(source),
     )
-    return HardwareProfile(accelerator=accelerator, profiles=tuple(profiles), file=doc.file)
+    return HardwareProfile(accelerator=accelerator, profiles=tuple(profiles), file=doc.file, kernel_shapes=shapes)
+
+
+# --------------------------------------------------------------------------------------------- serving defaults
+
+_SERVING_QUANTITIES = {"latency_s": ("latency_s", 1.0), "kv_throughput_gbit_per_s": ("kv_bytes_per_s", GBIT_PER_S)}
+
+
+def _serving_points(checker: Checker, path: KeyPath, raw: Any) -> ServingPoints | None:
+    sec = Section(
+        checker,
+        path,
+        raw,
+        required=("model", "hardware", "gpus_per_instance", "engine", "source"),
+        optional=tuple(_SERVING_QUANTITIES),
+    )
+    given = [key for key in _SERVING_QUANTITIES if sec.has(key)]
+    if len(given) != 1:
+        checker.report(path, f"give exactly one of {', '.join(_SERVING_QUANTITIES)}")
+        return None
+    quantity, scale = _SERVING_QUANTITIES[given[0]]
+    lengths: list[float] = []
+    values: list[float] = []
+    for point_path, item in sec.items(given[0]):
+        point = Section(checker, point_path, item, required=("length_tokens", "value"))
+        length = point.number("length_tokens", ge=MIN_TOKENS, le=MAX_TOKENS)
+        value = point.number("value", gt=0)
+        if length is not None and value is not None:
+            lengths.append(length)
+            values.append(value * scale)
+    model, hardware, engine, source = (sec.string(k) for k in ("model", "hardware", "engine", "source"))
+    gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
+    if None in (model, hardware, engine, source, gpus) or not lengths:
+        return None
+    return ServingPoints(
+        model=str(model),
+        hardware=str(hardware),
+        gpus_per_instance=int(gpus or 1),
+        engine=str(engine),
+        quantity=quantity,  # type: ignore[arg-type]
+        lengths_tokens=tuple(lengths),
+        values=tuple(values),
+        source=str(source),
+    )
+
+
+def load_serving_defaults(path: Path) -> ServingDefaults:
+    """Read ``hardware_profiles/serving/defaults.yaml``: the fitted serving parameters, their priors and the
+    observations they were fitted to; every problem is reported with file, line and field."""
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    root = checker.root(required=("serving", "observations"))
+    serving = root.sub("serving", required=("source", "fitted", "priors"))
+    fitted = serving.sub(
+        "fitted",
+        required=("compute_efficiency", "attention_efficiency", "request_overhead_s", "layer_overhead_ms"),
+    )
+    priors = serving.sub(
+        "priors", required=("memory_efficiency", "communication_efficiency", "prefill_chunk_tokens", "source")
+    )
+    efficiencies = {
+        key: section.number(key, gt=0, le=1)
+        for section, key in (
+            (fitted, "compute_efficiency"),
+            (fitted, "attention_efficiency"),
+            (priors, "memory_efficiency"),
+            (priors, "communication_efficiency"),
+        )
+    }
+    overhead = fitted.number("request_overhead_s", ge=0, le=MAX_STEP_S)
+    layer_ms = fitted.number("layer_overhead_ms", ge=0, le=1000 * MAX_STEP_S)
+    chunk = priors.number("prefill_chunk_tokens", ge=1, le=MAX_TOKENS, integer=True)
+    serving.string("source")
+    priors.string("source")
+    observations = [_serving_points(checker, p, item) for p, item in root.items("observations")]
+    checker.raise_if_any()
+    assert overhead is not None and layer_ms is not None and chunk is not None
+    return ServingDefaults(
+        params=RooflineParams(
+            overhead_s=overhead,
+            layer_overhead_s=layer_ms / 1000,
+            prefill_chunk_tokens=float(chunk),
+            source=f"serving defaults fitted to published prefill latencies ({display_path(path)})",
+            **{k: float(v) for k, v in efficiencies.items() if v is not None},
+        ),
+        observations=tuple(o for o in observations if o is not None),
+        file=display_path(path),
+    )

@@ -29,8 +29,10 @@ FAMILIES = (
 
 # What each family's card leaves out that its config does not spell out as a field.
 FAMILY_NOTES = {
-    "qwen3_next": "full attention is output-gated in this family: q_proj is twice as wide, the gate is not counted",
-    "qwen3_5_moe": "full attention is output-gated in this family: q_proj is twice as wide, the gate is not counted",
+    "qwen3_next": "full attention is output-gated in this family (attn_output_gate, true unless the config says "
+    "otherwise): q_proj is twice as wide",
+    "qwen3_5_moe": "full attention is output-gated in this family (attn_output_gate, true unless the config says "
+    "otherwise): q_proj is twice as wide",
     "kimi_linear": "KDA's low-rank forget and output gates are counted as full-rank projections (a slight overcount)",
     "minimax_m2": "intermediate_size is the expert width in this family (no dense FFN layers)",
     "mimo_v2_flash": "sliding_window_size (or sliding_window) is the SWA window; only that many tokens are cached",
@@ -201,6 +203,9 @@ def _qwen3_next(c: ConfigFields, n: int, hidden: int) -> list[Layer] | None:
         types = None if interval is None else ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
     c.used.add("full_attention_interval")  # redundant when layer_types is given
     full = _gqa(c, hidden)
+    gated = c.boolean("attn_output_gate", default=True)
+    if full is not None and gated:
+        full = replace(full, output_gate=True)
     linear = _linear(
         c,
         "linear_num_value_heads",

@@ -9,8 +9,12 @@ Judgement calls, the same for every family, written into the card as comments:
 - ``kv_cache: bf16``: a config does not say how an engine stores KV; the paper's Table 3 implies BF16.
 - ``state: fp32``, ``conv_state: bf16``: SGLang's defaults for linear-attention state (SGLANG_MAMBA_SSM_DTYPE,
   SGLANG_MAMBA_CONV_DTYPE; https://github.com/sgl-project/sglang).
-- ``weights``: ``fp8`` when ``quantization_config.quant_method`` is fp8 (block-scaled checkpoints keep a few
-  modules in BF16, which a one-dtype card cannot say), otherwise ``torch_dtype`` (or ``dtype``).
+- ``weights``: ``fp8`` when ``quantization_config.quant_method`` is fp8, with ``embeddings: bf16`` (block-scaled
+  FP8 checkpoints keep the embedding and LM head in BF16; their routers and norms too, which a card cannot
+  say), otherwise ``torch_dtype`` (or ``dtype``).
+- Multi-token prediction: ``num_nextn_predict_layers`` (deepseek_v3) and ``mtp_num_hidden_layers`` (qwen3_next,
+  qwen3_5_moe) become ``mtp_layers`` shaped as the family's last MoE layer (DeepSeek) or a gated full-attention
+  layer with the model's MoE (Qwen). Other families' MTP fields give no shapes and stay unmapped.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ _IGNORED = frozenset(
 )  # fmt: skip
 
 _ROPE = "position encoding: no effect on the bytes or FLOPs a card describes"
-_MTP = "multi-token-prediction (MTP) layers: a card has no place for them; their parameters are not counted"
+_MTP = "multi-token-prediction (MTP) modules whose shapes this config does not give; their parameters are not counted"
 _ROUTER = "router behaviour: no effect on the bytes or FLOPs a card describes"
 # Why a field that the importer recognises is not mapped (fields it does not recognise get a generic reason).
 _REASONS: dict[str, str] = {
@@ -60,7 +64,6 @@ _REASONS: dict[str, str] = {
     "add_swa_attention_sink_bias": "attention sinks: one learnable bias per head, not counted",
     "add_full_attention_sink_bias": "attention sinks: one learnable bias per head, not counted",
     "attention_value_scale": "a scale on the values: no effect on bytes",
-    "attn_output_gate": "output-gated attention: q_proj is twice as wide; the gate weights are not counted",
     "use_qk_norm": "QK normalisation weights are not counted",
     "qk_norm_type": "QK normalisation weights are not counted",
     "scoring_func": _ROUTER,
@@ -123,7 +126,10 @@ def _weights_dtype(sources: list[ConfigFields]) -> tuple[str, str]:
         if isinstance(q, Mapping) and q.get("quant_method") == "fp8":
             for view in sources:  # torch_dtype is then the dtype of activations and unquantised modules
                 view.used.update({"quantization_config", "torch_dtype", "dtype"})
-            return "fp8", "weights fp8: quantization_config.quant_method is fp8 (its BF16 modules count as FP8)"
+            return "fp8", (
+                "weights fp8, embeddings bf16: quantization_config.quant_method is fp8 (its other BF16 modules, "
+                "router and norms, count as FP8)"
+            )
     for c in sources:
         c.used.update({"torch_dtype", "dtype"})
     for c in sources:
@@ -175,6 +181,28 @@ def _unmapped(views: list[ConfigFields]) -> list[Unmapped]:
     return out
 
 
+_MTP_FIELDS = {
+    "deepseek_v3": "num_nextn_predict_layers",
+    "qwen3_next": "mtp_num_hidden_layers",
+    "qwen3_5_moe": "mtp_num_hidden_layers",
+}
+
+
+def _mtp_layers(family: str, c: ConfigFields, layers: list[Layer]) -> tuple[LayerGroup, ...]:
+    """The family's MTP modules (module docstring), or none when the config declares none or gives no shape."""
+    key = _MTP_FIELDS.get(family)
+    if key is None or not c.has(key):
+        return ()
+    count = c.integer(key, ge=0)
+    if not count:
+        return ()
+    if family == "deepseek_v3":
+        attention, ffn = layers[-1]
+    else:
+        attention, ffn = next((a, f) for a, f in layers if a.kind == "gqa")
+    return (LayerGroup(count=count, attention=attention, ffn=ffn),)
+
+
 def import_hf_config(path: Path, *, name: str | None = None, display: str | None = None) -> ImportedCard:
     """Read a Hugging Face ``config.json`` of a supported family into a model card.
 
@@ -206,7 +234,12 @@ def import_hf_config(path: Path, *, name: str | None = None, display: str | None
         raise InputError(ctx.problems or [Problem(file=file, message="no layers could be read")])
     groups, group_notes = _group(layers)
     arch = Architecture(
-        hidden_size=hidden, vocab_size=vocab, layers=groups, dtypes=Dtypes(weights=weights), tie_embeddings=tie
+        hidden_size=hidden,
+        vocab_size=vocab,
+        layers=groups,
+        dtypes=Dtypes(weights=weights, embeddings="bf16" if weights == "fp8" else None),
+        tie_embeddings=tie,
+        mtp_layers=_mtp_layers(family, c, layers),
     )
     origin = data.get("_name_or_path")
     stem = path.stem if path.stem != "config" else path.resolve().parent.name

@@ -5,12 +5,14 @@ Schema::
     model:        {name, source, parameters_b?, active_parameters_b?, inferred?}
     architecture:                      # optional; required by roofline pools
       hidden_size, vocab_size, num_layers, tie_embeddings?
-      dtypes: {weights, kv_cache, state, conv_state}      # each optional; defaults bf16/bf16/fp32/bf16
+      dtypes: {weights, kv_cache, state, conv_state,      # each optional; defaults bf16/bf16/fp32/bf16
+               experts, embeddings}                   # routed experts / embedding + LM head; default: weights
       layers:                          # groups of identical layers; counts must add up to num_layers
         - count: N
-          attention: {kind: gqa|mla|swa|linear, ...shape fields of that kind}
+          attention: {kind: gqa|mla|swa|linear, ...shape fields of that kind}   # gqa/swa: output_gate?
           ffn: {kind: dense, intermediate} | {kind: moe, experts, active_experts, expert_intermediate,
                                               shared_experts?, shared_intermediate?}
+      mtp_layers:                      # optional: multi-token-prediction modules, as groups of the same form
 """
 
 from __future__ import annotations
@@ -40,11 +42,13 @@ MAX_PARAMETERS_B = 1e6
 
 # Required and optional shape fields of each attention kind.
 ATTENTION_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "gqa": (("heads", "kv_heads", "head_dim"), ("v_head_dim",)),
-    "swa": (("heads", "kv_heads", "head_dim", "window"), ("v_head_dim",)),
+    "gqa": (("heads", "kv_heads", "head_dim"), ("v_head_dim", "output_gate")),
+    "swa": (("heads", "kv_heads", "head_dim", "window"), ("v_head_dim", "output_gate")),
     "mla": (("heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), ("q_lora_rank",)),
     "linear": (("heads", "key_heads", "key_head_dim", "value_head_dim", "conv_kernel"), ()),
 }
+#: Shape fields that are flags (true/false), not integers.
+BOOLEAN_FIELDS = frozenset({"output_gate"})
 FFN_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dense": (("intermediate",), ()),
     "moe": (("experts", "active_experts", "expert_intermediate"), ("shared_experts", "shared_intermediate")),
@@ -73,6 +77,11 @@ def _kind_section(
     if kind is None:
         return None, values, sec
     for name in (*required, *optional):
+        if name in BOOLEAN_FIELDS:
+            flag = sec.boolean(name, default=False)
+            if flag is not None:
+                values[name] = int(flag)
+            continue
         value = sec.number(name, ge=1 if name in required else 0, le=MAX_SHAPE, integer=True)
         if value is not None:
             values[name] = int(value)
@@ -102,6 +111,7 @@ def _attention(parent: Section) -> Attention | None:
             head_dim=v["head_dim"],
             v_head_dim=v.get("v_head_dim", v["head_dim"]),
             window=v.get("window", 0),
+            output_gate=bool(v.get("output_gate", 0)),
         )
     if kind == "mla":
         return Attention(
@@ -149,32 +159,21 @@ def _architecture(root: Section) -> Architecture | None:
     arch = root.sub(
         "architecture",
         required=("hidden_size", "vocab_size", "num_layers", "layers"),
-        optional=("tie_embeddings", "dtypes"),
+        optional=("tie_embeddings", "dtypes", "mtp_layers"),
     )
     hidden = arch.number("hidden_size", ge=1, le=MAX_SHAPE, integer=True)
     vocab = arch.number("vocab_size", ge=1, le=MAX_SHAPE, integer=True)
     num_layers = arch.number("num_layers", ge=1, le=MAX_LAYERS, integer=True)
     tie = arch.boolean("tie_embeddings", default=False)
-    dtypes_sec = arch.sub("dtypes", optional=("weights", "kv_cache", "state", "conv_state"))
+    dtype_keys = ("weights", "kv_cache", "state", "conv_state", "experts", "embeddings")
+    dtypes_sec = arch.sub("dtypes", optional=dtype_keys)
     dtype_names = tuple(DTYPE_BYTES)
     dtypes = Dtypes(
-        **{
-            key: value
-            for key in ("weights", "kv_cache", "state", "conv_state")
-            if (value := dtypes_sec.string(key, choices=dtype_names)) is not None
-        }
+        **{key: value for key in dtype_keys if (value := dtypes_sec.string(key, choices=dtype_names)) is not None}
     )
-    groups: list[LayerGroup] = []
-    complete = True
-    for path, item in arch.items("layers"):
-        group = Section(arch.checker, path, item, required=("count", "attention", "ffn"))
-        count = group.number("count", ge=1, le=MAX_LAYERS, integer=True)
-        attention = _attention(group)
-        ffn = _ffn(group)
-        if count is None or attention is None or ffn is None:
-            complete = False
-            continue
-        groups.append(LayerGroup(count=int(count), attention=attention, ffn=ffn))
+    groups, complete = _layer_groups(arch, "layers")
+    mtp, mtp_complete = _layer_groups(arch, "mtp_layers") if arch.has("mtp_layers") else ([], True)
+    complete = complete and mtp_complete
     if complete and groups and num_layers is not None:
         total = sum(g.count for g in groups)
         if total != num_layers:
@@ -186,8 +185,29 @@ def _architecture(root: Section) -> Architecture | None:
     if not complete or not groups or hidden is None or vocab is None or tie is None:
         return None
     return Architecture(
-        hidden_size=int(hidden), vocab_size=int(vocab), layers=tuple(groups), dtypes=dtypes, tie_embeddings=tie
+        hidden_size=int(hidden),
+        vocab_size=int(vocab),
+        layers=tuple(groups),
+        dtypes=dtypes,
+        tie_embeddings=tie,
+        mtp_layers=tuple(mtp),
     )
+
+
+def _layer_groups(arch: Section, key: str) -> tuple[list[LayerGroup], bool]:
+    """The ``{count, attention, ffn}`` groups listed under ``key``, and whether every one was valid."""
+    groups: list[LayerGroup] = []
+    complete = True
+    for path, item in arch.items(key):
+        group = Section(arch.checker, path, item, required=("count", "attention", "ffn"))
+        count = group.number("count", ge=1, le=MAX_LAYERS, integer=True)
+        attention = _attention(group)
+        ffn = _ffn(group)
+        if count is None or attention is None or ffn is None:
+            complete = False
+            continue
+        groups.append(LayerGroup(count=int(count), attention=attention, ffn=ffn))
+    return groups, complete
 
 
 def load_model_card(path: Path, display: str | None = None) -> ModelCard:

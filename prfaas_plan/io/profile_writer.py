@@ -1,8 +1,9 @@
 """Write an accelerator as a ``hardware_profiles/*.yaml`` file that ``io.hardware.load_hardware`` reads back.
 
-Only the ``hardware:`` section (the datasheet part) is written, in the file's human scales (GB, TB/s,
-TFLOP/s); floats are written in full (``repr``) so a write and a read give back the same numbers. The file
-is written to a temporary name beside the target and renamed over it, so a reader never sees half a file.
+The ``hardware:`` section (the datasheet part) is written, and a ``kernel_shapes:`` section when measured
+shape curves are given, in the file's human scales (GB, TB/s, TFLOP/s); floats are written in full
+(``repr``) so a write and a read give back the same numbers. The file is written to a temporary name beside
+the target and renamed over it, so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from prfaas_plan.spec.hardware import Accelerator
+from prfaas_plan.spec.hardware import Accelerator, KernelShapes
 from prfaas_plan.units import GB, GBIT_PER_S, TB, TFLOP_PER_S
 
 
@@ -39,14 +40,20 @@ def accelerator_document(accelerator: Accelerator) -> dict[str, Any]:
     return {"hardware": hw}
 
 
-def write_accelerator_profile(accelerator: Accelerator, path: Path, comment: str = "") -> Path:
-    """Write ``accelerator`` to ``path`` (parent directories created; temp file then rename); returns ``path``.
+def write_accelerator_profile(
+    accelerator: Accelerator, path: Path, comment: str = "", shapes: KernelShapes | None = None
+) -> Path:
+    """Write ``accelerator`` (and its measured kernel ``shapes``, if given) to ``path`` (parent directories
+    created; temp file then rename); returns ``path``.
 
     ``comment`` lines go at the top of the file, each prefixed with ``# ``.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     header = "".join(f"# {line}\n" for line in comment.splitlines())
-    text = header + yaml.safe_dump(accelerator_document(accelerator), sort_keys=False, width=100)
+    document = accelerator_document(accelerator)
+    if shapes is not None:
+        document["kernel_shapes"] = {"gemm_half_rows": shapes.gemm_half_rows, "source": shapes.source}
+    text = header + yaml.safe_dump(document, sort_keys=False, width=100)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

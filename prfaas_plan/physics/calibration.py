@@ -1,5 +1,7 @@
-"""Calibration of roofline efficiencies to measured prefill points: a least-squares fit of the compute
-efficiency and the fixed overhead, with in-sample and leave-one-out errors."""
+"""Calibration of roofline efficiencies to one model's measured prefill points: a least-squares fit of the
+GEMM efficiency and the per-request overhead, with in-sample and leave-one-out errors. The attention
+efficiency, the per-layer overhead and the chunk size keep ``base``'s values (``physics.serving`` fits those
+across models)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.physics.ops import forward_ops
-from prfaas_plan.physics.prefill import prefill_seconds
-from prfaas_plan.physics.roofline import Instance, compute_dtype, roofline_time
+from prfaas_plan.physics.prefill import prefill_seconds, serving_overhead_s
+from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, op_peak_flop_per_s, roofline_time, shape_penalty
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -52,19 +54,27 @@ def _fit(
     from scipy.optimize import least_squares  # calibration only; keeps scipy off the start-up path
 
     ops = forward_ops(arch, cached=0.0, new=lengths)
-    unit = RooflineParams(
-        compute_efficiency=1.0, memory_efficiency=1.0, communication_efficiency=base.communication_efficiency
-    )
-    flops_rate = instance.flop_per_s(compute_dtype(arch))
-    compute = np.stack([np.broadcast_to(op.matmul_flops / flops_rate, lengths.shape) for op in ops])
+    unit = replace(base, compute_efficiency=1.0, memory_efficiency=1.0, attention_efficiency=1.0)
+    attention = np.array([op.name in ATTENTION_OPS for op in ops])[:, None]
+    rates = [
+        op_peak_flop_per_s(op, arch, instance)
+        * (base.attention_efficiency if op.name in ATTENTION_OPS else 1.0 / shape_penalty(op.rows, base.gemm_half_rows))
+        for op in ops
+    ]
+    compute = np.stack([np.broadcast_to(op.matmul_flops / r, lengths.shape) for op, r in zip(ops, rates, strict=True)])
     memory = np.stack([np.broadcast_to(op.bytes / instance.bytes_per_s, lengths.shape) for op in ops])
-    comm = roofline_time(ops, arch, instance, unit, lengths).communication_s
+    # Communication and the per-layer chunk overhead do not depend on the fitted parameters.
+    fixed = roofline_time(ops, arch, instance, unit, lengths).communication_s + serving_overhead_s(
+        arch, replace(base, overhead_s=0.0), lengths
+    )
     weights = 1.0 / measured
 
     def body(ec: NDArray[np.float64], em: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Σ_ops max(C/e_c, M/e_m) + communication, for broadcast (e_c, e_m) arrays; lengths on the last axis."""
-        per_op = np.maximum(compute / ec[..., None, None], memory / em[..., None, None])
-        return np.asarray(per_op.sum(axis=-2) + comm, dtype=np.float64)
+        """Σ_ops max(C/e, M/e_m) + fixed, for broadcast (e_c, e_m) arrays (e = e_c for GEMMs; the attention
+        terms already carry their own efficiency); lengths on the last axis."""
+        gemm = np.where(attention, compute, compute / ec[..., None, None])
+        per_op = np.maximum(gemm, memory / em[..., None, None])
+        return np.asarray(per_op.sum(axis=-2) + fixed, dtype=np.float64)
 
     def best_overhead(times: NDArray[np.float64]) -> NDArray[np.float64]:
         """argmin_o Σ ((T_i + o)/m_i - 1)^2 over o >= 0, in closed form."""

@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from prfaas_plan.physics.memory import cache_bytes, weight_bytes
 from prfaas_plan.physics.ops import forward_ops
-from prfaas_plan.physics.roofline import Instance, roofline_time
+from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -25,12 +25,20 @@ class DecodeCapacity:
     context_tokens: float
 
 
+def decode_step_time(
+    arch: Architecture, instance: Instance, params: RooflineParams, batch: NDArray[np.float64], context_tokens: float
+) -> RooflineTime:
+    """The priced decode step for ``batch`` sequences of ``context_tokens`` each, with its parts; the overhead
+    is ``params.decode_step_overhead_s``."""
+    ops = forward_ops(arch, cached=context_tokens, new=1.0, batch=batch, decode=True)
+    return roofline_time(ops, arch, instance, params, batch, overhead_s=params.decode_step_overhead_s)
+
+
 def decode_step_seconds(
     arch: Architecture, instance: Instance, params: RooflineParams, batch: NDArray[np.float64], context_tokens: float
 ) -> NDArray[np.float64]:
     """Roofline time of one decode step for ``batch`` sequences of ``context_tokens`` each."""
-    ops = forward_ops(arch, cached=context_tokens, new=1.0, batch=batch, decode=True)
-    return roofline_time(ops, arch, instance, params, batch, overhead_s=params.decode_step_overhead_s).total_s
+    return decode_step_time(arch, instance, params, batch, context_tokens).total_s
 
 
 def decode_capacity(

@@ -7,6 +7,8 @@ Formulas (per layer kind; the dimensions are the Hugging Face config fields of t
 - MLA layer, per token: (kv_lora_rank + qk_rope_head_dim) · kv bytes (the compressed latent and the
   decoupled RoPE key are what vLLM and SGLang cache).
 - Sliding-window layer: min(length, window) tokens of GQA-shaped KV: fixed once length >= window.
+- Weights: the main model's parameters plus those of the multi-token-prediction modules, each group in its
+  storage dtype (routed experts, embeddings and LM head, the rest).
 - Linear-attention layer: heads · key_head_dim · value_head_dim recurrent state (state dtype) plus
   (conv_kernel - 1) past inputs of the q, k, v channels, 2·key_heads·key_head_dim + heads·value_head_dim,
   in the conv-state dtype.
@@ -81,7 +83,8 @@ def transfer_bytes(arch: Architecture, cached_tokens: ArrayLike, new_tokens: Arr
 
 def _attention_params(att: Attention, h: int) -> float:
     if att.kind in ("gqa", "swa"):
-        return h * (att.heads * att.head_dim + att.kv_heads * (att.head_dim + att.v_head_dim)) + (
+        gate = att.heads * att.v_head_dim if att.output_gate else 0
+        return h * (att.heads * att.head_dim + att.kv_heads * (att.head_dim + att.v_head_dim) + gate) + (
             att.heads * att.v_head_dim * h
         )
     if att.kind == "mla":
@@ -107,8 +110,28 @@ def _ffn_params(ffn: Ffn, h: int, *, active: bool) -> float:
     )
 
 
+def mtp_parameter_count(arch: Architecture) -> float:
+    """Parameters of the multi-token-prediction modules: per module one decoder layer, the 2h -> h projection
+    and three norms (``spec.model.Architecture``; the embedding and LM head are shared, not counted again)."""
+    h = arch.hidden_size
+    return float(
+        sum(
+            group.count
+            * (
+                _attention_params(group.attention, h)
+                + _ffn_params(group.ffn, h, active=False)
+                + 2 * h
+                + 2 * h * h
+                + 3 * h
+            )
+            for group in arch.mtp_layers
+        )
+    )
+
+
 def parameter_count(arch: Architecture, *, active: bool = False) -> float:
-    """Parameters (all, or those active for one token) including embeddings, norms and the LM head."""
+    """Parameters of the main model (all, or those active for one token) including embeddings, norms and the
+    LM head; the MTP modules are counted apart (``mtp_parameter_count``)."""
     h = arch.hidden_size
     total = float(arch.vocab_size * h * (1 if arch.tie_embeddings else 2) + h)
     for group in arch.layers:
@@ -118,6 +141,26 @@ def parameter_count(arch: Architecture, *, active: bool = False) -> float:
     return float(total)
 
 
+def expert_parameter_count(arch: Architecture) -> float:
+    """Parameters of the routed experts (all of them, the MTP modules' included), stored in ``dtypes.experts``."""
+    return float(
+        sum(
+            group.count * group.ffn.experts * 3.0 * arch.hidden_size * group.ffn.expert_intermediate
+            for group in (*arch.layers, *arch.mtp_layers)
+            if group.ffn.kind == "moe"
+        )
+    )
+
+
+def embedding_parameter_count(arch: Architecture) -> float:
+    """Parameters of the embedding table and the LM head (one table when tied), stored in ``dtypes.embeddings``."""
+    return float(arch.vocab_size * arch.hidden_size * (1 if arch.tie_embeddings else 2))
+
+
 def weight_bytes(arch: Architecture) -> float:
-    """Bytes of all weights in the weights dtype."""
-    return parameter_count(arch) * arch.dtypes.bytes_of("weights")
+    """Bytes of all weights, the MTP modules' included: routed experts in the experts dtype, embeddings and LM
+    head in the embeddings dtype, the rest in the weights dtype."""
+    experts, embeddings = expert_parameter_count(arch), embedding_parameter_count(arch)
+    rest = parameter_count(arch) + mtp_parameter_count(arch) - experts - embeddings
+    dt = arch.dtypes
+    return experts * dt.bytes_of("experts") + embeddings * dt.bytes_of("embeddings") + rest * dt.bytes_of("weights")

@@ -9,6 +9,8 @@ reproduce exactly. Conventions:
 - Bytes: a matmul reads its weight once (k·n·weight bytes) and reads its input and writes its output in the
   activation dtype (bf16). Cache traffic (KV written for new tokens, cached KV read, recurrent and conv
   state read and written) is counted in the operation that touches it.
+- A gated attention output (``output_gate``) widens the qkv projection by heads·v_head_dim; its sigmoid and
+  product are element-wise work the contract does not model (as the linear layers' gates).
 - Prefill of ``l`` new tokens after ``c`` cached ones, causal: new token i (1..l) attends to c + i positions
   (at most ``window`` for sliding-window layers). The LM head runs on the last token only.
 - MLA: prefill decompresses the latents of all c + l tokens (W_kv_b) and attends head by head; a decode
@@ -18,6 +20,12 @@ reproduce exactly. Conventions:
   ``conv_kernel`` taps over the q, k, v channels, and per token and value head the delta-rule recurrence
   S <- g·S + k·(beta·(v - S^T k))^T, o = S^T q: three products of 2·dk·dv FLOPs (S^T k, the rank-1
   update, S^T q) plus dk·dv element-wise for the decay.
+- ``rows``: the row count (m) of an operation's GEMMs, for shape-dependent efficiency: the tokens of a
+  projection, the mean tokens per touched expert of the routed experts (infinite for attention cores and
+  element-wise work, which the shape curve does not apply to).
+- Weight dtypes by group: routed experts are stored in ``dtypes.experts``, the embedding table and LM head
+  in ``dtypes.embeddings``, everything else (attention, router, shared experts, dense FFNs, norms) in
+  ``dtypes.weights``.
 - MoE: a router matmul, ``active_experts`` routed experts per token and the shared experts, each a gated
   FFN (3 matrices). Weight bytes count each *touched* expert once; the expected number of distinct experts
   touched by n tokens is E·(1 - (1 - k/E)^n) unless the caller knows it.
@@ -28,6 +36,7 @@ of a grid at once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -49,6 +58,7 @@ class Op:
     weight_bytes: Array
     activation_bytes: Array
     cache_bytes: Array
+    rows: Array | float = math.inf  # rows (m) of each of its GEMMs: tokens, or tokens per touched expert
 
     @property
     def bytes(self) -> Array:
@@ -78,6 +88,7 @@ def _matmul(
         weight_bytes=count * k * n * w_bytes + 0 * tokens,
         activation_bytes=count * tokens * (k + n) * ACTIVATION_BYTES,
         cache_bytes=count * _a(cache) + 0 * tokens,
+        rows=tokens,
     )
 
 
@@ -117,7 +128,10 @@ def _attention_ops(
         visible_cached = np.minimum(cached, window) if window else cached
         kv_read = batch * visible_cached * kvh * (dk + dv) * kvb
         kv_write = tokens * kvh * (dk + dv) * kvb
-        ops.append(_matmul(f"{att.kind}.qkv", tokens, h, heads * dk + kvh * (dk + dv), wb, count, cache=kv_write))
+        gate = heads * dv if att.output_gate else 0  # the output gate rides in the query projection
+        ops.append(
+            _matmul(f"{att.kind}.qkv", tokens, h, heads * dk + kvh * (dk + dv) + gate, wb, count, cache=kv_write)
+        )
         ops.append(
             Op(
                 name=f"{att.kind}.core",
@@ -233,9 +247,10 @@ def _ffn_ops(
             name="moe.experts",
             matmul_flops=count * 2.0 * routed * h * 3 * ffn.expert_intermediate,
             elementwise_flops=count * 4.0 * routed * ffn.expert_intermediate,
-            weight_bytes=count * touched * h * 3 * ffn.expert_intermediate * wb,
+            weight_bytes=count * touched * h * 3 * ffn.expert_intermediate * arch.dtypes.bytes_of("experts"),
             activation_bytes=count * routed * (h + 3 * ffn.expert_intermediate + h) * ACTIVATION_BYTES,
             cache_bytes=0 * tokens,
+            rows=np.where(touched > 0, routed / np.maximum(touched, 1e-300), math.inf),
         ),
     ]
     if ffn.shared_experts:
@@ -269,7 +284,7 @@ def forward_ops(
             name="embed",
             matmul_flops=0 * tokens,
             elementwise_flops=0 * tokens,
-            weight_bytes=tokens * h * arch.dtypes.bytes_of("weights"),  # one row gathered per token
+            weight_bytes=tokens * h * arch.dtypes.bytes_of("embeddings"),  # one row gathered per token
             activation_bytes=tokens * h * ACTIVATION_BYTES,
             cache_bytes=0 * tokens,
         )
@@ -288,7 +303,13 @@ def forward_ops(
         ops += _ffn_ops(group.ffn, h, group.count, arch, tokens, touched)
     head_tokens = b  # last token of each sequence
     head = _matmul(
-        "lm_head", head_tokens, h, arch.vocab_size, arch.dtypes.bytes_of("weights"), 1, extra_ew=4.0 * head_tokens * h
+        "lm_head",
+        head_tokens,
+        h,
+        arch.vocab_size,
+        arch.dtypes.bytes_of("embeddings"),
+        1,
+        extra_ew=4.0 * head_tokens * h,
     )
     # The final RMSNorm's gain is read with the head (parameter_count counts it).
     ops.append(replace(head, weight_bytes=head.weight_bytes + h * arch.dtypes.bytes_of("weights")))

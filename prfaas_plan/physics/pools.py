@@ -11,9 +11,9 @@ import numpy as np
 
 from prfaas_plan.physics.calibration import calibrate
 from prfaas_plan.physics.curves import Curve, fit_profile
-from prfaas_plan.physics.decode import decode_capacity
-from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve
-from prfaas_plan.physics.roofline import Instance
+from prfaas_plan.physics.decode import decode_capacity, decode_step_time
+from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve, prefill_time
+from prfaas_plan.physics.roofline import Instance, TimeSplit, time_splits
 from prfaas_plan.spec.hardware import ProfilePoints, RooflineParams
 from prfaas_plan.spec.scenario import ModelCard, Pool
 
@@ -30,14 +30,34 @@ class PoolCosts:
     decode_step_time_s: float | None
     decode_source: str
     roofline: RooflineParams | None = None
+    prefill_split: tuple[TimeSplit, ...] = ()
+    decode_split: TimeSplit | None = None
+
+
+#: Lengths at which a roofline pool reports how its prefill time splits (the paper's Table 3 lengths).
+SPLIT_LENGTHS_TOKENS = (1_000.0, 8_000.0, 32_000.0, 128_000.0)
 
 
 def pool_costs(
-    pool: Pool, card: ModelCard, *, context_tokens: float, tpot_s: float, with_decode: bool = True
+    pool: Pool,
+    card: ModelCard,
+    *,
+    context_tokens: float,
+    tpot_s: float,
+    with_decode: bool = True,
+    prefix_tokens: float = 0.0,
 ) -> PoolCosts:
     """Prefill curve, KV-size curve and decode capacity of a pool by its method (measured, calibrated,
-    roofline). Decode capacity from the roofline is computed at ``context_tokens`` against ``tpot_s``."""
+    roofline). Decode capacity from the roofline is computed at ``context_tokens`` against ``tpot_s``.
+
+    ``prefix_tokens`` (c) prices every prefill of l uncached tokens as following c cached ones (a prefix-cache
+    hit): attention over c + l positions and the KV of the l new tokens shipped. Only roofline and calibrated
+    pools can price it; measured points are for c = 0, and asking them for c > 0 is a ValueError."""
     profile = pool.profile
+    if prefix_tokens < 0:
+        raise ValueError(f"prefix_tokens must be >= 0, got {prefix_tokens}")
+    if pool.method == "measured" and prefix_tokens > 0:
+        raise ValueError("a measured pool's profile has no cached-prefix cost; use method roofline or calibrated")
     if pool.method == "measured":
         assert profile is not None  # the loader requires measured points for a measured pool
         kv = fit_profile(profile.kv_cache) if profile.kv_cache is not None else None
@@ -58,11 +78,12 @@ def pool_costs(
     instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
     params = pool.roofline
     label = (
-        "roofline, default efficiencies"
+        "roofline, serving defaults"
         if params == RooflineParams()
         else (
-            f"roofline ({params.source}: e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
-            f"overhead {params.overhead_s:.3f} s)"
+            f"roofline ({params.source}: e_c {params.compute_efficiency:.2f}, e_a {params.attention_efficiency:.2f}, "
+            f"e_m {params.memory_efficiency:.2f}, overhead {params.overhead_s:.3f} s + "
+            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk)"
         )
     )
     if pool.method == "calibrated":
@@ -80,13 +101,19 @@ def pool_costs(
         label = (
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
-            f"overhead {params.overhead_s:.3f} s)"
+            f"overhead {params.overhead_s:.3f} s; e_a {params.attention_efficiency:.2f} and "
+            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk from the serving defaults)"
         )
     capacity = decode_capacity(arch, instance, params, context_tokens, tpot_s) if with_decode else None
+    split_lengths = np.asarray(SPLIT_LENGTHS_TOKENS)
+    decode_split = None
+    if capacity is not None and capacity.max_batch >= 1:
+        batch = np.asarray(float(capacity.max_batch))
+        decode_split = time_splits(decode_step_time(arch, instance, params, batch, context_tokens), batch)[0]
     return PoolCosts(
-        prefill=prefill_curve(arch, instance, params, source=label),
-        prefill_source=label,
-        kv_bytes=kv_transfer_curve(arch),
+        prefill=prefill_curve(arch, instance, params, source=label, cached_tokens=prefix_tokens),
+        prefill_source=label + (f", after a cached prefix of {prefix_tokens:,.0f} tokens" if prefix_tokens else ""),
+        kv_bytes=kv_transfer_curve(arch, prefix_tokens),
         kv_source=f"model card '{card.key}' architecture" + (" (inferred dimensions)" if card.inferred else ""),
         decode_max_batch=capacity.max_batch if capacity else None,
         decode_step_time_s=capacity.step_time_s if capacity else None,
@@ -97,6 +124,8 @@ def pool_costs(
             else (f"{label}: not one request's cache fits beside the weights" if with_decode else "not computed")
         ),
         roofline=params,
+        prefill_split=time_splits(prefill_time(arch, instance, params, split_lengths, prefix_tokens), split_lengths),
+        decode_split=decode_split,
     )
 
 

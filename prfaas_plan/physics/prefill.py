@@ -1,21 +1,27 @@
 """What prefilling one request costs, tabulated from the roofline: its time T_prefill(l) and the KV bytes
 S_kv(l) it produces for transfer.
 
-Prefill is priced for a single request with no cached prefix (the scenario's lengths are uncached tokens;
-a cached prefix would add attention cost over c + l positions, which ``physics.ops`` supports but the
-stage model does not yet carry). Curves are tabulated on a geometric grid of lengths and interpolated
-linearly, so their expectations stay exact and closed-form (``TabulatedCurve``).
+Prefill is priced for a single request of l new (uncached) tokens after c cached ones (c = 0 unless given:
+the scenario's lengths are uncached tokens). A cached prefix costs its attention reads and scores over
+c + l positions and the MLA decompression of its latents (``physics.ops``), not its projections.
+
+Serving time = kernel time + serving overhead (``RooflineParams``):
+
+    T(c, l) = roofline kernels(c, l) + overhead_s + ceil(l / prefill_chunk_tokens) · layers · layer_overhead_s
+
+``prefill_kernel_seconds`` gives the kernels alone. Curves are tabulated on a geometric grid of lengths and
+interpolated linearly, so their expectations stay exact and closed-form (``TabulatedCurve``).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.physics.curves import TabulatedCurve
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
-from prfaas_plan.physics.roofline import Instance, roofline_time
+from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -24,34 +30,81 @@ from prfaas_plan.spec.model import Architecture
 _GRID = np.unique(np.concatenate((np.geomspace(1.0, 4_194_304.0, 641), [128.0, 131_072.0])))
 
 
+def prefill_chunks(params: RooflineParams, new_tokens: ArrayLike) -> NDArray[np.float64]:
+    """Forward passes a chunked prefill of ``new_tokens`` takes: ceil(l / prefill_chunk_tokens), at least 1."""
+    new = np.asarray(new_tokens, dtype=np.float64)
+    return np.asarray(np.maximum(np.ceil(new / params.prefill_chunk_tokens), 1.0), dtype=np.float64)
+
+
+def serving_overhead_s(arch: Architecture, params: RooflineParams, new_tokens: ArrayLike) -> NDArray[np.float64]:
+    """What the serving framework adds to a prefill's kernels, seconds: overhead_s per request plus
+    layer_overhead_s per decoder layer per chunk (``RooflineParams``)."""
+    chunks = prefill_chunks(params, new_tokens)
+    return np.asarray(params.overhead_s + chunks * arch.n_layers * params.layer_overhead_s, dtype=np.float64)
+
+
+def prefill_time(
+    arch: Architecture,
+    instance: Instance,
+    params: RooflineParams,
+    lengths: ArrayLike,
+    cached: ArrayLike = 0.0,
+) -> RooflineTime:
+    """The priced prefill of ``lengths`` new tokens after ``cached`` ones: serving time with its compute,
+    memory, communication and overhead parts (``RooflineTime``)."""
+    new = np.asarray(lengths, dtype=np.float64)
+    ops = forward_ops(arch, cached=cached, new=new)
+    return roofline_time(ops, arch, instance, params, new, overhead_s=serving_overhead_s(arch, params, new))
+
+
 def prefill_seconds(
-    arch: Architecture, instance: Instance, params: RooflineParams, lengths: NDArray[np.float64]
+    arch: Architecture,
+    instance: Instance,
+    params: RooflineParams,
+    lengths: NDArray[np.float64],
+    cached: ArrayLike = 0.0,
 ) -> NDArray[np.float64]:
-    """Roofline prefill time of one request of each length (no cached prefix), seconds."""
-    ops = forward_ops(arch, cached=0.0, new=lengths)
-    return roofline_time(ops, arch, instance, params, lengths).total_s
+    """Serving time of one prefill of each length (after ``cached`` tokens, default none), seconds."""
+    return prefill_time(arch, instance, params, lengths, cached).total_s
 
 
-def prefill_curve(arch: Architecture, instance: Instance, params: RooflineParams, source: str) -> TabulatedCurve:
-    """T_prefill(l) tabulated from the roofline."""
+def prefill_kernel_seconds(
+    arch: Architecture,
+    instance: Instance,
+    params: RooflineParams,
+    lengths: NDArray[np.float64],
+    cached: ArrayLike = 0.0,
+) -> NDArray[np.float64]:
+    """Kernel-only time of one prefill of each length: the roofline without any serving overhead, seconds."""
+    return prefill_time(arch, instance, params.kernel_only, lengths, cached).total_s
+
+
+def prefill_curve(
+    arch: Architecture, instance: Instance, params: RooflineParams, source: str, cached_tokens: float = 0.0
+) -> TabulatedCurve:
+    """T_prefill(l) tabulated from the roofline (serving time; after ``cached_tokens`` of prefix, default 0).
+
+    The chunk count is a step function of l; the table interpolates it linearly between knots 2.2 % apart,
+    which smears each step of layers x layer_overhead_s over one knot interval."""
     return TabulatedCurve(
         knots_tokens=tuple(_GRID),
-        knot_values=tuple(prefill_seconds(arch, instance, params, _GRID)),
+        knot_values=tuple(prefill_seconds(arch, instance, params, _GRID, cached_tokens)),
         provenance="derived",
         source=source,
     )
 
 
-def kv_transfer_curve(arch: Architecture) -> TabulatedCurve:
-    """S_kv(l): bytes shipped for a request of l uncached tokens (growing KV + SWA windows + linear state).
+def kv_transfer_curve(arch: Architecture, cached_tokens: float = 0.0) -> TabulatedCurve:
+    """S_kv(l): bytes shipped for a request of l uncached tokens after ``cached_tokens`` of prefix (growing KV
+    of the l new tokens + SWA windows after c + l + linear state; ``physics.memory.transfer_bytes``).
 
-    Piecewise linear exactly (the windows add kinks at their sizes, which are knots).
+    Piecewise linear exactly (the windows add kinks where c + l reaches their sizes, which are knots).
     """
-    windows = [float(g.attention.window) for g in arch.layers if g.attention.kind == "swa"]
-    knots = np.unique(np.concatenate((_GRID, windows)))
+    windows = [float(g.attention.window) - cached_tokens for g in arch.layers if g.attention.kind == "swa"]
+    knots = np.unique(np.concatenate((_GRID, [w for w in windows if w > 0])))
     return TabulatedCurve(
         knots_tokens=tuple(knots),
-        knot_values=tuple(transfer_bytes(arch, 0.0, knots)),
+        knot_values=tuple(transfer_bytes(arch, cached_tokens, knots)),
         provenance="derived",
         source="model card architecture (physics.memory.transfer_bytes)",
     )

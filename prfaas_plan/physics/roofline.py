@@ -1,16 +1,24 @@
 """Roofline time of a forward pass on an instance (accelerator x GPUs), and what an instance can hold.
 
-    T = overhead + sum over operations of max(matmul FLOPs / (F · e_c), bytes / (B · e_m)) + communication
+    T = overhead + sum over operations of max(matmul FLOPs / (F · e), bytes / (B · e_m)) + communication
 
-with F = GPUs x dense peak FLOP/s of the compute dtype, B = GPUs x HBM bandwidth (weights, activations and
-cache are assumed evenly sharded), e_c and e_m the achieved fractions of peak, and communication the
+with F = GPUs x dense peak FLOP/s of the operation's dtype (the weights' compute dtype for GEMMs; the KV
+dtype, bf16 unless the cache is fp8, for the attention cores, which multiply activations by cached keys and
+values whatever the weights are stored in), B = GPUs x HBM bandwidth (weights, activations and cache are
+assumed evenly sharded), e the achieved fraction of peak (``compute_efficiency`` for GEMMs,
+``attention_efficiency`` for the attention cores and the linear-attention recurrence; a GEMM of m rows
+further at m / (m + ``gemm_half_rows``), the small-M shape curve), e_m that of HBM bandwidth, and
+communication the
 tensor-parallel all-reduces over the scale-up link: two per layer (after attention and after the FFN), each
 a ring all-reduce of tokens x hidden activations, 2(g-1)/g of the message per GPU at the per-direction link
 bandwidth (NVLink figures are bidirectional totals, so half of it) times e_n. Element-wise work is priced
 by its bytes (it runs on vector units far from the tensor-core peak, and is memory-bound at these sizes).
 
-The efficiencies and the overhead are named parameters (``RooflineParams``) with documented defaults; where
-measured points exist they are fitted by least squares (``calibrate``).
+Each operation's time is attributed to compute or memory by which of its two terms is larger, so a pass splits
+into compute, memory, communication and overhead parts that add up to its total (``RooflineTime``).
+
+The efficiencies and the overheads are named parameters (``RooflineParams``) with documented defaults; where
+measured points exist they are fitted by least squares (``calibrate``, ``physics.serving``).
 """
 
 from __future__ import annotations
@@ -55,31 +63,113 @@ class Instance:
         return self.gpus * self.accelerator.memory_bytes * self.usable_memory_fraction
 
 
-def compute_dtype(arch: Architecture) -> str:
-    """The matmul dtype implied by the weights: fp8/fp4 checkpoints run their GEMMs at that rate; int4 (and
-    int8) weight-only checkpoints dequantise to bf16 and run at the bf16 rate."""
-    return arch.dtypes.weights if arch.dtypes.weights in ("fp8", "fp4") else "bf16"
+def compute_dtype(arch: Architecture, which: str = "weights") -> str:
+    """The matmul dtype implied by a weight group's storage (``weights``, ``experts`` or ``embeddings``):
+    fp8/fp4 weights run their GEMMs at that rate; int4 (and int8) weight-only storage dequantises to bf16
+    and runs at the bf16 rate."""
+    dtype = arch.dtypes.dtype_of(which)
+    return dtype if dtype in ("fp8", "fp4") else "bf16"
+
+
+#: The weight group whose dtype sets each GEMM's rate (all others: ``weights``).
+_GEMM_GROUP = {"moe.experts": "experts", "lm_head": "embeddings"}
+
+
+def attention_dtype(arch: Architecture) -> str:
+    """The dtype attention cores multiply in: fp8 when the KV cache is fp8 (FP8 attention kernels), else bf16."""
+    return "fp8" if arch.dtypes.kv_cache == "fp8" else "bf16"
+
+
+#: Operations priced at ``attention_efficiency`` and the attention dtype (the rest of the matmuls are GEMMs).
+ATTENTION_OPS = frozenset({"gqa.core", "swa.core", "mla.core", "linear.recurrence"})
+
+
+def shape_penalty(rows: Array | float, half_rows: float) -> Array:
+    """1 + m_half / m: how much longer a GEMM of m rows takes than its large-M rate implies (``RooflineParams``
+    ``gemm_half_rows``); 1 when m_half is 0, and below two rows (a single row is a matrix-vector product,
+    priced by the plain roofline: it streams the weight once and is memory-bound)."""
+    m = np.asarray(rows, dtype=np.float64)
+    if half_rows <= 0:
+        return np.ones_like(m)
+    return np.asarray(np.where(m >= 2, 1.0 + half_rows / np.maximum(m, 2.0), 1.0), dtype=np.float64)
+
+
+def op_peak_flop_per_s(op: Op, arch: Architecture, instance: Instance) -> float:
+    """Peak FLOP/s at which ``op``'s matmuls run on ``instance``: the attention dtype for attention cores, else
+    the compute dtype of the weight group the op multiplies by."""
+    if op.name in ATTENTION_OPS:
+        return instance.flop_per_s(attention_dtype(arch))
+    return instance.flop_per_s(compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights")))
 
 
 def missing_peak(arch: Architecture, accelerator: Accelerator) -> str | None:
     """Why ``accelerator`` cannot price ``arch``'s matmuls (no dense rate for its compute dtype nor bf16), or None."""
-    dtype = compute_dtype(arch)
-    if dtype in accelerator.dense_flop_per_s or "bf16" in accelerator.dense_flop_per_s:
+    if "bf16" in accelerator.dense_flop_per_s:
         return None
     listed = ", ".join(sorted(accelerator.dense_flop_per_s)) or "none"
-    wanted = "bf16" if dtype == "bf16" else f"{dtype} (nor bf16)"
-    return f"has no dense_tflops.{wanted} for this model's {arch.dtypes.weights} weights; it lists: {listed}"
+    for which in ("weights", "experts", "embeddings"):
+        dtype = compute_dtype(arch, which)
+        if dtype not in accelerator.dense_flop_per_s:
+            wanted = "bf16" if dtype == "bf16" else f"{dtype} (nor bf16)"
+            return (
+                f"has no dense_tflops.{wanted} for this model's {arch.dtypes.dtype_of(which)} {which}; "
+                f"it lists: {listed}"
+            )
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RooflineTime:
-    """A priced forward pass, seconds (arrays when the ops were vectorised over lengths)."""
+    """A priced forward pass, seconds (arrays when the ops were vectorised over lengths).
+
+    ``compute_bound_s`` and ``memory_bound_s`` are the two roofline sums over all operations;
+    ``compute_s`` and ``memory_s`` attribute each operation's time to whichever of its terms is larger, so
+    ``compute_s + memory_s + communication_s + overhead_s == total_s``.
+    """
 
     total_s: Array
     compute_bound_s: Array
     memory_bound_s: Array
     communication_s: Array
+    overhead_s: Array | float
+    compute_s: Array
+    memory_s: Array
+
+    @property
+    def kernel_s(self) -> Array:
+        """The kernels alone: total minus the serving overhead."""
+        return np.asarray(self.total_s - self.overhead_s, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeSplit:
+    """One priced pass split into parts that add up to its total, seconds: ``compute_s`` and ``memory_s`` (each
+    operation counted where its roofline binds), ``communication_s`` (all-reduces) and ``overhead_s``
+    (serving overhead). ``tokens`` is the prefill length or the decode batch."""
+
+    tokens: float
+    compute_s: float
+    memory_s: float
+    communication_s: float
     overhead_s: float
+
+    @property
+    def total_s(self) -> float:
+        """The whole pass."""
+        return self.compute_s + self.memory_s + self.communication_s + self.overhead_s
+
+
+def time_splits(priced: RooflineTime, tokens: Array) -> tuple[TimeSplit, ...]:
+    """One ``TimeSplit`` per entry of a pass priced over a vector of lengths or batches."""
+    n = np.broadcast(priced.total_s, np.asarray(tokens)).shape
+    parts = [
+        np.broadcast_to(np.asarray(x, dtype=np.float64), n)
+        for x in (tokens, priced.compute_s, priced.memory_s, priced.communication_s, priced.overhead_s)
+    ]
+    return tuple(
+        TimeSplit(tokens=float(t), compute_s=float(c), memory_s=float(m), communication_s=float(k), overhead_s=float(o))
+        for t, c, m, k, o in zip(*(np.ravel(x) for x in parts), strict=True)
+    )
 
 
 def communication_s(arch: Architecture, instance: Instance, tokens: Array, params: RooflineParams) -> Array:
@@ -94,6 +184,10 @@ def communication_s(arch: Architecture, instance: Instance, tokens: Array, param
     return 2 * arch.n_layers * per_all_reduce
 
 
+def _sum(terms: list[Array]) -> Array:
+    return np.asarray(np.sum(np.broadcast_arrays(*terms), axis=0), dtype=np.float64)
+
+
 def roofline_time(
     ops: list[Op],
     arch: Architecture,
@@ -101,22 +195,33 @@ def roofline_time(
     params: RooflineParams,
     tokens: Array,
     *,
-    overhead_s: float | None = None,
+    overhead_s: float | Array | None = None,
 ) -> RooflineTime:
-    """Price ``ops`` (from physics.ops.forward_ops) on ``instance`` (module docstring). The fixed overhead is
-    ``params.overhead_s`` (per prefill request) unless ``overhead_s`` is given (a decode step passes
-    ``params.decode_step_overhead_s``)."""
+    """Price ``ops`` (from physics.ops.forward_ops) on ``instance`` (module docstring). The overhead is
+    ``params.overhead_s`` (one per pass) unless ``overhead_s`` is given: a prefill passes its serving
+    overhead (``physics.prefill.serving_overhead_s``), a decode step ``params.decode_step_overhead_s``."""
     overhead = params.overhead_s if overhead_s is None else overhead_s
-    flops_rate = instance.flop_per_s(compute_dtype(arch)) * params.compute_efficiency
     bytes_rate = instance.bytes_per_s * params.memory_efficiency
-    compute = [op.matmul_flops / flops_rate for op in ops]
+    compute = [
+        op.matmul_flops
+        / (
+            op_peak_flop_per_s(op, arch, instance)
+            * (params.attention_efficiency if op.name in ATTENTION_OPS else params.compute_efficiency)
+        )
+        * (1.0 if op.name in ATTENTION_OPS else shape_penalty(op.rows, params.gemm_half_rows))
+        for op in ops
+    ]
     memory = [op.bytes / bytes_rate for op in ops]
-    per_op = np.sum(np.broadcast_arrays(*(np.maximum(c, m) for c, m in zip(compute, memory, strict=True))), axis=0)
+    compute_won = [np.where(c >= m, c, 0.0) for c, m in zip(compute, memory, strict=True)]
+    memory_won = [np.where(c >= m, 0.0, m) for c, m in zip(compute, memory, strict=True)]
+    compute_part, memory_part = _sum(compute_won), _sum(memory_won)
     comm = communication_s(arch, instance, tokens, params)
     return RooflineTime(
-        total_s=np.asarray(overhead + per_op + comm, dtype=np.float64),
-        compute_bound_s=np.asarray(np.sum(np.broadcast_arrays(*compute), axis=0), dtype=np.float64),
-        memory_bound_s=np.asarray(np.sum(np.broadcast_arrays(*memory), axis=0), dtype=np.float64),
+        total_s=np.asarray(overhead + compute_part + memory_part + comm, dtype=np.float64),
+        compute_bound_s=_sum(compute),
+        memory_bound_s=_sum(memory),
         communication_s=comm,
         overhead_s=overhead,
+        compute_s=compute_part,
+        memory_s=memory_part,
     )

@@ -11,6 +11,8 @@ cache, and returns the block's output rows. Numerics (all in the model's compute
   computes with the rounded values: keys and values (and MLA latents) as soon as they are projected, the
   convolution's inputs, and the recurrent state after every token. Any token boundary is then a valid place
   to cut a pass in two, which is what makes the cache sufficient to the last bit, not just to storage precision.
+- A gated output (``output_gate``) multiplies the attention output by the sigmoid of the gate columns of the
+  qkv projection before the output projection.
 - Rotary embeddings (NeoX halves, base 10^4) over the largest even number of dims of each rotated head;
   cached keys are stored rotated.
 - Linear attention (gated DeltaNet): q, k L2-normalised (q also scaled by dk^-1/2) after a causal
@@ -98,7 +100,8 @@ def gqa(
     q = rope(y[:, : heads * dk].reshape(tokens, heads, dk), pos, qkv_tally)
     k = rope(y[:, heads * dk : (heads + kvh) * dk].reshape(tokens, kvh, dk), pos, qkv_tally)
     k_stored, k = codec.round_trip(k, compute)
-    v_stored, v = codec.round_trip(y[:, (heads + kvh) * dk :].reshape(tokens, kvh, dv), compute)
+    v_end = (heads + kvh) * dk + kvh * dv
+    v_stored, v = codec.round_trip(y[:, (heads + kvh) * dk : v_end].reshape(tokens, kvh, dv), compute)
     qkv_tally.cache(k_stored, v_stored)  # new tokens' KV written
     core = counter.at(g, f"{kind}.core")
     out = np.empty((tokens, heads, dv), dtype=compute)
@@ -118,7 +121,13 @@ def gqa(
             out[seg.start + i] = core.matmul(p, values[:, lo:end]).reshape(heads, dv)
         lc.append({"k": k_stored[seg.start : seg.stop], "v": v_stored[seg.start : seg.stop]})
     core.activations(tokens * heads * (dk + dv))  # queries in, outputs out
-    return _project(counter.at(g, f"{kind}.out"), out.reshape(tokens, heads * dv), layer, "o")
+    out_tally = counter.at(g, f"{kind}.out")
+    flat = out.reshape(tokens, heads * dv)
+    if att.output_gate:
+        # Gated output: o * sigmoid(gate), fused into the output projection (about 4 FLOPs per element).
+        flat = flat * sigmoid(y[:, v_end:])
+        out_tally.elementwise(4 * flat.size, modelled=False, calls=2)
+    return _project(out_tally, flat, layer, "o")
 
 
 def mla(

@@ -97,7 +97,9 @@ def predicted_s(arch: Architecture, case: TimingCase, accelerator: Accelerator) 
         for op in forward_ops(arch, cached=case.cached, new=case.new, batch=case.batch, decode=case.decode)
         if op.name in names
     ]
-    params = RooflineParams(compute_efficiency=1.0, memory_efficiency=1.0, source="datasheet peaks")
+    params = RooflineParams(
+        compute_efficiency=1.0, attention_efficiency=1.0, memory_efficiency=1.0, source="datasheet peaks"
+    ).kernel_only
     tokens = np.asarray(float(case.batch * case.new))
     return float(roofline_time(ops, arch, Instance(accelerator=accelerator, gpus=1), params, tokens).total_s)
 
@@ -157,5 +159,3 @@ def gpu_timing_report(card: Architecture, accelerator: Accelerator, size: str, t
         "timing": rows,
         "median_abs_log_ratio": median,
     }
-
-

@@ -13,6 +13,13 @@ steady conditions (``reference.conditions``):
 - launch overhead: the fixed cost of one counted numpy call (``Counter.launches``), measured as the time of
   a tiny card's passes, whose FLOPs and bytes are negligible, divided by their launches: numpy's and Python's
   per-call cost, the analogue of a GPU's kernel-launch latency.
+
+and one shape curve (``RooflineParams.gemm_half_rows``): float32 GEMMs of m = 2 ... 256 rows against a square
+``shape_width`` weight, each timed less one launch overhead, fitted by least squares to
+t(m) = 2·m·k·n / F · (1 + m_half / m) with F the large GEMM's rate: m_half is the row count at which a product
+runs at half of F. On this BLAS the excess is a fixed cost per call proportional to the weight's size (it
+packs the weight panel for every call, which few rows cannot amortise). A single row (m = 1) takes the
+matrix-vector path, which packs nothing and runs at the memory roofline, so the curve starts at two rows.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from prfaas_plan.reference.attention import softmax
 from prfaas_plan.reference.checks import with_all_storage
@@ -33,7 +41,7 @@ from prfaas_plan.reference.kernel import decode, prefill, rmsnorm, silu_gate
 from prfaas_plan.reference.model import Weight, build_model
 from prfaas_plan.reference.shrink import ShrinkTarget, shrink_architecture
 from prfaas_plan.reference.storage import Codec
-from prfaas_plan.spec.hardware import Accelerator
+from prfaas_plan.spec.hardware import Accelerator, KernelShapes
 from prfaas_plan.spec.model import Architecture
 
 
@@ -46,6 +54,7 @@ class MachinePeaks:
     copy_bytes_per_s: float
     elementwise_flop_per_s: float
     launch_overhead_s: float
+    gemm_half_rows: float = 0.0  # the small-M shape curve (module docstring)
     steady: bool  # BLAS on one thread and freed memory retained while measuring (``steady``)
     source: str
 
@@ -104,6 +113,37 @@ def measure_elementwise_rate(
     return counted.ew / best_time_s(lambda: work(Tally()), repeats, clock=clock, budget_s=0.1)
 
 
+#: Row counts of the small-M GEMMs timed for the shape curve.
+SHAPE_ROWS = (2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def fit_half_rows(rows: tuple[int, ...], seconds: list[float], flops: list[float], rate: float) -> float:
+    """m_half of t(m) = flops(m) / rate · (1 + m_half / m), least squares on the relative excess
+    y = t·rate/flops - 1 = m_half / m (module docstring); never negative."""
+    x = np.array([1.0 / m for m in rows])
+    y = np.array([t * rate / f - 1.0 for t, f in zip(seconds, flops, strict=True)])
+    return float(max(0.0, float(x @ y) / float(x @ x)))
+
+
+def measure_gemm_half_rows(
+    rng: np.random.Generator, rate: float, launch_s: float, repeats: int, clock: Callable[[], float], width: int
+) -> float:
+    """Time (m x width) @ (width x width) float32 GEMMs for m in ``SHAPE_ROWS`` (each less one launch) and fit
+    their half-rate row count against ``rate``."""
+    w = rng.standard_normal((width, width)).astype(np.float32)
+    seconds, flops = [], []
+    for m in SHAPE_ROWS:
+        x = rng.standard_normal((m, width)).astype(np.float32)
+
+        def product(x: NDArray[np.float32] = x) -> None:
+            x @ w
+
+        t = best_time_s(product, repeats, clock=clock, budget_s=0.05)
+        seconds.append(max(t - launch_s, 1e-12))
+        flops.append(2.0 * m * width * width)
+    return fit_half_rows(SHAPE_ROWS, seconds, flops, rate)
+
+
 def measure_peaks(
     base: Architecture,
     rng: np.random.Generator,
@@ -112,6 +152,7 @@ def measure_peaks(
     stream_mib: int = 128,
     repeats: int = 2,
     rounds: int = 3,
+    shape_width: int = 1024,
 ) -> MachinePeaks:
     """Measure this machine's float32 GEMM rate, read bandwidth, element-wise rate and launch overhead, each
     the best of ``rounds`` x ``repeats`` runs (module docstring)."""
@@ -131,17 +172,21 @@ def measure_peaks(
             copy_s = min(copy_s, best_time_s(lambda: np.copyto(y, x), repeats, clock=clock))
             elementwise = max(elementwise, measure_elementwise_rate(rng, repeats, clock))
             overhead = min(overhead, measure_launch_overhead(base, rng, repeats, clock))
+        rate = 2.0 * gemm_size**3 / gemm_s
+        half_rows = min(measure_gemm_half_rows(rng, rate, overhead, repeats, clock, shape_width) for _ in range(rounds))
     return MachinePeaks(
         matmul_flop_per_s=2.0 * gemm_size**3 / gemm_s,
         memory_bytes_per_s=2 * x.nbytes / read_s,
         copy_bytes_per_s=2 * x.nbytes / copy_s,
         elementwise_flop_per_s=elementwise,
         launch_overhead_s=overhead,
+        gemm_half_rows=half_rows,
         steady=steady_machine,
         source=(
             f"measured by prfaas-plan validate kernel: best of {rounds * repeats} float32 GEMMs {gemm_size}^3 (numpy "
             f"matmul), float32 dot of 2 x {stream_mib // 2} MiB (bytes read), copy of {stream_mib // 2} MiB "
-            "(read + write, reported only)"
+            f"(read + write, reported only); GEMMs of {SHAPE_ROWS[0]}-{SHAPE_ROWS[-1]} rows x {shape_width}^2 "
+            "for the shape curve"
         ),
     )
 
@@ -161,4 +206,13 @@ def machine_accelerator(peaks: MachinePeaks, memory_bytes: float) -> Accelerator
         dense_flop_per_s={"fp32": peaks.matmul_flop_per_s, "bf16": peaks.matmul_flop_per_s},
         confidence="medium",
         source=peaks.source + ("; one BLAS thread, heap retained, CPU time" if peaks.steady else ""),
+    )
+
+
+def machine_kernel_shapes(peaks: MachinePeaks) -> KernelShapes:
+    """This machine's measured shape curves, as a hardware profile carries them."""
+    return KernelShapes(
+        gemm_half_rows=peaks.gemm_half_rows,
+        source=f"measured by prfaas-plan validate kernel: float32 GEMMs of {SHAPE_ROWS[0]}-{SHAPE_ROWS[-1]} rows "
+        "against the large GEMM's rate (reference.machine)",
     )

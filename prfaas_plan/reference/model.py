@@ -1,9 +1,11 @@
-"""A model card's weights at reference size: random, seeded, stored in the card's weight dtype.
+"""A model card's weights at reference size: random, seeded, stored in the card's weight dtypes.
 
 Layouts (rows x columns; inputs multiply from the left, ``x @ W``) follow ``physics.memory.parameter_count``
-tensor by tensor, so the stored sizes add up to it exactly. Tensors whose natural layout would put an odd
-dimension last (LM head, router, convolution) are stored transposed, so fp4 and int4 can pack pairs along
-the last axis. Initialisation: N(0, 1/fan_in) matrices, N(0, 1) embeddings, norm gains 1 + N(0, 0.1²).
+tensor by tensor, so the stored sizes add up to it exactly. Routed experts are stored in ``dtypes.experts``,
+the embedding table and LM head in ``dtypes.embeddings``, everything else in ``dtypes.weights``. Tensors whose
+natural layout would put an odd dimension last (LM head, router, convolution) are stored transposed, so fp4
+and int4 can pack pairs along the last axis. Initialisation: N(0, 1/fan_in) matrices, N(0, 1) embeddings,
+norm gains 1 + N(0, 0.1²).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.physics.memory import parameter_count
+from prfaas_plan.physics.memory import mtp_parameter_count, parameter_count
 from prfaas_plan.reference.storage import PACKED, Codec, FloatArray, state_codec, weight_codec
-from prfaas_plan.spec.model import Architecture, Attention, Ffn
+from prfaas_plan.spec.model import Architecture, Attention, Ffn, LayerGroup
 
 #: Largest card the reference kernel builds. 3e8 parameters are 1.2 GB of float32 values (2.4 GB in float64)
 #: beside their storage copy: comfortably inside these machines' memory, and minutes of numpy per pass.
@@ -30,7 +32,8 @@ Shape = tuple[int, ...]
 def attention_shapes(att: Attention, h: int) -> dict[str, Shape]:
     """Weight tensors of one attention block."""
     if att.kind in ("gqa", "swa"):
-        width = att.heads * att.head_dim + att.kv_heads * (att.head_dim + att.v_head_dim)
+        gate = att.heads * att.v_head_dim if att.output_gate else 0
+        width = att.heads * att.head_dim + att.kv_heads * (att.head_dim + att.v_head_dim) + gate
         return {"qkv": (h, width), "o": (att.heads * att.v_head_dim, h)}
     if att.kind == "mla":
         qk = att.qk_nope_head_dim + att.qk_rope_head_dim
@@ -81,17 +84,23 @@ def _packed_problems(arch: Architecture) -> list[Problem]:
             problems.append(
                 Problem(
                     field=field,
-                    message=f"{storage} is {getattr(dt, storage)}, which packs value pairs: needs an even width, "
+                    message=f"{storage} is {dt.dtype_of(storage)}, which packs value pairs: needs an even width, "
                     f"got {width}",
                 )
             )
 
-    for i, group in enumerate(arch.layers):
-        att, where = group.attention, f"architecture.layers[{i}]"
+    if dt.dtype_of("embeddings") in PACKED:
+        need_even("architecture.hidden_size", h, "embeddings")
+    groups = [(f"architecture.layers[{i}]", g) for i, g in enumerate(arch.layers)]
+    groups += [(f"architecture.mtp_layers[{i}]", g) for i, g in enumerate(arch.mtp_layers)]
+    for where, group in groups:
+        att = group.attention
         if dt.weights in PACKED:
             need_even("architecture.hidden_size", h, "weights")
-            for name, shape in (attention_shapes(att, h) | ffn_shapes(group.ffn, h)).items():
-                need_even(f"{where} {name} weight", shape[-1], "weights")
+        for name, shape in (attention_shapes(att, h) | ffn_shapes(group.ffn, h)).items():
+            storage = "experts" if name.startswith("expert_") else "weights"
+            if dt.dtype_of(storage) in PACKED:
+                need_even(f"{where} {name} weight", shape[-1], storage)
         if dt.kv_cache in PACKED and att.kind in ("gqa", "swa"):
             need_even(f"{where}.attention.head_dim", att.head_dim, "kv_cache")
             need_even(f"{where}.attention.v_head_dim", att.v_head_dim, "kv_cache")
@@ -109,7 +118,7 @@ def _packed_problems(arch: Architecture) -> list[Problem]:
 def check_reference_size(arch: Architecture, limit: float = MAX_REFERENCE_PARAMETERS) -> None:
     """Refuse (InputError) a card too large for the reference kernel, or one whose packed (fp4, int4) widths
     are odd."""
-    params = parameter_count(arch)
+    params = parameter_count(arch) + mtp_parameter_count(arch)
     problems = []
     if params > limit:
         problems.append(
@@ -149,6 +158,33 @@ class LayerWeights:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MtpWeights:
+    """One multi-token-prediction module: its decoder layer, the (2h x h) projection of [embedding; hidden],
+    and the norms on the embedding, on the hidden state and before the shared LM head."""
+
+    layer: LayerWeights
+    projection: Weight
+    norm_embedding: Weight
+    norm_hidden: Weight
+    norm_head: Weight
+
+    @property
+    def tensors(self) -> list[Weight]:
+        """Every stored tensor of the module."""
+        layer = self.layer
+        return [
+            self.projection,
+            self.norm_embedding,
+            self.norm_hidden,
+            self.norm_head,
+            layer.norm_attention,
+            layer.norm_ffn,
+            *layer.mats.values(),
+            *(w for pair in layer.experts for w in pair),
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReferenceModel:
     """A card with random weights, ready to run: ``compute`` is the float type of all arithmetic."""
 
@@ -161,6 +197,12 @@ class ReferenceModel:
     kv_codec: Codec  # KV, latent and window rows
     state_codec: Codec  # linear-attention recurrent states
     conv_codec: Codec  # linear-attention convolution states
+    mtp: tuple[MtpWeights, ...] = ()  # stored, not run: the forward pass is the main model's
+
+    @property
+    def stored_mtp_parameters(self) -> int:
+        """Elements of every stored MTP-module weight."""
+        return sum(t.value.size for module in self.mtp for t in module.tensors)
 
     @property
     def stored_parameters(self) -> int:
@@ -177,44 +219,57 @@ def build_model(
 ) -> ReferenceModel:
     """Random weights for ``arch`` from ``rng``; refuses cards above ``MAX_REFERENCE_PARAMETERS``."""
     check_reference_size(arch)
-    h, dtype = arch.hidden_size, arch.dtypes.weights
+    h = arch.hidden_size
 
-    def make(shape: Shape, std: float, mean: float = 0.0) -> Weight:
+    def make(shape: Shape, std: float, mean: float = 0.0, storage: str = "weights") -> Weight:
         values = mean + std * rng.standard_normal(shape)
-        codec = weight_codec(dtype, values)
+        codec = weight_codec(arch.dtypes.dtype_of(storage), values)
         stored = codec.encode(values)
         return Weight(stored=stored, value=codec.decode(stored, compute), codec=codec)
 
-    def matrix(shape: Shape, name: str) -> Weight:
+    def matrix(shape: Shape, name: str, storage: str = "weights") -> Weight:
         # Transposed layouts (router, conv) take their fan-in from the last axis.
         fan_in = shape[1] if name in ("router", "conv") else shape[0]
-        return make(shape, 1.0 / np.sqrt(fan_in))
+        return make(shape, 1.0 / np.sqrt(fan_in), storage=storage)
 
     def gain() -> Weight:
         return make((h,), 0.1, mean=1.0)
 
-    embed = make((arch.vocab_size, h), 1.0)
-    lm_head = embed if arch.tie_embeddings else make((arch.vocab_size, h), 1.0 / np.sqrt(h))
-    layers = []
-    for g, group in enumerate(arch.layers):
-        for _ in range(group.count):
-            shapes = attention_shapes(group.attention, h) | ffn_shapes(group.ffn, h)
-            mats = {name: matrix(shape, name) for name, shape in shapes.items() if not name.startswith("expert_")}
-            experts = tuple(
-                (matrix(shapes["expert_gate_up"], "gate_up"), matrix(shapes["expert_down"], "down"))
-                for _ in range(group.ffn.experts if group.ffn.kind == "moe" else 0)
+    embed = make((arch.vocab_size, h), 1.0, storage="embeddings")
+    lm_head = embed if arch.tie_embeddings else make((arch.vocab_size, h), 1.0 / np.sqrt(h), storage="embeddings")
+
+    def layer(g: int, group: LayerGroup) -> LayerWeights:
+        shapes = attention_shapes(group.attention, h) | ffn_shapes(group.ffn, h)
+        mats = {name: matrix(shape, name) for name, shape in shapes.items() if not name.startswith("expert_")}
+        experts = tuple(
+            (
+                matrix(shapes["expert_gate_up"], "gate_up", "experts"),
+                matrix(shapes["expert_down"], "down", "experts"),
             )
-            layers.append(
-                LayerWeights(
-                    group=g,
-                    attention=group.attention,
-                    ffn=group.ffn,
-                    norm_attention=gain(),
-                    norm_ffn=gain(),
-                    mats=mats,
-                    experts=experts,
-                )
-            )
+            for _ in range(group.ffn.experts if group.ffn.kind == "moe" else 0)
+        )
+        return LayerWeights(
+            group=g,
+            attention=group.attention,
+            ffn=group.ffn,
+            norm_attention=gain(),
+            norm_ffn=gain(),
+            mats=mats,
+            experts=experts,
+        )
+
+    layers = [layer(g, group) for g, group in enumerate(arch.layers) for _ in range(group.count)]
+    mtp = tuple(
+        MtpWeights(
+            layer=layer(g, group),
+            projection=matrix((2 * h, h), "projection"),
+            norm_embedding=gain(),
+            norm_hidden=gain(),
+            norm_head=gain(),
+        )
+        for g, group in enumerate(arch.mtp_layers)
+        for _ in range(group.count)
+    )
     return ReferenceModel(
         arch=arch,
         embed=embed,
@@ -225,4 +280,5 @@ def build_model(
         kv_codec=state_codec(arch.dtypes.kv_cache),
         state_codec=state_codec(arch.dtypes.state),
         conv_codec=state_codec(arch.dtypes.conv_state),
+        mtp=mtp,
     )

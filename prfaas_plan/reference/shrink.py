@@ -110,4 +110,11 @@ def shrink_architecture(arch: Architecture, target: ShrinkTarget | None = None) 
         LayerGroup(count=count, attention=_attention(g.attention, t), ffn=_ffn(g.ffn, hidden, t))
         for g, count in zip(arch.layers, counts, strict=True)
     )
-    return replace(arch, hidden_size=hidden, vocab_size=min(arch.vocab_size, t.vocab_size), layers=groups)
+    # MTP modules keep their count (one or a few) and take the same caps as the decoder layers.
+    mtp = tuple(
+        LayerGroup(count=g.count, attention=_attention(g.attention, t), ffn=_ffn(g.ffn, hidden, t))
+        for g in arch.mtp_layers
+    )
+    return replace(
+        arch, hidden_size=hidden, vocab_size=min(arch.vocab_size, t.vocab_size), layers=groups, mtp_layers=mtp
+    )

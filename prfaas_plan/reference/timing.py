@@ -6,11 +6,11 @@ per-pass ``overhead_s`` of ``RooflineParams``, launches x launch overhead + elem
 rate. Timed cards store everything in fp32, as numpy reads them; activations stay priced at the contract's
 2 bytes, although numpy moves 4. Passes are timed under steady conditions (``reference.conditions``).
 
-Where this departs from the measured time: products with few rows (2-32: MoE experts that get few tokens,
-decode batches) run far below both peaks, because the BLAS packs the weight panel before multiplying (an
-extra pass over the weights) and its small-m kernels are inefficient; per-token loops (attention,
-recurrence) cost more per call than the tiny card's calls; numpy's temporaries add memory traffic the
-contract does not price.
+Products with few rows (MoE experts that get few tokens, decode batches) run far below the large GEMM's
+rate, because the BLAS packs the weight panel before multiplying and its small-m kernels are inefficient:
+the prediction prices them on the machine's measured shape curve (``MachinePeaks.gemm_half_rows``). Where it
+still departs from the measured time: per-token loops (attention, recurrence) cost more per call than the
+tiny card's calls, and numpy's temporaries add memory traffic the contract does not price.
 """
 
 from __future__ import annotations
@@ -150,14 +150,17 @@ def timing_cases(size: str) -> tuple[TimingCase, ...]:
 
 
 def predict(
-    arch: Architecture, case: TimingCase, accelerator: Accelerator, launch_s: float
+    arch: Architecture, case: TimingCase, accelerator: Accelerator, launch_s: float, gemm_half_rows: float = 0.0
 ) -> tuple[float, RooflineTime]:
-    """Roofline time of ``case`` (efficiencies 1.0, ``launch_s`` of launch overhead as the per-pass overhead):
-    the predicted seconds and the priced pass."""
+    """Roofline time of ``case`` (efficiencies 1.0, GEMMs on the measured small-M curve ``gemm_half_rows``,
+    ``launch_s`` of launch overhead as the per-pass overhead): the predicted seconds and the priced pass."""
     ops = forward_ops(arch, cached=case.cached, new=case.new, batch=case.batch, decode=case.decode)
     params = RooflineParams(
         compute_efficiency=1.0,
+        attention_efficiency=1.0,
         memory_efficiency=1.0,
+        layer_overhead_s=0.0,
+        gemm_half_rows=gemm_half_rows,
         overhead_s=launch_s,
         source="measured peaks (achieved rates) and launch overhead of this machine",
     )
@@ -204,7 +207,7 @@ def time_case(
     launch_s = counter.launches * peaks.launch_overhead_s
     flops = sum(op.elementwise_flops + op.extra_elementwise_flops for op in counter.ops())
     elementwise_s = flops / peaks.elementwise_flop_per_s
-    predicted, priced = predict(arch, case, accelerator, launch_s + elementwise_s)
+    predicted, priced = predict(arch, case, accelerator, launch_s + elementwise_s, peaks.gemm_half_rows)
     return TimingResult(
         case=case.name,
         predicted_s=predicted,
@@ -234,6 +237,11 @@ class TimingStudy:
     def median_abs_log_ratio(self) -> float:
         """median |ln(predicted / measured)| over the cases."""
         return median_abs_log_ratio(list(self.results))
+
+    @property
+    def median_ratio(self) -> float:
+        """median over the cases of predicted / measured."""
+        return float(np.median([r.ratio for r in self.results]))
 
     @property
     def worst(self) -> TimingResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Provenance = Literal["measured", "derived", "assumed"]
@@ -63,12 +63,23 @@ class InstanceProfile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KernelShapes:
+    """Measured shape curves of an accelerator's kernels: ``gemm_half_rows`` is the row count at which a GEMM
+    reaches half its large-M rate (``RooflineParams``)."""
+
+    gemm_half_rows: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HardwareProfile:
-    """One ``hardware_profiles/*.yaml`` file: the accelerator and its (model, instance) profiles."""
+    """One ``hardware_profiles/*.yaml`` file: the accelerator, its (model, instance) profiles and its measured
+    kernel shape curves, if any."""
 
     accelerator: Accelerator
     profiles: tuple[InstanceProfile, ...] = ()
     file: str = ""
+    kernel_shapes: KernelShapes | None = None
 
     def find(self, model: str, gpus_per_instance: int) -> InstanceProfile | None:
         """The profile for ``model`` on ``gpus_per_instance`` GPUs, if the file has one."""
@@ -80,23 +91,77 @@ class HardwareProfile:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RooflineParams:
-    """Achieved fractions of peak and the fixed per-pass overhead.
+    """Achieved fractions of peak (the kernels) and what the serving framework adds (the overheads).
 
-    Defaults: e_c = 0.6 and e_m = 0.8 are the typical sustained fractions of dense tensor peak and HBM
-    bandwidth for large GEMMs and streaming reads on Hopper-class parts (aiconfigurator's H200 system file
-    scales memory bandwidth by 0.8, https://github.com/ai-dynamo/aiconfigurator); e_n = 0.7 for NCCL ring all-reduce
-    bus bandwidth against the NVLink figure; overhead 0 (measured single-request latencies carry a large
-    fixed part, about 0.35-0.45 s on the paper's setup, which only a calibration can supply). Assumed, not
-    measured: calibrate them where measured points exist.
+    Serving time of a prefill of l new tokens = kernel time + overhead, with
 
-    ``overhead_s`` is charged once per prefill request (scheduling, launch, sampling: what the paper's 1K
-    latencies mostly are); ``decode_step_overhead_s`` once per decode step (a CUDA-graph replay costs tens of
-    microseconds; 0 by default). A calibration on prefill points fits the first, never the second.
+        kernel   = sum over ops of max(FLOPs / (F · e), bytes / (B · e_m)) + all-reduces / e_n
+        overhead = overhead_s + ceil(l / prefill_chunk_tokens) · layers · layer_overhead_s
+
+    where e is ``compute_efficiency`` for the GEMMs and ``attention_efficiency`` for the attention cores
+    (softmax attention and the linear-attention recurrence). ``overhead_s`` is charged once per request
+    (scheduling, tokenisation, the first sampling step, the HTTP round trip); ``layer_overhead_s`` once per
+    decoder layer per forward pass of a prefill chunk (prefill runs eagerly, without CUDA graphs: kernel
+    launches, Python dispatch and small unfused kernels per layer). ``prefill_chunk_tokens`` is the engines'
+    chunked-prefill size; ``decode_step_overhead_s`` is charged once per decode step (CUDA-graph replay).
+
+    The defaults are the serving model fitted to the paper's Tables 3 and 5 (five public models on 8xH200 with
+    SGLang, the 1T hybrid with vLLM): ``hardware_profiles/serving/defaults.yaml`` holds them with their
+    sources and cross-validated error, and a validation test re-fits them and checks they agree. e_m = 0.8 and
+    e_n = 0.7 are priors, not fitted (Table 3's prefills are compute-bound, and the all-reduce and GEMM
+    terms both grow as tokens x layers, so the data cannot separate them). ``kernel_only`` drops the
+    overheads: what the kernels alone take.
+
+    Kernel shape: a GEMM of m rows (tokens, or tokens per expert) runs at e_c · m / (m + ``gemm_half_rows``)
+    of peak: a product with few rows cannot keep the multiply units busy (register and tile blocking, weight
+    panels packed or loaded for few uses). 0 (no shape effect) for datasheet accelerators, where no per-shape
+    measurements are in hand and Table 3's prefills run thousands of rows per GEMM; ``validate kernel``
+    measures it on the machine it runs on (``KernelShapes``).
     """
 
-    compute_efficiency: float = 0.6
+    compute_efficiency: float = 0.416
+    attention_efficiency: float = 0.806
     memory_efficiency: float = 0.8
     communication_efficiency: float = 0.7
-    overhead_s: float = 0.0
+    overhead_s: float = 0.296
+    layer_overhead_s: float = 0.00197
+    prefill_chunk_tokens: float = 8192.0  # a whole number of tokens; float so overrides type as the rest
     decode_step_overhead_s: float = 0.0
-    source: str = "assumed defaults (see RooflineParams docstring)"
+    gemm_half_rows: float = 0.0
+    source: str = "serving defaults fitted to the paper's Tables 3 and 5 (hardware_profiles/serving/defaults.yaml)"
+
+    @property
+    def kernel_only(self) -> RooflineParams:
+        """The same efficiencies with every serving overhead set to zero: kernel time alone."""
+        return replace(
+            self,
+            overhead_s=0.0,
+            layer_overhead_s=0.0,
+            decode_step_overhead_s=0.0,
+            source=f"kernel only ({self.source})",
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingPoints:
+    """Published single-request prefill measurements of one model on one instance: latencies (s) or KV
+    throughputs (bytes/s, Φ_kv = S_kv / T_prefill, paper Eq. 1), by length."""
+
+    model: str
+    hardware: str
+    gpus_per_instance: int
+    engine: str
+    quantity: Literal["latency_s", "kv_bytes_per_s"]
+    lengths_tokens: tuple[float, ...]
+    values: tuple[float, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingDefaults:
+    """``hardware_profiles/serving/defaults.yaml``: the serving model's default parameters and the
+    measurements they were fitted to."""
+
+    params: RooflineParams
+    observations: tuple[ServingPoints, ...]
+    file: str = ""

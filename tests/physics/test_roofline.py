@@ -77,7 +77,7 @@ def test_one_operation_costs_the_larger_of_its_bounds(flops: float, nbytes: floa
     )
     arch = Architecture(hidden_size=1, vocab_size=1, layers=(), dtypes=replace(_bf16()))
     instance = Instance(accelerator=H200, gpus=1)
-    params = RooflineParams(compute_efficiency=ec, memory_efficiency=em)
+    params = RooflineParams(compute_efficiency=ec, memory_efficiency=em).kernel_only
     result = roofline_time([op], arch, instance, params, np.array(0.0))
     expected = max(flops / (H200.dense_flop_per_s["bf16"] * ec), nbytes / (H200.hbm_bandwidth_bytes_per_s * em))
     assert float(result.total_s) == pytest.approx(expected, rel=1e-12, abs=1e-300)
@@ -96,7 +96,7 @@ def test_time_is_bounded_by_the_summed_bounds(arch: Architecture) -> None:
     instance = Instance(accelerator=H200, gpus=8)
     params = RooflineParams()
     result = roofline_time(forward_ops(arch, cached=0, new=LENGTHS), arch, instance, params, LENGTHS)
-    body = result.total_s - result.communication_s - result.overhead_s
+    body = result.compute_s + result.memory_s  # the total less communication and overhead, without cancellation
     assert np.all(body >= np.maximum(result.compute_bound_s, result.memory_bound_s) * (1 - 1e-12))
     assert np.all(body <= (result.compute_bound_s + result.memory_bound_s) * (1 + 1e-12))
 
@@ -160,7 +160,7 @@ def test_weights_that_do_not_fit_leave_no_decode_capacity(tmp_path: Path) -> Non
     scenario = scenario.replace("    hardware: h20\n", "    hardware: tiny\n    method: roofline\n")
     path = tmp_path / "workloads" / "tiny.yaml"
     path.write_text(scenario)
-    with pytest.raises(InfeasibleError, match=r"pd_decode: .*cache fits beside the weights"):
+    with pytest.raises(InfeasibleError, match=r"pd_decode: .*(cache fits beside the weights|cache .* exceed)"):
         stage_model(load_scenario(path))
 
 
