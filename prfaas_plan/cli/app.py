@@ -176,7 +176,7 @@ def optimize(
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
         loaded = slo is not None or rate is not None or load is not None or curve
-        model, traffic, label = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
+        model, traffic, label, caches = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
         options = _verify_options(verify, replications, verify_requests, seed)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
@@ -184,11 +184,13 @@ def optimize(
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
             check = lat.verified_goodput(model, best, traffic, options)
-            payload = goodput_comparison_to_dict(spec, best, check)
+            payload = goodput_comparison_to_dict(spec, best, check, model)
         else:
             result = compare(model, *pools, resolution_tokens)
             view = lat.under_load(model, result, spec, rate, load, curve, traffic, options, label)
-            payload = add_loaded(comparison_to_dict(spec, result), result, view)
+            payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
+        if caches is not None:
+            payload["prefix_caches"] = caches
     if json_output:
         _emit(payload)
         return
@@ -199,7 +201,7 @@ def optimize(
         out.print(lat.goodput_table(spec, best, check))
         out.print(lat.goodput_note(best, check) + " " + lat.load_note(), style="dim")
         return
-    _print_comparison(out, spec, result, payload, view, plan_title="PrfaaS-PD (optimised)")
+    _print_comparison(out, spec, result, payload, view, plan_title="PrfaaS-PD (optimised)", model=model)
 
 
 @app.command()
@@ -245,7 +247,7 @@ def evaluate(
                     "(deployment.local.instances)",
                 )
             )
-        model, traffic, label = _traffic(
+        model, traffic, label, caches = _traffic(
             stage_model(spec), spec, trace, prefix_cache, rate is not None or load is not None or curve
         )
         options = _verify_options(verify, replications, verify_requests, seed)
@@ -258,34 +260,65 @@ def evaluate(
             n_pd_decode,
         )
         view = lat.under_load(model, result, spec, rate, load, curve, traffic, options, label)
-        payload = add_loaded(comparison_to_dict(spec, result), result, view)
+        payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
+        if caches is not None:
+            payload["prefix_caches"] = caches
     if json_output:
         _emit(payload)
         return
     from prfaas_plan.cli.render import console
 
-    _print_comparison(console(), spec, result, payload, view, plan_title="Given plan")
+    _print_comparison(console(), spec, result, payload, view, plan_title="Given plan", model=model)
 
 
-def _print_comparison(out: Any, spec: Any, result: Any, payload: dict[str, Any], view: Any, *, plan_title: str) -> None:
+def _print_comparison(
+    out: Any, spec: Any, result: Any, payload: dict[str, Any], view: Any, *, plan_title: str, model: Any = None
+) -> None:
     """The plan-and-baselines table, its provenance footnote and, when asked for, the figures under load."""
     from prfaas_plan.cli import latency_render as lat
     from prfaas_plan.cli.render import comparison_table, provenance_note
 
-    out.print(comparison_table(spec, result, plan_title=plan_title))
+    out.print(comparison_table(spec, result, plan_title=plan_title, model=model))
     out.print(provenance_note(payload["provenance"]), style="dim")
+    caches = payload.get("prefix_caches")
+    if caches:
+        if "note" in caches:
+            out.print(caches["note"], style="dim")
+        for name, rates in caches.get("cache_hit_rates", {}).items():
+            token = rates["token_hit_rate"]
+            out.print(
+                f"prefix cache ({name}): {rates['requests']:,} requests, token hit rate "
+                + ("—" if token is None else f"{token:.1%}"),
+                style="dim",
+            )
     lat.print_under_load(out, result, view, plan_title=plan_title)
 
 
-def _traffic(model: Any, spec: Any, trace: str | None, prefix_cache: bool, loaded: bool) -> tuple[Any, Any, str | None]:
+def _traffic(
+    model: Any, spec: Any, trace: str | None, prefix_cache: bool, loaded: bool
+) -> tuple[Any, Any, str | None, dict[str, Any] | None]:
     """The stage model and the offered traffic: the scenario's, or a trace's (its lengths replace the
-    scenario's length distribution, as in ``simulate``). Returns (model, traffic, trace label or None)."""
+    scenario's length distribution, as in ``simulate``). Returns (model, traffic, trace label or None, the
+    prefix-cache summary or None).
+
+    With a trace and the scenario's ``dynamics.prefix_cache``, the trace is first replayed through the
+    finite caches (``sim.dynamic_study.plan_with_caches``): the plan sees the incremental lengths they leave,
+    and the summary holds the hit rates for the report."""
+    from dataclasses import replace
+
     from prfaas_plan.sim.closed_form import Traffic
 
+    caches = spec.dynamics.caches if spec.dynamics is not None else None
     if trace is None:
         if prefix_cache:
             raise InputError(Problem(field="--prefix-cache", message="applies only with --trace"))
-        return model, Traffic(output_lengths=spec.traffic.output_length), None
+        summary = None
+        if caches is not None:
+            summary = {
+                "note": "dynamics.prefix_cache is replayed on traces only (--trace); the scenario's lengths "
+                "are taken as uncached"
+            }
+        return model, Traffic(output_lengths=spec.traffic.output_length), None, summary
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.sim.study import trace_model
 
@@ -297,7 +330,24 @@ def _traffic(model: Any, spec: Any, trace: str | None, prefix_cache: bool, loade
                 message="figures under load rescale the trace to a rate, which needs two distinct arrival times",
             )
         )
-    return trace_model(model, replay), Traffic(trace=replay), trace
+    if caches is not None:
+        if prefix_cache:
+            raise InputError(
+                Problem(
+                    field="--prefix-cache",
+                    message="the scenario's dynamics.prefix_cache models finite caches; drop --prefix-cache "
+                    "(an infinite cache)",
+                )
+            )
+        from prfaas_plan.io.dynamics import replay_to_dict
+        from prfaas_plan.sim.dynamic_study import plan_with_caches
+
+        cached_model, _, cache_replay = plan_with_caches(
+            model, replay, caches, threshold_tokens=None, n_pd_prefill=None, n_pd_decode=None
+        )
+        cached = replace(replay, cached_tokens=cache_replay.cached_tokens)
+        return cached_model, Traffic(trace=cached), trace, replay_to_dict(cache_replay)
+    return trace_model(model, replay), Traffic(trace=replay), trace, None
 
 
 def _verify_options(verify: bool, replications: int, requests: int, seed: int) -> Any:

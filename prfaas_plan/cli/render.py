@@ -70,7 +70,9 @@ def _rows(base: float) -> list[Row]:
     ]
 
 
-def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)") -> Table:
+def comparison_table(
+    scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)", model: Any = None
+) -> Table:
     """The plan beside homogeneous PD and naive heterogeneous PD."""
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
     bandwidth = scenario.link.bandwidth_bytes_per_s / GBIT_PER_S
@@ -87,7 +89,7 @@ def comparison_table(scenario: Scenario, comparison: Comparison, *, plan_title: 
         table.add_column(title, justify="right")
     for label, cell in _rows(comparison.homogeneous_pd.throughput_req_per_s):
         table.add_row(label, *(cell(p) for p in plans))
-    costs = [plan_cost_dict(scenario, p, {"at": p.throughput_req_per_s}) for p in plans]
+    costs = [plan_cost_dict(scenario, p, {"at": p.throughput_req_per_s}, model) for p in plans]
     if all(c is not None for c in costs):
         at = [c["at"] for c in costs if c is not None]
         table.add_row("cost at Λ_max (USD/h)", *(f"${a['usd_per_hour']:,.0f}" for a in at))

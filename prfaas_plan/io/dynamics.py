@@ -297,16 +297,23 @@ def dynamics_to_dict(result: SimResult, replay: CacheReplay | None) -> dict[str,
         },
     }
     if replay is not None:
-        out["cache_hit_rates"] = {
+        out.update(replay_to_dict(replay))
+    return out
+
+
+def replay_to_dict(replay: CacheReplay) -> dict[str, Any]:
+    """A cache replay's hit rates per cluster and cross-cluster transfer bytes (NaN rates as None)."""
+    return {
+        "cache_hit_rates": {
             name: {
                 "requests": rates.requests,
                 "token_hit_rate": _finite(rates.token_hit_rate),
                 "request_hit_rate": _finite(rates.request_hit_rate),
             }
             for name, rates in replay.hit_rates().items()
-        }
-        out["cache_transfer_bytes"] = replay.transfer_bytes_total
-    return out
+        },
+        "cache_transfer_bytes": replay.transfer_bytes_total,
+    }
 
 
 def _finite(value: float) -> float | None:

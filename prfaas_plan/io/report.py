@@ -12,6 +12,7 @@ from prfaas_plan.physics.pools import FitReport
 from prfaas_plan.physics.table3 import KvRow
 from prfaas_plan.sim.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S, MIB
 
 
@@ -60,9 +61,11 @@ def _deployment_of(scenario: Scenario, plan: PlanEvaluation) -> tuple[int, int]:
     return scenario.prfaas.instances, n_local
 
 
-def plan_cost_dict(scenario: Scenario, plan: PlanEvaluation, rates: dict[str, float]) -> dict[str, Any] | None:
+def plan_cost_dict(
+    scenario: Scenario, plan: PlanEvaluation, rates: dict[str, float], model: StageModel | None = None
+) -> dict[str, Any] | None:
     """A plan's deployment priced at each named rate (e.g. its Λ_max, its goodput); None when a pool has no
-    price."""
+    price. Tokens per request are the ``model``'s (a trace's lengths) when given, else the scenario's."""
     from prfaas_plan.optimize.cost import deployment_cost, token_cost, unit_prices
 
     prices = unit_prices(scenario)
@@ -70,8 +73,8 @@ def plan_cost_dict(scenario: Scenario, plan: PlanEvaluation, rates: dict[str, fl
         return None
     n_prfaas, n_local = _deployment_of(scenario, plan)
     out: dict[str, Any] = {"n_prfaas": n_prfaas, "n_local": n_local}
-    mean_in = scenario.traffic.input_length.mean_tokens
-    mean_out = scenario.traffic.output_length.mean_tokens
+    mean_in = model.lengths.mean_tokens if model is not None else scenario.traffic.input_length.mean_tokens
+    mean_out = model.output_tokens_mean if model is not None else scenario.traffic.output_length.mean_tokens
     for name, rate in rates.items():
         scale = rate / plan.throughput_req_per_s if plan.throughput_req_per_s > 0 else 0.0
         cost = deployment_cost(
@@ -106,7 +109,7 @@ def homogeneous_shape_dict(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def comparison_to_dict(scenario: Scenario, comparison: Comparison) -> dict[str, Any]:
+def comparison_to_dict(scenario: Scenario, comparison: Comparison, model: StageModel | None = None) -> dict[str, Any]:
     """The plan and both baselines, with the gain of each over homogeneous PD."""
     base = comparison.homogeneous_pd.throughput_req_per_s
     out: dict[str, Any] = {
@@ -131,7 +134,7 @@ def comparison_to_dict(scenario: Scenario, comparison: Comparison) -> dict[str, 
         ("naive_heterogeneous", comparison.naive_heterogeneous),
     ):
         target = out["plan"] if key == "plan" else out["baselines"][key]
-        target["cost"] = plan_cost_dict(scenario, plan, {"at_throughput": plan.throughput_req_per_s})
+        target["cost"] = plan_cost_dict(scenario, plan, {"at_throughput": plan.throughput_req_per_s}, model)
     return out
 
 
@@ -314,7 +317,10 @@ def goodput_check_to_dict(check: GoodputCheck | None) -> dict[str, Any] | None:
 
 
 def goodput_comparison_to_dict(
-    scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None
+    scenario: Scenario,
+    comparison: GoodputComparison,
+    check: GoodputCheck | None = None,
+    model: StageModel | None = None,
 ) -> dict[str, Any]:
     """``optimize --objective goodput``: the goodput-optimal plan, the throughput-optimal plan and both
     baselines, each with its goodput, and how far the threshold moved between the two objectives. With a
@@ -354,5 +360,6 @@ def goodput_comparison_to_dict(
             scenario,
             evaluation.plan,
             {"at_throughput": evaluation.plan.throughput_req_per_s, "at_goodput": evaluation.goodput.rate_req_per_s},
+            model,
         )
     return out
