@@ -182,12 +182,17 @@ def _scenario_model(root: Section, base: Path) -> ModelCard | None:
 
 _POOL_KEYS = ("hardware", "gpus_per_instance", "instances")
 _POOL_OPTIONAL = ("method", "calibrate_from", "roofline")
+#: Roofline fields a pool may override: efficiencies in (0, 1], overheads in s, the prefill chunk in tokens
+#: and the small-GEMM half-rows (``spec.hardware.RooflineParams``).
+_ROOFLINE_EFFICIENCIES = ("compute_efficiency", "attention_efficiency", "memory_efficiency", "communication_efficiency")
+_ROOFLINE_SECONDS = ("overhead_s", "layer_overhead_s", "decode_step_overhead_s")
+#: Bounds of the chunk (a token to the longest context) and of the half-rows (rows of a GEMM).
+_MAX_GEMM_HALF_ROWS = 1e6
 _ROOFLINE_KEYS = (
-    "compute_efficiency",
-    "memory_efficiency",
-    "communication_efficiency",
-    "overhead_s",
-    "decode_step_overhead_s",
+    *_ROOFLINE_EFFICIENCIES,
+    *_ROOFLINE_SECONDS,
+    "prefill_chunk_tokens",
+    "gemm_half_rows",
     "source",
 )
 
@@ -197,16 +202,20 @@ def _roofline_params(sec: Section) -> RooflineParams:
         return RooflineParams()
     r = sec.sub("roofline", optional=_ROOFLINE_KEYS)
     default = RooflineParams()
-    values = {
-        key: r.number(key, gt=0, le=1, default=getattr(default, key))
-        for key in ("compute_efficiency", "memory_efficiency", "communication_efficiency")
+    values: dict[str, float | None] = {
+        key: r.number(key, gt=0, le=1, default=getattr(default, key)) for key in _ROOFLINE_EFFICIENCIES
     }
-    overhead = r.number("overhead_s", ge=0, le=MAX_STEP_S, default=default.overhead_s)
-    step = r.number("decode_step_overhead_s", ge=0, le=MAX_STEP_S, default=default.decode_step_overhead_s)
-    source = r.string("source", default="scenario roofline overrides")
-    if None in values.values() or overhead is None or step is None:
+    for key in _ROOFLINE_SECONDS:
+        values[key] = r.number(key, ge=0, le=MAX_STEP_S, default=getattr(default, key))
+    values["prefill_chunk_tokens"] = r.number(
+        "prefill_chunk_tokens", ge=1, le=MAX_TOKENS, integer=True, default=default.prefill_chunk_tokens
+    )
+    values["gemm_half_rows"] = r.number("gemm_half_rows", ge=0, le=_MAX_GEMM_HALF_ROWS, default=default.gemm_half_rows)
+    source = r.string("source", default="scenario roofline overrides") or "scenario roofline overrides"
+    checked = {k: v for k, v in values.items() if v is not None}
+    if len(checked) < len(values):
         return default
-    return RooflineParams(overhead_s=overhead, decode_step_overhead_s=step, source=str(source), **values)  # type: ignore[arg-type]
+    return replace(default, source=source, **checked)
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:
