@@ -64,6 +64,7 @@ from prfaas_plan.spec.scenario import (
     POOL_METHODS,
     TRANSFER_MODES,
     Arrival,
+    ArrivalKind,
     Link,
     ModelCard,
     Pool,
@@ -257,11 +258,11 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
             return None
     calibration, calibration_accelerator = None, None
     if method == "calibrated":
-        source = hardware
+        source: HardwareProfile | None = hardware
         if sec.has("calibrate_from"):
-            source = _load_hardware_at(sec, "calibrate_from", base)  # type: ignore[assignment]
-            if source is None:
-                return None
+            source = _load_hardware_at(sec, "calibrate_from", base)
+        if source is None:
+            return None
         candidates = [p for p in source.profiles if p.model == model.key]
         if not candidates:
             sec.checker.report(
@@ -327,7 +328,7 @@ def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution
 
 #: Optional keys of traffic.arrival, each used by the processes named in ``_ARRIVAL_PARAMETERS``.
 _ARRIVAL_KEYS = ("interarrival_scv", "on_fraction", "mean_cycle_s", "amplitude", "period_s", "batch_size_mean")
-_ARRIVAL_PARAMETERS = {
+_ARRIVAL_PARAMETERS: dict[ArrivalKind, tuple[str, ...]] = {
     "poisson": (),
     "renewal": ("interarrival_scv",),
     "onoff": ("on_fraction", "mean_cycle_s"),
@@ -357,13 +358,15 @@ def _arrival(checker: Checker, arr: Section) -> Arrival:
     if values["amplitude"] is not None and not values["amplitude"] < 1:
         checker.report((*arr.path, "amplitude"), f"must be < 1 (the rate would reach 0), got {values['amplitude']:g}")
         values["amplitude"] = None
-    if process is None or any(v is None for v in values.values()):
+    checked = {k: v for k, v in values.items() if v is not None}
+    if process is None or len(checked) < len(values):
         return Arrival()
-    used = {*_ARRIVAL_PARAMETERS[process], "batch_size_mean"}
+    kind = next(k for k in _ARRIVAL_PARAMETERS if k == process)  # the Literal the checked string names
+    used = {*_ARRIVAL_PARAMETERS[kind], "batch_size_mean"}
     for key in _ARRIVAL_KEYS:
         if arr.has(key) and key not in used:
             checker.report((*arr.path, key), f"does not apply to process {process!r} (it takes {sorted(used)})")
-    return Arrival(process=process, **values)  # type: ignore[arg-type]
+    return replace(Arrival(), process=kind, **checked)
 
 
 def load_scenario(path: Path) -> Scenario:
