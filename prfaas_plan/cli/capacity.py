@@ -348,11 +348,22 @@ def headroom(
     step: Annotated[
         float, typer.Option("--step", min=0.01, max=0.9, help="Relative move of each input in the tornado.")
     ] = 0.2,
+    bandwidth_quantile: Annotated[
+        float,
+        typer.Option(
+            "--bandwidth-quantile",
+            min=0.001,
+            max=0.999,
+            help="With a dynamics.link profile: plan for goodput at this quantile of the link's bandwidth.",
+        ),
+    ] = 0.1,
     json_output: JsonOpt = False,
 ) -> None:
     """How much the scenario's deployment can lose: a tornado of Λ_max, goodput and cost per million tokens
     against each input (±step, t and split re-optimised), and N-1 (one PrfaaS instance, one local instance,
-    half the link) with whether the target is still carried and its P90 TTFT.
+    half the link) with whether the target is still carried and its P90 TTFT; with a link profile in the
+    scenario's dynamics, the plan that maximises goodput at a low quantile of the bandwidth (robust) beside
+    the one planned at the mean.
 
     Example: prfaas-plan headroom --rate 2 --ttft-p90-s 5
     """
@@ -371,10 +382,22 @@ def headroom(
         scv = spec.traffic.output_length.scv
         bars = tornado(model, prices, target.ttft_slo_s, target.quantile, step=step, decode_service_scv=scv)
         failures = n_minus_one(model, target, decode_service_scv=scv)
-        payload = {"scenario": spec.name, **headroom_to_dict(target, bars, failures)}
+        robust = None
+        if spec.dynamics is not None and spec.dynamics.bandwidth is not None:
+            from prfaas_plan.optimize.robust import robust_plan
+
+            robust = robust_plan(
+                model,
+                spec.dynamics.bandwidth,
+                bandwidth_quantile,
+                target.ttft_slo_s,
+                target.quantile,
+                decode_service_scv=scv,
+            )
+        payload = {"scenario": spec.name, **headroom_to_dict(target, bars, failures, robust)}
     if json_output:
         emit(payload)
         return
     from prfaas_plan.cli.capacity_render import print_headroom
 
-    print_headroom(spec, target, bars, failures)
+    print_headroom(spec, target, bars, failures, robust)

@@ -10,6 +10,7 @@ from prfaas_plan.cli.render import console
 from prfaas_plan.optimize.economics import CostComparison
 from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
+from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import Deployment, Sizing
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
@@ -222,7 +223,9 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
     out.print(front)
 
 
-def print_headroom(spec: Scenario, target: Any, t: Tornado, failures: tuple[Failure, ...]) -> None:
+def print_headroom(
+    spec: Scenario, target: Any, t: Tornado, failures: tuple[Failure, ...], robust: RobustPlan | None = None
+) -> None:
     """The tornado table (widest goodput swing first) and the N-1 table."""
     out = console()
     table = Table(
@@ -256,3 +259,34 @@ def print_headroom(spec: Scenario, target: Any, t: Tornado, failures: tuple[Fail
             _DASH if f.ttft_p90_at_target_s is None else f"{f.ttft_p90_at_target_s:.2f} s",
         )
     out.print(n1)
+    if robust is not None:
+        low = robust.bandwidth_at_quantile_bytes_per_s / GBIT_PER_S
+        mean = robust.bandwidth_mean_bytes_per_s / GBIT_PER_S
+        rt = Table(
+            title=f"Robust plan: goodput at the link's P{robust.quantile * 100:g} bandwidth ({low:.1f} Gbit/s) "
+            f"and at its mean ({mean:.1f} Gbit/s)",
+            title_justify="left",
+        )
+        for col in (
+            "planned for",
+            "t (tokens)",
+            "N_p",
+            f"goodput at {low:.1f} Gbit/s",
+            f"goodput at {mean:.1f} Gbit/s",
+        ):
+            rt.add_column(col, justify="left" if col == "planned for" else "right")
+        rt.add_row(
+            f"P{robust.quantile * 100:g} bandwidth (robust)",
+            f"{robust.robust.threshold_tokens:,.0f}",
+            str(robust.robust.n_pd_prefill),
+            f"{robust.robust.goodput_req_per_s:.2f}",
+            f"{robust.robust_goodput_at_mean_req_per_s:.2f}",
+        )
+        rt.add_row(
+            "mean bandwidth",
+            f"{robust.at_mean.threshold_tokens:,.0f}",
+            str(robust.at_mean.n_pd_prefill),
+            f"{robust.mean_plan_goodput_at_quantile_req_per_s:.2f}",
+            f"{robust.at_mean.goodput_req_per_s:.2f}",
+        )
+        out.print(rt)

@@ -11,6 +11,7 @@ from prfaas_plan.optimize.cost import CostBreakdown, TokenCost
 from prfaas_plan.optimize.economics import CostComparison, PlanCost, Priced
 from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
+from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import BandwidthKnee, Carried, Deployment, Sizing
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.units import GBIT_PER_S
@@ -208,9 +209,26 @@ def matrix_to_dict(m: HardwareMatrix) -> dict[str, Any]:
     }
 
 
-def headroom_to_dict(target: Target, t: Tornado, failures: tuple[Failure, ...]) -> dict[str, Any]:
-    """The tornado (base and one bar per input) and the N-1 cases."""
+def robust_to_dict(r: RobustPlan) -> dict[str, Any]:
+    """The robust plan (goodput at a bandwidth quantile) beside the plan made at the mean bandwidth."""
     return {
+        "bandwidth_quantile": r.quantile,
+        "bandwidth_at_quantile_gbit_per_s": r.bandwidth_at_quantile_bytes_per_s / GBIT_PER_S,
+        "bandwidth_mean_gbit_per_s": r.bandwidth_mean_bytes_per_s / GBIT_PER_S,
+        "robust_plan": carried_to_dict(r.robust),
+        "mean_plan": carried_to_dict(r.at_mean),
+        "robust_plan_goodput_at_mean_req_per_s": r.robust_goodput_at_mean_req_per_s,
+        "mean_plan_goodput_at_quantile_req_per_s": r.mean_plan_goodput_at_quantile_req_per_s,
+    }
+
+
+def headroom_to_dict(
+    target: Target, t: Tornado, failures: tuple[Failure, ...], robust: RobustPlan | None = None
+) -> dict[str, Any]:
+    """The tornado (base and one bar per input), the N-1 cases and the robust plan (None without a link
+    profile)."""
+    return {
+        "robust": None if robust is None else robust_to_dict(robust),
         "target": target_to_dict(target),
         "tornado": {
             "step": t.step,
