@@ -70,8 +70,8 @@ def kv(
     (hardware_profiles/serving/defaults.yaml); --kernel-only drops the overheads. The roofline options
     override the defaults, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
     """
+    from prfaas_plan.io.names import pool_for
     from prfaas_plan.io.report import kv_rows_to_dict
-    from prfaas_plan.io.scenario import pool_for
     from prfaas_plan.physics.table3 import kv_rows
 
     with handled():
@@ -92,7 +92,14 @@ def kv(
             )
             if value is not None
         }
-        pool, card = pool_for(model, hardware, gpus, method, overrides)
+        pool, card = pool_for(
+            model,
+            hardware,
+            gpus,
+            method,
+            overrides,
+            {"model": "--model", "hardware": "--hardware", "method": "--method"},
+        )
         rows = kv_rows(pool, card, tuple(float(v) for v in (length or _DEFAULT_LENGTHS)))
         payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
     if json_output:

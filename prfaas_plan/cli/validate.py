@@ -107,15 +107,15 @@ def gpu(
     Example: prfaas-plan validate gpu --hardware h200 --size large
     """
     from prfaas_plan.errors import InputError, Problem
-    from prfaas_plan.io.scenario import load_named_hardware, load_named_model
+    from prfaas_plan.io.names import load_named_hardware, load_named_model
     from prfaas_plan.reference.gpu_timing import gpu_timing_report
     from prfaas_plan.reference.timing import SIZES
 
     with handled():
         if size not in SIZES:
             raise InputError(Problem(field="--size", message=f"must be one of {', '.join(SIZES)}, got {size!r}"))
-        accelerator = load_named_hardware(hardware).accelerator
-        card = load_named_model(model)
+        accelerator = load_named_hardware(hardware, "--hardware").accelerator
+        card = load_named_model(model, "--model")
         if card.architecture is None:
             raise InputError(Problem(field="--model", message=f"{card.key} has no architecture to time"))
         try:
@@ -145,8 +145,8 @@ def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, 
     """The cards to count-check (at reference size) and the one to time; InputError for anything unusable."""
     from prfaas_plan.errors import InputError, Problem
     from prfaas_plan.io.models import load_model_card
+    from prfaas_plan.io.names import load_named_model
     from prfaas_plan.io.paths import builtin_root
-    from prfaas_plan.io.scenario import load_named_model
     from prfaas_plan.physics.memory import parameter_count
     from prfaas_plan.reference.model import MAX_REFERENCE_PARAMETERS, check_reference_size
     from prfaas_plan.reference.shrink import shrink_architecture
@@ -160,7 +160,7 @@ def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, 
         cards = [(key, shrink_architecture(arch)) for key, arch in named]
         base = dict(named)[DEFAULT_MODEL]
     else:
-        card = load_named_model(model)
+        card = load_named_model(model, "--model")
         if card.architecture is None:
             raise InputError(Problem(field="--model", message=f"{card.key} has no architecture to run"))
         base = card.architecture

@@ -243,8 +243,29 @@ def _conditional(first: Array, second: Array, mass: Array) -> tuple[Array, Array
 def route_moments(model: StageModel, threshold_tokens: ArrayLike) -> RouteMoments:
     """E[T_prfaas | L > t], E[S_kv/B | L > t], E[T_local | L <= t] and their SCVs, from the curves' first
     and second partial expectations (exact for polynomial and piecewise-linear curves)."""
+    t_all = np.asarray(threshold_tokens, dtype=np.float64)
+    if t_all.size > 1:
+        # Searches pass every (threshold, split) pair; the moments depend on the threshold alone.
+        unique, inverse = np.unique(t_all, return_inverse=True)
+        if unique.size < t_all.size:
+            m = route_moments(model, unique)
+            shape = t_all.shape
+
+            def spread(values: Array) -> Array:
+                return np.asarray(values)[inverse].reshape(shape)
+
+            return RouteMoments(
+                threshold_tokens=t_all,
+                offload_fraction=spread(m.offload_fraction),
+                prfaas_mean_s=spread(m.prfaas_mean_s),
+                prfaas_scv=spread(m.prfaas_scv),
+                link_mean_s=spread(m.link_mean_s),
+                link_scv=spread(m.link_scv),
+                local_mean_s=spread(m.local_mean_s),
+                local_scv=spread(m.local_scv),
+            )
     lengths = model.lengths
-    t = np.asarray(threshold_tokens, dtype=np.float64)
+    t = t_all
     lo, hi = lengths.lower_tokens, lengths.upper_tokens
     above = np.maximum(t, lo - 1.0)
     p = np.asarray(lengths.partial_moment(0, above, np.full_like(above, hi)), dtype=np.float64)

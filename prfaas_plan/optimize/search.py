@@ -250,6 +250,15 @@ def search(
 
     Global in t for every split, with the guarantee of ``best_thresholds``; a pool of more than
     ``exhaustive_splits`` local instances has its splits searched by ``_best_splits``."""
+    t_best, n_p_best, _ = best_plan(model, resolution_tokens, exhaustive_splits=exhaustive_splits)
+    return evaluate(model, t_best, n_p_best, label=label)
+
+
+def best_plan(
+    model: StageModel, resolution_tokens: float = 10.0, *, exhaustive_splits: int = EXHAUSTIVE_SPLITS
+) -> tuple[float, int, float]:
+    """(t, N_p, Λ_max) of the plan ``search`` scores, without scoring it (no TTFT, no stability limit): what
+    a caller that needs only the fluid bound (sizing's pre-filter) pays for."""
     if model.n_local < 1:
         raise InfeasibleError("pd_decode: the local pool has no instances")
     if model.n_local <= exhaustive_splits:
@@ -265,7 +274,7 @@ def search(
     top = np.max(lam)
     ties = np.flatnonzero(lam >= top * (1 - 1e-12))
     k = int(ties[np.argmax(f_best[ties])])
-    return evaluate(model, float(t_best[k]), int(n_p[k]), label=label)
+    return float(t_best[k]), int(n_p[k]), float(top)
 
 
 def _best_splits(model: StageModel, resolution_tokens: float) -> tuple[np.ndarray, ThresholdSearch]:

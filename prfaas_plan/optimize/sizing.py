@@ -39,7 +39,7 @@ from prfaas_plan.optimize.cost import (
     link_options,
     token_cost,
 )
-from prfaas_plan.optimize.search import search
+from prfaas_plan.optimize.search import best_plan, search
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 
@@ -235,7 +235,10 @@ class _Carrier:
 
                 self.fluid[key] = best_split_without_offload(model, "homogeneous-pd").throughput_req_per_s
             else:
-                self.fluid[key] = search(model, self.resolution_tokens).throughput_req_per_s
+                try:
+                    self.fluid[key] = best_plan(model, self.resolution_tokens)[2]
+                except InfeasibleError:
+                    self.fluid[key] = 0.0
         return self.fluid[key]
 
 
@@ -497,7 +500,6 @@ def bandwidth_knee(
     decode_service_scv: float = 0.0,
 ) -> BandwidthKnee:
     """Λ_max-optimal plan (and goodput under the SLO) at each bandwidth, for the model's pools."""
-    from prfaas_plan.optimize.search import search
 
     points = []
     for b in sorted(set(float(x) for x in bandwidths_bytes_per_s)):

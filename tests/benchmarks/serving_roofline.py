@@ -19,7 +19,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from prfaas_plan.io.hardware import load_serving_defaults  # noqa: E402
-from prfaas_plan.io.scenario import load_named_hardware, load_named_model  # noqa: E402
+from prfaas_plan.io.names import load_named_hardware, load_named_model  # noqa: E402
 from prfaas_plan.physics.decode import decode_capacity, decode_step_time  # noqa: E402
 from prfaas_plan.physics.memory import cache_bytes, transfer_bytes, weight_bytes  # noqa: E402
 from prfaas_plan.physics.prefill import prefill_time  # noqa: E402

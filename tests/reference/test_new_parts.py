@@ -135,7 +135,7 @@ def test_mtp_modules_are_stored_and_counted_exactly(dtype: str) -> None:
 @pytest.mark.parametrize("key", ["deepseek-v3", "qwen3.5-397b-a17b"])
 def test_shrunk_cards_keep_their_mtp_modules_at_reference_size(key: str) -> None:
     """Shrinking a card with MTP modules shrinks them too: same count, capped widths, stored exactly."""
-    from prfaas_plan.io.scenario import load_named_model
+    from prfaas_plan.io.names import load_named_model
     from prfaas_plan.physics.memory import mtp_parameter_count
     from prfaas_plan.reference.shrink import shrink_architecture
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prfaas_plan.io.scenario import load_named_hardware, load_named_model, load_scenario
+from prfaas_plan.io.names import load_named_hardware, load_named_model
+from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.pools import pool_fit_reports
 from prfaas_plan.physics.prefill import prefill_seconds
