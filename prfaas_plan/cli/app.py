@@ -13,6 +13,7 @@ from prfaas_plan.cli.common import handled as _handled
 from prfaas_plan.cli.kv import kv
 from prfaas_plan.cli.model import model_app
 from prfaas_plan.cli.simulate import simulate
+from prfaas_plan.cli.sweep import sweep
 from prfaas_plan.cli.validate import validate_app
 from prfaas_plan.errors import InputError, Problem
 
@@ -399,6 +400,7 @@ app.command()(size)
 app.command()(cost)
 app.command()(matrix)
 app.command()(headroom)
+app.command()(sweep)
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ from prfaas_plan.io.names import (
     resolve_scenario_path as resolve_scenario_path,
 )
 from prfaas_plan.io.paths import display_path
-from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
+from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import (
@@ -371,9 +371,13 @@ def _arrival(checker: Checker, arr: Section) -> Arrival:
 
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario with the model card and hardware profiles it names."""
-    doc = load_yaml(path, display_path(path))
+    return scenario_from_document(load_yaml(path, display_path(path)), path.parent)
+
+
+def scenario_from_document(doc: Document, base: Path) -> Scenario:
+    """Validate a parsed scenario document; the files it names resolve against ``base`` first (a sweep edits
+    a scenario's mapping in memory and validates each point through here)."""
     checker = Checker(doc)
-    base = path.parent
     root = checker.root(
         required=("scenario", "model", "traffic", "slo", "deployment"), optional=("cost", "target", "dynamics")
     )

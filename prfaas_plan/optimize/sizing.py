@@ -414,9 +414,14 @@ def size(
                 break
             low = n + 1  # the search's goodput carried it, the full law does not: try the next size
         if n is None:
+            why = (
+                "even with no load its TTFT misses the SLO (local prefill of the longest requests is too slow)"
+                if floor <= max_local and carrier.solve(0, floor, 0.0).limited_by == "unloaded"
+                else f"no local pool of {floor}..{max_local} instances carries it"
+            )
             reasons.append(
-                f"homogeneous_pd: no local pool of {floor}..{max_local} instances carries "
-                f"{target.rate_req_per_s:g} req/s within P{target.quantile * 100:g} TTFT <= {target.ttft_slo_s:g} s"
+                f"homogeneous_pd: {target.rate_req_per_s:g} req/s within P{target.quantile * 100:g} TTFT <= "
+                f"{target.ttft_slo_s:g} s: {why}"
             )
         else:
             homog = _deployment(carrier, prices, 0, n, 0.0, "homogeneous-pd", final=True)

@@ -1,0 +1,402 @@
+"""``prfaas-plan sweep``: a grid over scenario fields, run on local processes or a Dask cluster, streamed to a
+JSON Lines or CSV file one row per point, resumable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from prfaas_plan.cli.common import check_finite, check_output, emit, handled
+from prfaas_plan.errors import InputError, Problem
+
+#: Default number of local worker processes: the CPU count, capped (beyond it the rows file and the parent's
+#: scheduling become the limit, and memory grows by one interpreter per worker).
+MAX_DEFAULT_WORKERS = 32
+#: Tasks kept in flight per worker: enough to hide the round trip to a worker, few enough that a sweep of
+#: 100,000 points does not hold 100,000 pickled tasks.
+TASKS_PER_WORKER = 4
+#: What a worker runs for a point, imported once by the process the local workers fork from.
+_WORKER_MODULES = (
+    "prfaas_plan.io.sweep",
+    "prfaas_plan.io.scenario",
+    "prfaas_plan.io.report",
+    "prfaas_plan.throughput",
+    "prfaas_plan.optimize.search",
+)
+#: Seconds to wait for a Dask scheduler given by --scheduler.
+SCHEDULER_TIMEOUT_S = 10
+
+
+def sweep(
+    scenario: Annotated[
+        str | None,
+        typer.Argument(
+            help="Scenario YAML file, or a built-in scenario name (default: paper-case-study).", show_default=False
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A swept field and its values: PATH=V1,V2,... with PATH dotted, e.g. "
+            "deployment.link.bandwidth_gbit_per_s, traffic.input_length.mu, deployment.prfaas.hardware, "
+            "cost.gpu_usd_per_hour.h20, cost.link.ports[1].usd_per_hour. Repeat for a grid (the product of all).",
+            show_default=False,
+        ),
+    ] = None,
+    grid: Annotated[
+        Path | None,
+        typer.Option(
+            "--grid",
+            help="A YAML sweep file: a mapping set: of PATH to a list of values (values may be mappings).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Rows file: .jsonl (JSON Lines) or .csv, one row per point.")
+    ] = ...,  # type: ignore[assignment]
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the sweep in --out: skip the points it already holds.")
+    ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=1024,
+            help="Points run at once (default: the CPU count, at most 32; with --scheduler, the cluster's threads).",
+            show_default=False,
+        ),
+    ] = None,
+    goodput: Annotated[
+        bool, typer.Option("--goodput", help="Also find each point's goodput-optimal plan under its P90 TTFT SLO.")
+    ] = False,
+    ttft_p90_s: Annotated[
+        float | None,
+        typer.Option(
+            "--ttft-p90-s",
+            help="P90 TTFT SLO for --goodput (default: each point's slo.ttft_p90_s).",
+            show_default=False,
+        ),
+    ] = None,
+    resolution_tokens: Annotated[
+        float, typer.Option("--resolution-tokens", min=0.001, help="Resolution of the threshold search.")
+    ] = 10.0,
+    load: Annotated[
+        float | None,
+        typer.Option(
+            "--load",
+            help="Also score each point's best plan at this fraction of its Λ_max (0-1): closed-form P90 TTFT.",
+            show_default=False,
+        ),
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="With --load: check each point's P90 TTFT by simulation (slow: replications x requests per point).",
+        ),
+    ] = False,
+    replications: Annotated[
+        int, typer.Option("--replications", min=2, max=100, help="--verify: simulated realisations per point.")
+    ] = 5,
+    verify_requests: Annotated[
+        int,
+        typer.Option("--verify-requests", min=1000, max=1_000_000, help="--verify: requests per realisation."),
+    ] = 20_000,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="--verify: seed of the workloads.")] = 0,
+    engine: Annotated[
+        str, typer.Option("--engine", help="local (processes on this machine) or dask (the optional 'dask' extra).")
+    ] = "local",
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="--engine dask: the scheduler's address (default: start a local cluster).",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+) -> None:
+    """Evaluate the best plan (and, with --goodput, the goodput-optimal one) at every point of a grid of scenario
+    fields, in parallel, one row per point in --out. Ctrl-C keeps every finished row; --resume continues.
+
+    Example: prfaas-plan sweep --set deployment.local.instances=8,16 --set traffic.input_length.mu=9.5,9.9 -o rows.csv
+    Example: prfaas-plan sweep --set deployment.link.bandwidth_gbit_per_s=10,25,100 -o bw.jsonl --goodput --ttft-p90-s 5
+    Example: prfaas-plan sweep my.yaml --grid sweep.yaml -o rows.jsonl --resume --engine dask --scheduler tcp://10.0.0.1:8786
+    """
+    from prfaas_plan.optimize.sweep import SweepOptions
+
+    with handled():
+        check_finite({"--ttft-p90-s": ttft_p90_s, "--resolution-tokens": resolution_tokens, "--load": load})
+        _check_options(load, verify, ttft_p90_s, engine, scheduler)
+        options = SweepOptions(
+            resolution_tokens=resolution_tokens,
+            goodput=goodput,
+            ttft_p90_s=ttft_p90_s,
+            load_fraction=load,
+            verify=verify,
+            replications=replications,
+            requests=verify_requests,
+            seed=seed,
+        )
+        plan = _prepare(scenario, set_ or [], grid, options, out, resume)
+        summary = _execute(plan, engine, scheduler, workers)
+    if json_output:
+        emit(summary)
+        return
+    from prfaas_plan.cli.render import console
+
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary["statuses"].items())) or "nothing to do"
+    console().print(
+        f"{summary['points']:,} points ({summary['skipped']:,} already in {out}): {statuses}; "
+        f"{summary['wall_s']:.1f} s on {summary['workers']} {engine} workers "
+        f"({summary['points_per_s'] or 0:.1f} points/s) -> {out}"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    """A checked sweep: the points still to run as tasks, and where their rows go."""
+
+    tasks: list[Any]
+    points: int
+    out: str
+    kind: str
+    header: list[str]
+    resume: bool
+
+
+def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: Any, out: str, resume: bool) -> _Plan:
+    """Parse the grid, load the base scenario, check every value through the loader and the rows file, and
+    list the points not already in it. Every input error is raised here, before any point runs."""
+    from prfaas_plan.io import sweep as io_sweep
+    from prfaas_plan.io.names import resolve_scenario_path
+
+    kind = io_sweep.rows_format(out)
+    axes = [io_sweep.parse_set(option) for option in sets]
+    axes += io_sweep.load_grid_file(grid) if grid is not None else []
+    the_grid = io_sweep.make_grid(axes)
+    base, spec = io_sweep.load_base(resolve_scenario_path(scenario))
+    _check_goodput_slo(options, spec.slo.ttft_p90_s, the_grid)
+    io_sweep.check_axes(base, the_grid.axes)
+    header = io_sweep.columns(the_grid.axes, options)
+    digest = io_sweep.run_digest(base, options)
+    check_output(out, "--out")
+    if not resume and os.path.exists(out) and os.path.getsize(out) > 0:
+        raise InputError(Problem(field="--out", message=f"{out} exists: --resume continues it; or choose another"))
+    done = io_sweep.resume_ids(out, kind, header, digest) if resume else set()
+    tasks = [
+        io_sweep.PointTask(base=base, axes=the_grid.axes, params=point, options=options, digest=digest)
+        for point in the_grid.points()
+        if io_sweep.point_id(point) not in done
+    ]
+    return _Plan(tasks=tasks, points=the_grid.size, out=out, kind=kind, header=header, resume=resume)
+
+
+def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | None) -> dict[str, Any]:
+    """Run the plan's tasks on the engine, streaming each row to the rows file; the summary."""
+    from prfaas_plan.io import sweep as io_sweep
+
+    start = time.perf_counter()
+    counts: dict[str, int] = {}
+    parallel = 0
+    with io_sweep.RowsFile(plan.out, plan.kind, plan.header, append=plan.resume) as rows, ExitStack() as stack:
+
+        def record(row: dict[str, Any]) -> None:
+            rows.write(row)
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+
+        if plan.tasks:
+            executor, parallel = _executor(stack, engine, scheduler, workers)
+            _run(
+                iter(plan.tasks),
+                len(plan.tasks),
+                executor,
+                io_sweep.run_point,
+                record,
+                window=TASKS_PER_WORKER * parallel,
+            )
+    wall_s = time.perf_counter() - start
+    return {
+        "points": plan.points,
+        "skipped": plan.points - len(plan.tasks),
+        "evaluated": len(plan.tasks),
+        "statuses": counts,
+        "workers": parallel,
+        "engine": engine,
+        "wall_s": wall_s,
+        "points_per_s": len(plan.tasks) / wall_s if plan.tasks and wall_s > 0 else None,
+        "out": plan.out,
+    }
+
+
+def _check_options(
+    load: float | None, verify: bool, ttft_p90_s: float | None, engine: str, scheduler: str | None
+) -> None:
+    _check_load(load, verify)
+    _check_engine(engine, scheduler)
+    if ttft_p90_s is not None and not ttft_p90_s > 0:
+        raise InputError(Problem(field="--ttft-p90-s", message=f"must be > 0, got {ttft_p90_s}"))
+
+
+def _check_load(load: float | None, verify: bool) -> None:
+    if load is not None and not 0 < load < 1:
+        raise InputError(Problem(field="--load", message=f"must be a fraction of Λ_max in (0, 1), got {load:g}"))
+    if verify and load is None:
+        raise InputError(Problem(field="--verify", message="checks the TTFT at a load: give --load too"))
+
+
+def _check_engine(engine: str, scheduler: str | None) -> None:
+    if engine not in ("local", "dask"):
+        raise InputError(Problem(field="--engine", message=f"must be local or dask, got '{engine}'"))
+    if scheduler is not None and engine != "dask":
+        raise InputError(Problem(field="--scheduler", message="applies only with --engine dask"))
+
+
+def _check_goodput_slo(options: Any, base_slo_s: float | None, the_grid: Any) -> None:
+    """--goodput needs an SLO: the option's, the scenario's, or a swept slo.ttft_p90_s."""
+    swept = any(axis.name in ("slo", "slo.ttft_p90_s") for axis in the_grid.axes)
+    if options.goodput and options.ttft_p90_s is None and base_slo_s is None and not swept:
+        raise InputError(
+            Problem(
+                field="--goodput", message="needs a P90 TTFT SLO: give --ttft-p90-s, or slo.ttft_p90_s in the scenario"
+            )
+        )
+
+
+def _ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent, which stops the sweep and shuts them down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while the body runs (in the main thread; elsewhere signals cannot be set, nor arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _executor(stack: ExitStack, engine: str, scheduler: str | None, workers: int | None) -> tuple[Executor, int]:
+    """Local worker processes, or a Dask client's executor (a scheduler at ``scheduler``, or a local cluster of
+    single-threaded worker processes), closed by ``stack``; with how many points run at once (``workers``,
+    default the CPU count, or a remote cluster's threads)."""
+    n_workers = workers or min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
+    if engine == "local":
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # forkserver: workers fork from a clean server process, not from this one (which runs the progress bar's
+        # thread); the server imports the evaluation code once, so each worker starts in milliseconds.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(_WORKER_MODULES))
+        pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=context, initializer=_ignore_sigint)
+        stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+        return pool, n_workers
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError(
+            Problem(field="--engine dask", message="needs the optional dask extra: pip install 'prfaas-plan[dask]'")
+        ) from None
+    if scheduler is None:
+        import logging
+
+        # Worker processes started while SIGINT is ignored keep ignoring it (an ignored signal survives exec, and
+        # Python then installs no KeyboardInterrupt handler): Ctrl-C reaches this process alone, which closes the
+        # cluster, instead of every worker printing a KeyboardInterrupt traceback.
+        with _sigint_ignored():
+            cluster = stack.enter_context(
+                LocalCluster(  # type: ignore[no-untyped-call,unused-ignore]
+                    n_workers=n_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            )
+        client = stack.enter_context(Client(cluster))  # type: ignore[no-untyped-call,unused-ignore]
+    else:
+        try:
+            client = stack.enter_context(Client(scheduler, timeout=SCHEDULER_TIMEOUT_S))  # type: ignore[no-untyped-call,unused-ignore]
+        except (OSError, ValueError, TypeError) as exc:
+            raise InputError(Problem(field="--scheduler", message=f"cannot reach '{scheduler}': {exc}")) from None
+    # Closing the client with tasks in flight (after Ctrl-C) makes the scheduler and the futures' callbacks log
+    # errors about tasks nobody waits for any more; the rows file is already whole, so they are silenced.
+    stack.callback(_silence_dask_logs)
+    if scheduler is not None and workers is None:
+        n_workers = max(1, sum(client.nthreads().values()))
+    executor: Executor = client.get_executor()
+    return executor, n_workers
+
+
+def _silence_dask_logs() -> None:
+    import logging
+
+    for name in ("distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _run(
+    tasks: Iterator[Any],
+    total: int,
+    executor: Executor,
+    work: Callable[[Any], dict[str, Any]],
+    record: Callable[[dict[str, Any]], None],
+    *,
+    window: int,
+) -> None:
+    """Run ``work`` on every task with at most ``window`` in flight, passing each result to ``record`` as it
+    completes, with a progress bar on stderr when it is a terminal. On an interruption the tasks not started
+    are cancelled; the rows recorded so far stay."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    stderr = Console(stderr=True)
+    progress = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        disable=not stderr.is_terminal,
+    )
+    pending: set[Future[dict[str, Any]]] = set()
+    with progress:
+        bar = progress.add_task("sweep", total=total)
+        while True:
+            while len(pending) < window:
+                task = next(tasks, None)
+                if task is None:
+                    break
+                pending.add(executor.submit(work, task))
+            if not pending:
+                return
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                record(future.result())
+                progress.advance(bar)

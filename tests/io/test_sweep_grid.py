@@ -1,0 +1,228 @@
+"""Sweep grids, point documents and rows files (``io.sweep``): parsing, validation through the scenario loader,
+identity and resumption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prfaas_plan.errors import InputError
+from prfaas_plan.io import sweep
+from prfaas_plan.optimize.sweep import SweepOptions
+from tests.conftest import PAPER_SCENARIO
+
+
+@pytest.fixture(scope="module")
+def base() -> sweep.BaseScenario:
+    return sweep.load_base(PAPER_SCENARIO)[0]
+
+
+def _messages(exc: pytest.ExceptionInfo[InputError]) -> str:
+    return "\n".join(str(p) for p in exc.value.problems)
+
+
+def test_set_values_are_typed_scalars() -> None:
+    """Integers stay integers, numbers in any Python spelling are floats, true/false are booleans, the rest
+    strings."""
+    axis = sweep.parse_set("deployment.link.bandwidth_gbit_per_s= 10, 2.5,1e3 ,true,h200")
+    assert axis.path == ("deployment", "link", "bandwidth_gbit_per_s")
+    assert axis.values == (10, 2.5, 1000.0, True, "h200")
+    assert [type(v) for v in axis.values] == [int, float, float, bool, str]
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("a.b=nan", "must be a finite number"),
+        ("a.b=1,-inf", "must be a finite number"),
+        ("a.b=1,,2", "an empty value"),
+        ("a.b=", "an empty value"),
+        ("a.b=1,1", "given twice"),
+        ("a..b=1", "not a dotted field path"),
+        ("[0].a=1", "not a dotted field path"),
+        ("a.b", "expected PATH=VALUE"),
+        ("a.b=" + ",".join(str(i) for i in range(65)), "at most 64"),
+        ("a.b=" + "9" * 5000, "longer than 4096"),
+    ],
+)
+def test_malformed_set_options_are_input_errors(option: str, expected: str) -> None:
+    """A malformed --set is an InputError naming the option, never a crash."""
+    with pytest.raises(InputError) as exc:
+        sweep.parse_set(option)
+    assert expected in _messages(exc)
+    assert all(p.field is not None and p.field.startswith("--set") for p in exc.value.problems)
+
+
+def test_paths_take_dots_and_list_indices() -> None:
+    """``a.b[2].c`` indexes a list; ``a.b.2.c`` keeps the part as text until a document decides."""
+    assert sweep.parse_path("cost.link.ports[1].usd_per_hour") == ("cost", "link", "ports", 1, "usd_per_hour")
+    assert sweep.parse_path("cost.link.ports.1.usd_per_hour") == ("cost", "link", "ports", "1", "usd_per_hour")
+    for bad in ("", ".a", "a.", "a[x]", "a[1]b", "a b.c["):
+        assert sweep.parse_path(bad) is None, bad
+
+
+def test_grid_is_the_product_and_is_bounded() -> None:
+    """Points are the product of the axes; overlapping fields and grids over MAX_POINTS are refused."""
+    grid = sweep.make_grid([sweep.parse_set("a.b=1,2,3"), sweep.parse_set("c=x,y")])
+    assert grid.size == 6
+    points = list(grid.points())
+    assert points[0] == {"a.b": 1, "c": "x"} and points[-1] == {"a.b": 3, "c": "y"}
+    with pytest.raises(InputError, match="overlaps"):
+        sweep.make_grid([sweep.parse_set("a.b=1"), sweep.parse_set("a.b.c=2")])
+    with pytest.raises(InputError, match="overlaps"):
+        sweep.make_grid([sweep.parse_set("a[1]=1"), sweep.parse_set("a.1=2")])
+    values = ",".join(str(i) for i in range(64))
+    with pytest.raises(InputError, match="262,144 points, at most 100,000"):
+        sweep.make_grid([sweep.parse_set(f"{k}={values}") for k in "abc"])
+    with pytest.raises(InputError, match="nothing to sweep"):
+        sweep.make_grid([])
+
+
+def test_edits_copy_create_and_index() -> None:
+    """Edits never touch the base; they create missing mappings, index lists, and refuse to walk through a
+    single value or past a list's end."""
+    data = {"a": {"b": 1, "l": [{"x": 1}, {"x": 2}]}, "empty": None}
+    out = sweep.apply_edits(data, {("a", "b"): 2, ("a", "l", "1", "x"): 5, ("empty", "k"): 3, ("new", "k"): 4})
+    assert out == {"a": {"b": 2, "l": [{"x": 1}, {"x": 5}]}, "empty": {"k": 3}, "new": {"k": 4}}
+    assert data == {"a": {"b": 1, "l": [{"x": 1}, {"x": 2}]}, "empty": None}
+    with pytest.raises(ValueError, match=r"a\.b is a single value"):
+        sweep.apply_edits(data, {("a", "b", "c"): 1})
+    with pytest.raises(ValueError, match="list of 2 items"):
+        sweep.apply_edits(data, {("a", "l", 2, "x"): 1})
+
+
+def test_each_value_is_checked_by_the_scenario_loader(base: sweep.BaseScenario) -> None:
+    """Every value the loader would reject is reported against its --set, with the loader's message (and
+    suggestion), before any point runs."""
+    axes = [
+        sweep.parse_set("deployment.link.bandwith_gbit_per_s=10"),
+        sweep.parse_set("deployment.local.instances=8,1"),
+        sweep.parse_set("deployment.prfaas.hardware=h200,h300"),
+    ]
+    with pytest.raises(InputError) as exc:
+        sweep.check_axes(base, axes)
+    text = _messages(exc)
+    assert "--set deployment.link.bandwith_gbit_per_s=10: unknown key 'bandwith_gbit_per_s' (did you mean" in text
+    assert "--set deployment.local.instances=1: must be >= 2" in text
+    assert "--set deployment.prfaas.hardware=h300: no hardware profile named 'h300'" in text
+    assert "instances=8:" not in text and "hardware=h200:" not in text
+
+
+def test_valid_axes_pass(base: sweep.BaseScenario) -> None:
+    """Fields of every kind can be swept: bandwidth, lengths, pool sizes, prices (a new mapping), list items."""
+    sweep.check_axes(
+        base,
+        [
+            sweep.parse_set("deployment.link.bandwidth_gbit_per_s=10,25.5"),
+            sweep.parse_set("traffic.input_length.mu=9.5,9.9"),
+            sweep.parse_set("deployment.local.instances=8,16"),
+            sweep.parse_set("cost.gpu_usd_per_hour.h20=2,3"),
+            sweep.parse_set("cost.link.ports[1].usd_per_hour=3"),
+        ],
+    )
+
+
+def test_point_scenario_has_the_edits(base: sweep.BaseScenario) -> None:
+    """A point's scenario is the base with its values, validated into the frozen spec."""
+    axes = (
+        sweep.parse_set("deployment.link.bandwidth_gbit_per_s=25"),
+        sweep.parse_set("deployment.local.instances=12"),
+    )
+    scenario = sweep.load_point(
+        base, axes, {"deployment.link.bandwidth_gbit_per_s": 25, "deployment.local.instances": 12}
+    )
+    assert scenario.link.bandwidth_bytes_per_s == pytest.approx(25e9 / 8)
+    assert scenario.local.instances == 12
+    assert scenario.prfaas.instances == 4
+
+
+def test_grid_file_is_validated_with_lines(tmp_path: Path, base: sweep.BaseScenario) -> None:
+    """A sweep file's problems carry its name, line and field, its values may be mappings, and a value the
+    loader rejects is reported at its line."""
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "set:\n"
+        "  deployment.link.bandwidth_gbit_per_s: [10, 100]\n"
+        "  traffic.output_length:\n"
+        "    - {distribution: fixed, tokens: 512}\n"
+        "    - {distribution: fixed, tokens: 1024}\n"
+        "  slo.decode_tokens_per_s: 40\n"
+    )
+    axes = sweep.load_grid_file(good)
+    assert [a.name for a in axes] == [
+        "deployment.link.bandwidth_gbit_per_s",
+        "traffic.output_length",
+        "slo.decode_tokens_per_s",
+    ]
+    assert sweep.make_grid(axes).size == 4
+    sweep.check_axes(base, axes)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("set:\n  a..b: [1]\n  c: []\n  d: [1, .nan]\n  e: [2, 2]\n  f: 1\nextra: 1\n")
+    with pytest.raises(InputError) as exc:
+        sweep.load_grid_file(bad)
+    text = _messages(exc)
+    for expected in (
+        "bad.yaml:2 set.a..b: not a dotted field path",
+        "bad.yaml:3 set.c: must not be empty",
+        "bad.yaml:4 set.d[1]: must be a finite number",
+        "bad.yaml:5 set.e[1]: 2 given twice",
+        "bad.yaml:7 extra: unknown key",
+    ):
+        assert expected in text
+    rejected = tmp_path / "rejected.yaml"
+    rejected.write_text("set:\n  deployment.link.bandwidth_gbit_per_s:\n    - 10\n    - -4\n")
+    with pytest.raises(InputError) as exc:
+        sweep.check_axes(base, sweep.load_grid_file(rejected))
+    assert "rejected.yaml:4 set.deployment.link.bandwidth_gbit_per_s[1]: must be > 0" in _messages(exc)
+
+
+def test_point_id_is_stable_and_order_free() -> None:
+    """The id depends on the values by field, not on the order the fields were given in."""
+    a = sweep.point_id({"x.y": 1, "z": "h200"})
+    assert a == sweep.point_id({"z": "h200", "x.y": 1})
+    assert a != sweep.point_id({"x.y": 2, "z": "h200"})
+    assert len(a) == 16
+
+
+def test_run_digest_depends_on_options(base: sweep.BaseScenario) -> None:
+    """Rows computed with other options never share a file."""
+    assert sweep.run_digest(base, SweepOptions()) != sweep.run_digest(base, SweepOptions(goodput=True))
+
+
+def test_resume_drops_a_partial_last_line(tmp_path: Path) -> None:
+    """A line cut by a kill is removed from the file; the complete rows' ids are returned."""
+    out = tmp_path / "rows.jsonl"
+    rows = [{"point_id": f"p{i}", "run_digest": "d", "status": "ok"} for i in range(3)]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"point_id": "p3", "run_di')
+    assert sweep.resume_ids(str(out), "jsonl", [], "d") == {"p0", "p1", "p2"}
+    assert out.read_text().endswith('"ok"}\n')
+    with pytest.raises(InputError, match="another sweep"):
+        sweep.resume_ids(str(out), "jsonl", [], "other")
+    out.write_text("not json\n")
+    with pytest.raises(InputError, match=r"rows\.jsonl:1: not a row"):
+        sweep.resume_ids(str(out), "jsonl", [], "d")
+    assert sweep.resume_ids(str(tmp_path / "absent.jsonl"), "jsonl", [], "d") == set()
+
+
+def test_csv_rows_resume_and_stay_on_one_line(tmp_path: Path) -> None:
+    """CSV rows keep every cell on one line (so a partial last line is detectable) and resume checks the
+    header."""
+    out = tmp_path / "rows.csv"
+    header = ["point_id", "run_digest", "a", "status", "reason"]
+    with sweep.RowsFile(str(out), "csv", header, append=False) as rows:
+        rows.write({"point_id": "p0", "run_digest": "d", "params": {"a": "x\ny"}, "status": "ok", "reason": None})
+        rows.write({"point_id": "p1", "run_digest": "d", "params": {"a": [1, 2]}, "status": "invalid", "reason": "r"})
+    lines = out.read_text().splitlines()
+    assert lines == ["point_id,run_digest,a,status,reason", "p0,d,x\\ny,ok,", 'p1,d,"[1,2]",invalid,r']
+    assert sweep.resume_ids(str(out), "csv", header, "d") == {"p0", "p1"}
+    with pytest.raises(InputError, match="header differs"):
+        sweep.resume_ids(str(out), "csv", [*header, "more"], "d")
+
+
+def test_rows_format_from_the_name() -> None:
+    """Only .jsonl (or .ndjson) and .csv files are rows files."""
+    assert sweep.rows_format("a.JSONL") == "jsonl" and sweep.rows_format("b.csv") == "csv"
+    with pytest.raises(InputError, match="--out"):
+        sweep.rows_format("rows.json")
