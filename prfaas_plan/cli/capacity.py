@@ -214,10 +214,21 @@ def _simulated_p90(model: Any, best: Any, target: Any, spec: Any) -> dict[str, A
         "closed_form_p90_s": closed,
         "simulated_p90_s": figure.value,
         "simulated_p90_half_width_s": figure.half_width if math.isfinite(figure.half_width) else None,
-        "meets_slo_in_simulation": figure.value <= target.ttft_slo_s,
+        "simulation_verdict": _verdict(figure.value, figure.half_width, target.ttft_slo_s),
         "replications": check.simulated.replications,
         "requests": check.simulated.requests,
     }
+
+
+def _verdict(value: float, half_width: float, slo_s: float) -> str:
+    """'meets' when the whole 95 % interval is within the SLO, 'misses' when it is all beyond, else
+    'undecided' (the SLO lies inside the interval: more replications would tell)."""
+    spread = half_width if math.isfinite(half_width) else 0.0
+    if value + spread <= slo_s:
+        return "meets"
+    if value - spread > slo_s:
+        return "misses"
+    return "undecided"
 
 
 def cost(

@@ -106,7 +106,11 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
             + (f" ± {hw:.2f}" if hw is not None else "")
             + f" (closed form {check['closed_form_p90_s']:.2f} s; {check['replications']} × "
             f"{check['requests']:,} requests): "
-            + ("meets the SLO." if check["meets_slo_in_simulation"] else "[bold red]misses the SLO[/bold red]."),
+            + {
+                "meets": "meets the SLO.",
+                "misses": "[bold red]misses the SLO[/bold red].",
+                "undecided": "[yellow]the SLO lies inside the interval: at the SLO within simulation noise.[/yellow]",
+            }[check["simulation_verdict"]],
         )
     out.print(
         "Goodput is the closed form's (latency.goodput); prices: "
