@@ -19,6 +19,7 @@ LAYERS = [
     "latency",
     "optimize",
     "sim",
+    "review",
     "io",
     "cli",
 ]

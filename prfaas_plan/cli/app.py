@@ -12,6 +12,7 @@ from prfaas_plan.cli.common import emit as _emit
 from prfaas_plan.cli.common import handled as _handled
 from prfaas_plan.cli.kv import kv
 from prfaas_plan.cli.model import model_app
+from prfaas_plan.cli.review import review
 from prfaas_plan.cli.simulate import simulate
 from prfaas_plan.cli.sweep import sweep
 from prfaas_plan.cli.validate import validate_app
@@ -400,6 +401,7 @@ app.command()(size)
 app.command()(cost)
 app.command()(matrix)
 app.command()(headroom)
+app.command()(review)
 app.command()(sweep)
 
 

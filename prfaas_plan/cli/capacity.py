@@ -42,7 +42,7 @@ def _bandwidths(text: str | None) -> list[float] | None:
     return values
 
 
-def _target(spec: Any, rate: float | None, ttft_p90_s: float | None) -> Any:
+def target_option(spec: Any, rate: float | None, ttft_p90_s: float | None) -> Any:
     from prfaas_plan.spec.cost import Target
 
     goal = spec.target
@@ -137,7 +137,7 @@ def size(
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
         given = _bandwidths(bandwidths)
         spec = load_scenario(resolve_scenario_path(scenario))
-        target = _target(spec, rate, ttft_p90_s)
+        target = target_option(spec, rate, ttft_p90_s)
         prices = _priced(spec)
         model = stage_model(spec)
         space = default_search_space(
@@ -272,7 +272,7 @@ def cost(
     print_cost(spec, result)
 
 
-def _names(text: str, flag: str) -> list[str]:
+def hardware_names(text: str, flag: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise InputError(Problem(field=flag, message="expected comma-separated hardware names"))
@@ -300,46 +300,21 @@ def matrix(
     from dataclasses import replace
 
     from prfaas_plan.io.capacity_report import matrix_to_dict
-    from prfaas_plan.io.matrix import matrix_cells
+    from prfaas_plan.io.matrix import matrix_inputs
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
-    from prfaas_plan.optimize.cost import unit_prices
-    from prfaas_plan.optimize.matrix import CellInput, hardware_matrix
-    from prfaas_plan.throughput import stage_model
+    from prfaas_plan.optimize.matrix import hardware_matrix
 
     with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
         spec = load_scenario(resolve_scenario_path(scenario))
-        target = _target(spec, rate, ttft_p90_s)
-        inputs = []
+        target = target_option(spec, rate, ttft_p90_s)
         try:
-            cells = matrix_cells(spec, _names(prefill, "--prefill"), _names(local, "--local"))
+            inputs = matrix_inputs(spec, hardware_names(prefill, "--prefill"), hardware_names(local, "--local"))
         except InputError as exc:  # the library names its arguments; the command names its flags
             raise InputError(
                 [replace(p, field=f"--{p.field}") if p.field in ("prefill", "local") else p for p in exc.problems]
             ) from None
-        for cell in cells:
-            model, prices, reason = None, None, cell.reason
-            if cell.scenario is not None:
-                try:
-                    model = stage_model(cell.scenario)
-                except InfeasibleError as exc:
-                    reason = "; ".join(exc.reasons)
-                prices = unit_prices(cell.scenario)
-                if reason is None and not prices.complete:
-                    reason = "no price: " + "; ".join(v for v in prices.sources.values() if v.startswith("no price"))
-                    model = None
-            inputs.append(
-                CellInput(
-                    prefill=cell.prefill,
-                    local=cell.local,
-                    model=model if reason is None else None,
-                    prices=prices,
-                    reason=reason,
-                    prefill_provenance=cell.prefill_provenance,
-                    local_provenance=cell.local_provenance,
-                )
-            )
         result = hardware_matrix(inputs, target, decode_service_scv=spec.traffic.output_length.scv)
         payload = {"scenario": spec.name, **matrix_to_dict(result)}
     if json_output:
@@ -387,7 +362,7 @@ def headroom(
     with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s, "--step": step})
         spec = load_scenario(resolve_scenario_path(scenario))
-        target = _target(spec, rate, ttft_p90_s)
+        target = target_option(spec, rate, ttft_p90_s)
         prices = _priced(spec)
         model = stage_model(spec)
         scv = spec.traffic.output_length.scv

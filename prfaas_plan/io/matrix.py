@@ -11,15 +11,19 @@ Per pool, in order of preference:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.names import load_named_hardware
 from prfaas_plan.io.paths import builtin_root
+from prfaas_plan.optimize.cost import unit_prices
+from prfaas_plan.optimize.matrix import CellInput
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
 from prfaas_plan.spec.scenario import Pool, Scenario
+from prfaas_plan.throughput import stage_model
 
 #: At most this many hardware names per axis of the matrix.
 MAX_AXIS = 16
@@ -118,3 +122,31 @@ def matrix_cells(spec: Scenario, prefill: list[str], local: list[str]) -> list[M
                 )
             )
     return cells
+
+
+def matrix_inputs(scenario: Scenario, prefill: Sequence[str], local: Sequence[str]) -> list[CellInput]:
+    """The hardware matrix's cells: each (prefill, local) pair's stage model and prices, or why it has none.
+    Raises InputError naming ``prefill`` or ``local`` for an unknown hardware name."""
+    inputs = []
+    for cell in matrix_cells(scenario, list(prefill), list(local)):
+        model, prices, reason = None, None, cell.reason
+        if cell.scenario is not None:
+            try:
+                model = stage_model(cell.scenario)
+            except InfeasibleError as exc:
+                reason = "; ".join(exc.reasons)
+            prices = unit_prices(cell.scenario)
+            if reason is None and not prices.complete:
+                reason = "no price: " + "; ".join(v for v in prices.sources.values() if v.startswith("no price"))
+        inputs.append(
+            CellInput(
+                prefill=cell.prefill,
+                local=cell.local,
+                model=model if reason is None else None,
+                prices=prices,
+                reason=reason,
+                prefill_provenance=cell.prefill_provenance,
+                local_provenance=cell.local_provenance,
+            )
+        )
+    return inputs

@@ -33,12 +33,7 @@ from prfaas_plan.io.limits import (
     MIN_TOKENS,
 )
 from prfaas_plan.io.models import load_model_card
-from prfaas_plan.io.names import (  # the last four moved to io.names; re-exported while callers move
-    HARDWARE_DIRS,
-    MODEL_DIRS,
-    resolve_reference,
-    rising,
-)
+from prfaas_plan.io.names import HARDWARE_DIRS, MODEL_DIRS, resolve_reference, rising
 from prfaas_plan.io.names import (
     load_named_hardware as load_named_hardware,
 )

@@ -305,7 +305,9 @@ def test_azure_bad_rows_are_all_reported(tmp_path: Path) -> None:
     assert len(problems) == 7
 
 
-def test_a_trace_file_over_the_size_limit_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trace_file_over_the_size_limit_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from prfaas_plan.io import traces
 
     path = tmp_path / "big.jsonl"

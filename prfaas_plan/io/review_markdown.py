@@ -1,0 +1,193 @@
+"""report.md of a capacity review: a summary a manager reads in a minute, then every table (from
+``io.review_report``) with the provenance of its figures, and each figure after the table it illustrates."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from prfaas_plan.io.review_report import Table, provenance_kind
+from prfaas_plan.review import SCHEMA_VERSION, Review
+from prfaas_plan.units import GBIT_PER_S
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _md_cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "—"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}" if abs(value) < 0.01 else f"{value:.2f}"
+    return str(value).replace("|", "\\|")
+
+
+def _md_table(table: Table, max_rows: int = 40) -> list[str]:
+    """A Markdown table; a wide table of a few rows is shown transposed (one column per row), as people read
+    a comparison; a long one is thinned to ``max_rows`` (its CSV has every row)."""
+    if len(table.rows) <= 4 and len(table.columns) > 8:
+        head = ["", *(_md_cell(row[0]) for row in table.rows)]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for i, column in enumerate(table.columns[1:], start=1):
+            lines.append("| " + " | ".join([column, *(_md_cell(row[i]) for row in table.rows)]) + " |")
+        return lines
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    rows = table.rows
+    step = max(1, math.ceil(len(rows) / max_rows))
+    for row in rows[::step]:
+        lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
+    if step > 1:
+        lines.append("")
+        lines.append(f"Every {step}th of {len(rows)} rows; `{table.name}.csv` has them all.")
+    return lines
+
+
+def _loaded_line(r: Review) -> str:
+    """The plan's P90 TTFT at the review's load, closed form beside simulation."""
+    check = r.loaded.checks["plan"]
+    head = f"- **Under load** ({r.loaded.basis}): "
+    if not check.closed.stable:
+        plan = r.comparison.plan
+        return head + (
+            f"the plan is **unstable** ({check.closed.unstable_stage} saturates): {check.rate_req_per_s:g} req/s is "
+            f"past its stability limit, {_md_cell(plan.stability_limit_req_per_s)} req/s (Λ_max "
+            f"{plan.throughput_req_per_s:.2f}); the TTFT-against-load figure has the simulation check below it."
+        )
+    line = head + f"P90 TTFT {_md_cell(check.figure_closed('overall', 'p90'))} s by the closed form"
+    if check.simulated is None:
+        return line + " (not simulated)."
+    fig = check.simulated.figures["overall"]["p90"]
+    line += f", {fig.value:.2f} ± {_num(fig.half_width) or 0:.2f} s simulated"
+    overall = [d for d in check.disagreements if d.startswith("overall")]
+    if not check.disagreements:
+        return line + "; the two agree at P50, P90 and P99."
+    if not overall:
+        return line + "; they agree overall (one route's percentiles differ: see the loaded table)."
+    return line + f"; **they disagree** at {'; '.join(overall)} (the verdicts use the simulation)."
+
+
+def _summary(r: Review) -> list[str]:
+    """The one-minute summary: the decision, whether the target is met, what it costs and what could break."""
+    spec, c = r.scenario, r.comparison
+    plan = c.plan
+    out = [
+        f"- **Run** t = {plan.threshold_tokens:,.0f} tokens with {plan.n_prfaas} PrfaaS instances and a local split of "
+        f"{plan.n_pd_prefill} prefill / {plan.n_pd_decode} decode: **Λ_max = {plan.throughput_req_per_s:.2f} req/s**, "
+        f"{plan.throughput_req_per_s / c.homogeneous_pd.throughput_req_per_s:.2f}× homogeneous PD "
+        f"({c.homogeneous_pd.throughput_req_per_s:.2f}) and "
+        f"{plan.throughput_req_per_s / c.naive_heterogeneous.throughput_req_per_s:.2f}× naive offload "
+        f"({c.naive_heterogeneous.throughput_req_per_s:.2f}); bound by {' + '.join(plan.binding)}.",
+        f"- **Link**: {plan.offload_fraction:.0%} of requests offloaded, egress "
+        f"{plan.egress_bytes_per_s / GBIT_PER_S:.1f} Gbit/s at Λ_max = {plan.link_utilization:.0%} of the "
+        f"{spec.link.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s link.",
+    ]
+    out.append(_loaded_line(r))
+    if r.sizing is not None and r.target is not None:
+        own, target = r.sizing.own, r.target
+        meets = own.goodput_req_per_s >= target.rate_req_per_s
+        out.append(
+            f"- **Target** {target.rate_req_per_s:g} req/s within P90 TTFT <= {target.ttft_slo_s:g} s: "
+            "the deployment as "
+            f"given carries up to {own.goodput_req_per_s:.2f} req/s within the SLO, so it "
+            + ("**meets** the target." if meets else "**misses** the target.")
+        )
+        best, homog = r.sizing.sizing.prfaas_pd, r.sizing.sizing.homogeneous_pd
+        if best is not None:
+            text = (
+                f"- **Cheapest to meet it**: {best.n_prfaas} PrfaaS + {best.n_local} local instances on a "
+                f"{best.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s link, ${best.usd_per_hour:,.0f}/h"
+            )
+            if homog is not None:
+                text += f" against ${homog.usd_per_hour:,.0f}/h for homogeneous PD ({homog.n_local} instances)"
+            else:
+                why = [x for x in r.sizing.sizing.reasons if x.startswith("homogeneous")]
+                text += "; homogeneous PD cannot meet it" + (f" ({why[0].split(': ', 1)[-1]})" if why else "")
+            out.append(text + ".")
+        else:
+            out.append("- **No deployment in the search space meets it**: " + "; ".join(r.sizing.sizing.reasons) + ".")
+    elif r.goodput is not None:
+        g = r.goodput
+        out.append(
+            f"- **Goodput** within P{g.quantile * 100:g} TTFT <= {g.ttft_slo_s:g} s: "
+            f"{g.plan.goodput.rate_req_per_s:.2f} "
+            f"req/s (homogeneous PD {g.homogeneous_pd.goodput.rate_req_per_s:.2f})."
+        )
+    if r.tornado is not None and r.tornado.bars:
+        bar = r.tornado.bars[0]
+        out.append(
+            f"- **Most sensitive to** {bar.input}: ±{r.tornado.step:.0%} moves goodput between "
+            f"{min(bar.goodput_req_per_s):.2f} and {max(bar.goodput_req_per_s):.2f} req/s "
+            f"(base {r.tornado.goodput_req_per_s:.2f})."
+        )
+    if r.n_minus_one is not None:
+        lost = [f.case for f in r.n_minus_one if f.case != "intact" and not f.carries_target]
+        intact = next((f for f in r.n_minus_one if f.case == "intact"), None)
+        if intact is not None and not intact.carries_target:
+            out.append(
+                "- **N-1**: the deployment misses the target even intact; with one failure its goodput falls to "
+                + ", ".join(
+                    f"{f.carried.goodput_req_per_s:.2f} ({f.case})" for f in r.n_minus_one if f.case != "intact"
+                )
+                + " req/s."
+            )
+        else:
+            out.append(
+                "- **N-1**: "
+                + (
+                    "every single failure still carries the target."
+                    if not lost
+                    else f"the target is lost with: {', '.join(lost)}."
+                )
+            )
+    kinds = sorted(
+        {provenance_kind(v) for k, v in r.provenance.items() if not k.startswith("GPU-hour") and k != "link"}
+    )
+    out.append(f"- **Evidence**: the stage model's inputs are {', '.join(kinds)} (see Provenance).")
+    if r.skipped:
+        out.append("- **Not in this review**: " + "; ".join(f"{k} ({v})" for k, v in r.skipped.items()) + ".")
+    return out
+
+
+def report_markdown(r: Review, tables: Sequence[Table], figures: Sequence[tuple[str, str, str]]) -> str:
+    """report.md: the summary, then each table with its provenance, the figures (file, caption, provenance)
+    after the table they illustrate."""
+    spec = r.scenario
+    lines = [f"# Capacity review: {spec.name}", ""]
+    if spec.description:
+        lines += [spec.description, ""]
+    lines += ["## Summary", "", *_summary(r), ""]
+    by_table = {
+        "split_sweep": ("fig5a_split",),
+        "threshold_sweep": ("fig5b_threshold", "egress_vs_threshold"),
+        "ttft_vs_load": ("ttft_vs_load",),
+        "cost_goodput_frontier": ("cost_goodput_pareto",),
+        "tornado": ("tornado",),
+    }
+    figure_of = {f[0].removesuffix(".png"): f for f in figures}
+    lines += ["## Tables", ""]
+    for table in tables:
+        lines += [f"### {table.title}", "", f"Provenance: {table.provenance}. CSV: `{table.name}.csv`.", ""]
+        lines += _md_table(table)
+        lines.append("")
+        for stem in by_table.get(table.name, ()):
+            if stem in figure_of:
+                name, caption, provenance = figure_of[stem]
+                lines += [f"![{caption}]({name})", "", f"*{caption}* Provenance: {provenance}.", ""]
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in r.timings_s.items())
+    lines += [
+        "## About this review",
+        "",
+        f"Scenario file: `{spec.file}`. Schema version {SCHEMA_VERSION}. Wall time per part: {timings}.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,605 @@
+"""A whole capacity review of one scenario in one frozen result: the best plan beside the baselines, the
+paper's Fig. 5 sweeps, TTFT under load (closed form checked by simulation), goodput, sizing to the scenario's
+target, cost, hardware alternatives, sensitivity and N-1.
+
+Each part is optional: it is computed when the scenario gives its inputs (an SLO, a target rate, prices) and
+the options ask for it; otherwise it is None and ``Review.skipped`` says why. This module sits between
+``io`` (it builds the hardware matrix's scenarios through ``io.matrix``) and ``cli``; it never prints and
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+import numpy as np
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.optimize import Comparison, GoodputComparison, compare, compare_goodput
+from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, unit_prices
+from prfaas_plan.optimize.economics import CostComparison, cost_comparison
+from prfaas_plan.optimize.headroom import Failure, Tornado, n_minus_one, tornado
+from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matrix, pareto
+from prfaas_plan.optimize.sizing import BandwidthKnee, Carried, Sizing, bandwidth_knee, default_search_space, max_rate
+from prfaas_plan.optimize.sizing import size as size_deployment
+from prfaas_plan.sim.closed_form import Traffic
+from prfaas_plan.sim.verify import LoadedCheck, VerifyOptions, check_loaded, check_plans
+from prfaas_plan.spec.cost import Target
+from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.throughput import (
+    STAGES,
+    StageModel,
+    egress_bytes_per_s,
+    max_throughput,
+    routing,
+    stage_bounds,
+    stage_model,
+    stage_throughputs,
+)
+from prfaas_plan.units import GBIT_PER_S
+
+#: Version of the review's machine-readable layout (review.json); bumped when a key changes meaning.
+SCHEMA_VERSION = "1"
+#: Loads (fractions of the plan's Λ_max) of the closed-form TTFT curve: the lines of the TTFT-vs-load plot.
+CURVE_FRACTIONS = tuple(round(0.05 * k, 2) for k in range(1, 20))
+#: Loads at which the simulator checks the curve: the points, with 95 % intervals.
+SIMULATED_FRACTIONS = (0.3, 0.5, 0.7, 0.85)
+SIMULATED_FRACTIONS_QUICK = (0.5, 0.8)
+#: Load at which the plan and both baselines are compared when the scenario has no target rate.
+DEFAULT_LOAD_FRACTION = 0.7
+#: Thresholds of the Fig. 5b and egress sweeps (quantile-spaced over the length distribution).
+THRESHOLD_POINTS = 241
+#: The hardware matrix's default axes: the scenario's own pair and one alternative on each side (each cell is a
+#: whole sizing, about 10-20 s on two cores: see ``ReviewOptions.matrix``).
+MATRIX_PREFILL = ("h200", "b200")
+MATRIX_LOCAL = ("h20", "h100")
+#: The given deployment's neighbours on the cost-goodput plane: (ΔN_prfaas, ΔN_local), same hardware and link.
+#: Each costs one goodput search (about 0.5-1 s).
+FRONTIER_NEIGHBOURS = ((-1, 0), (1, 0), (2, 0), (0, -2), (0, 2), (1, 2), (2, 4))
+#: Simulated realisations of the sized deployment's P90 TTFT check (as the ``size`` command).
+SIZING_CHECK_REPLICATIONS = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewOptions:
+    """What the review computes and how hard it checks.
+
+    ``verify``: simulation settings (``verify.verify`` False keeps the closed forms alone). ``quick``: fewer
+    simulated loads, a coarser threshold resolution in the sensitivity and N-1 searches. ``matrix``: the
+    (prefill, local) hardware names of the alternatives, or None to skip them. ``sensitivity``: run the
+    tornado. ``tornado_step``: relative move of each input in it.
+    """
+
+    verify: VerifyOptions = field(default_factory=lambda: VerifyOptions(replications=5, requests=10_000))
+    quick: bool = False
+    matrix: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    sensitivity: bool = True
+    tornado_step: float = 0.2
+    resolution_tokens: float = 10.0
+
+    @property
+    def headroom_resolution_tokens(self) -> float:
+        """Threshold resolution of the tornado and N-1 re-optimisations (tokens)."""
+        return 256.0 if self.quick else 64.0
+
+    @property
+    def simulated_fractions(self) -> tuple[float, ...]:
+        """Loads at which the TTFT curve is simulated (fractions of Λ_max)."""
+        return SIMULATED_FRACTIONS_QUICK if self.quick else SIMULATED_FRACTIONS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SplitSweep:
+    """Fig. 5a: Λ_max and each stage's bound on Λ (req/s) against N_p at a fixed threshold t (tokens)."""
+
+    threshold_tokens: float
+    n_pd_prefill: tuple[int, ...]
+    throughput_req_per_s: tuple[float, ...]
+    #: stage -> bound per N_p (req/s; inf where the stage receives no traffic).
+    stage_bound_req_per_s: Mapping[str, tuple[float, ...]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThresholdSweep:
+    """Fig. 5b and the egress sweep: against the threshold t at a fixed split N_p, Λ_max and each stage's
+    bound (req/s), the offload fraction p, the egress at Λ_max and at the target rate (bytes/s; None without
+    a target, NaN where the target exceeds Λ_max) and the link's bandwidth (bytes/s)."""
+
+    n_pd_prefill: int
+    threshold_tokens: tuple[float, ...]
+    throughput_req_per_s: tuple[float, ...]
+    stage_bound_req_per_s: Mapping[str, tuple[float, ...]]
+    offload_fraction: tuple[float, ...]
+    egress_at_max_bytes_per_s: tuple[float, ...]
+    egress_at_target_bytes_per_s: tuple[float, ...] | None
+    link_bandwidth_bytes_per_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadCurve:
+    """The optimised plan's TTFT against load: closed form at ``CURVE_FRACTIONS`` (the lines) and, where
+    simulation is on, closed form and simulation side by side at the simulated loads (the points)."""
+
+    max_throughput_req_per_s: float
+    closed: tuple[LoadedCheck, ...]
+    simulated: tuple[LoadedCheck, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Loaded:
+    """The plan and both baselines at one offered load (``check_plans``; only the plan is simulated)."""
+
+    basis: str
+    checks: Mapping[str, LoadedCheck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SizingPart:
+    """Sizing to the target: the cheapest deployments, the scenario's own deployment's largest rate within the
+    SLO, the link sizes' effect on the sized deployment, and its P90 TTFT at the target by simulation."""
+
+    sizing: Sizing
+    own: Carried
+    knee: BandwidthKnee | None
+    check: LoadedCheck | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostPoint:
+    """One deployment on the cost-goodput plane: hourly cost at the target rate (USD/h; GPUs, link and egress)
+    and goodput (req/s). The label's first word is its short name (N_prfaas+N_local, or the hardware pair)."""
+
+    label: str
+    #: Where it comes from: "given" (the scenario's deployment), "scaled" (it with more or fewer instances),
+    #: "sizing" or "matrix".
+    source: str
+    usd_per_hour: float
+    goodput_req_per_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frontier:
+    """Every priced deployment the review found and the Pareto frontier among them (indices, cheapest first)."""
+
+    points: tuple[CostPoint, ...]
+    pareto: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Review:
+    """Everything a capacity review found; a part is None when ``skipped`` names it with the reason."""
+
+    scenario: Scenario
+    options: ReviewOptions
+    target: Target | None
+    ttft_slo_s: float | None
+    comparison: Comparison
+    split_sweep: SplitSweep
+    threshold_sweep: ThresholdSweep
+    loaded: Loaded
+    load_curve: LoadCurve
+    goodput: GoodputComparison | None
+    sizing: SizingPart | None
+    cost: CostComparison | None
+    matrix: HardwareMatrix | None
+    frontier: Frontier | None
+    tornado: Tornado | None
+    n_minus_one: tuple[Failure, ...] | None
+    prices: UnitPrices
+    #: part -> why it was not computed.
+    skipped: Mapping[str, str]
+    #: part -> wall-clock seconds it took.
+    timings_s: Mapping[str, float]
+    #: quantity -> provenance line (the stage model's sources, then the prices').
+    provenance: Mapping[str, str]
+
+
+T = TypeVar("T")
+
+
+def split_sweep(model: StageModel, threshold_tokens: float) -> SplitSweep:
+    """Λ_max (Eq. 6) and each stage's bound for every N_p in 1..N_local-1 at threshold t (paper Fig. 5a)."""
+    n_p = np.arange(1, model.n_local, dtype=np.float64)
+    route = routing(model.lengths, threshold_tokens)
+    bounds = stage_bounds(stage_throughputs(model, route, n_p), route)
+    lam = max_throughput(bounds)
+    return SplitSweep(
+        threshold_tokens=float(threshold_tokens),
+        n_pd_prefill=tuple(int(v) for v in n_p),
+        throughput_req_per_s=tuple(float(v) for v in np.broadcast_to(lam, n_p.shape)),
+        stage_bound_req_per_s={s: tuple(float(v) for v in np.broadcast_to(bounds[s], n_p.shape)) for s in STAGES},
+    )
+
+
+def threshold_sweep(
+    model: StageModel, n_pd_prefill: int, target_rate_req_per_s: float | None, points: int = THRESHOLD_POINTS
+) -> ThresholdSweep:
+    """Λ_max, stage bounds, p and egress against t at split N_p (paper Fig. 5b; egress as in §4.3.1).
+
+    The thresholds are quantiles of the length distribution (0.1 %..99.9 %, so that each part of the curve
+    carries the same share of requests), with the support's ends added."""
+    lengths = model.lengths
+    q = np.asarray(lengths.quantile(np.linspace(0.001, 0.999, points - 2)), dtype=np.float64)
+    t = np.unique(np.concatenate([[lengths.lower_tokens], q, [lengths.upper_tokens]]))
+    route = routing(lengths, t)
+    bounds = stage_bounds(stage_throughputs(model, route, n_pd_prefill), route)
+    lam = max_throughput(bounds)
+    at_max = egress_bytes_per_s(model, route, lam)
+    at_target = None
+    if target_rate_req_per_s is not None:
+        egress = egress_bytes_per_s(model, route, target_rate_req_per_s)
+        at_target = tuple(
+            float(e) if target_rate_req_per_s <= m else math.nan for e, m in zip(egress, lam, strict=True)
+        )
+    return ThresholdSweep(
+        n_pd_prefill=n_pd_prefill,
+        threshold_tokens=tuple(float(v) for v in t),
+        throughput_req_per_s=tuple(float(v) for v in lam),
+        stage_bound_req_per_s={s: tuple(float(v) for v in np.broadcast_to(bounds[s], t.shape)) for s in STAGES},
+        offload_fraction=tuple(float(v) for v in route.offload_fraction),
+        egress_at_max_bytes_per_s=tuple(float(v) for v in at_max),
+        egress_at_target_bytes_per_s=at_target,
+        link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+    )
+
+
+def load_curve(model: StageModel, comparison: Comparison, traffic: Traffic, options: ReviewOptions) -> LoadCurve:
+    """The plan's TTFT at each load of ``CURVE_FRACTIONS`` (closed form) and at the simulated loads."""
+    plan = comparison.plan
+    assert plan.threshold_tokens is not None  # the optimised plan always has a threshold
+    lam = plan.throughput_req_per_s
+    verify = options.verify
+    sized = replace(model, n_prfaas=plan.n_prfaas)
+
+    def at(fraction: float, simulate: bool) -> LoadedCheck:
+        return check_loaded(
+            sized,
+            plan.threshold_tokens or 0.0,
+            plan.n_pd_prefill,
+            plan.n_pd_decode,
+            fraction * lam,
+            traffic,
+            verify=simulate,
+            replications=verify.replications,
+            requests=verify.requests,
+            seed=verify.seed,
+            tolerance=verify.tolerance,
+        )
+
+    closed = tuple(at(f, False) for f in CURVE_FRACTIONS)
+    simulated = tuple(at(f, True) for f in options.simulated_fractions) if verify.verify else ()
+    return LoadCurve(max_throughput_req_per_s=lam, closed=closed, simulated=simulated)
+
+
+def loaded(
+    model: StageModel, comparison: Comparison, traffic: Traffic, target: Target | None, options: VerifyOptions
+) -> Loaded:
+    """The plan and both baselines at the target rate (all at one rate), or each at ``DEFAULT_LOAD_FRACTION``
+    of its own Λ_max when there is no target; only the plan is simulated."""
+    plans = {
+        "plan": comparison.plan,
+        "homogeneous_pd": comparison.homogeneous_pd,
+        "naive_heterogeneous": comparison.naive_heterogeneous,
+    }
+    if target is not None:
+        basis = f"every plan at the target rate, {target.rate_req_per_s:g} req/s"
+    else:
+        basis = f"each plan at {DEFAULT_LOAD_FRACTION:.0%} of its own Λ_max"
+    specs = {}
+    for key, plan in plans.items():
+        rate = target.rate_req_per_s if target is not None else DEFAULT_LOAD_FRACTION * plan.throughput_req_per_s
+        t = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
+        specs[key] = (plan.n_prfaas, t, plan.n_pd_prefill, plan.n_pd_decode, rate)
+    checks = check_plans(model, specs, traffic, options)
+    return Loaded(basis=basis, checks=checks)
+
+
+def sizing_part(
+    model: StageModel, prices: UnitPrices, target: Target, traffic: Traffic, options: ReviewOptions, scv: float
+) -> SizingPart:
+    """The ``size`` command's answer: the cheapest deployments for ``target`` over the default search space,
+    the given deployment's largest rate within the SLO, the bandwidth knee of the sized deployment and (with
+    simulation on) its P90 TTFT at the target rate."""
+    space = default_search_space(model, prices, target)
+    sizing = size_deployment(
+        model,
+        prices,
+        target,
+        bandwidths_bytes_per_s=list(space.bandwidths_bytes_per_s),
+        max_prfaas=space.max_prfaas,
+        max_local=space.max_local,
+        decode_service_scv=scv,
+    )
+    own = max_rate(model, target.ttft_slo_s, target.quantile, decode_service_scv=scv)
+    best = sizing.prfaas_pd
+    knee = check = None
+    if best is not None:
+        sized = replace(
+            model, n_prfaas=best.n_prfaas, n_local=best.n_local, link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s
+        )
+        knee = bandwidth_knee(sized, [*space.bandwidths_bytes_per_s, model.link_bandwidth_bytes_per_s], prices)
+        if options.verify.verify and best.threshold_tokens is not None:
+            check = check_loaded(
+                sized,
+                best.threshold_tokens,
+                best.n_pd_prefill,
+                best.n_pd_decode,
+                target.rate_req_per_s,
+                traffic,
+                replications=SIZING_CHECK_REPLICATIONS,
+                requests=options.verify.requests,
+                seed=options.verify.seed,
+            )
+    return SizingPart(sizing=sizing, own=own, knee=knee, check=check)
+
+
+def _priced_point(
+    model: StageModel, prices: UnitPrices, carried: Carried, target: Target, label: str, source: str
+) -> CostPoint:
+    """A deployment priced like the sized ones: at the target rate (at its goodput when it cannot carry the
+    target), GPUs, link and egress."""
+    rate = min(carried.goodput_req_per_s, target.rate_req_per_s)
+    egress = 0.0
+    if rate > 0 and model.n_prfaas > 0:
+        egress = float(egress_bytes_per_s(model, routing(model.lengths, carried.threshold_tokens), rate))
+    cost = deployment_cost(
+        prices,
+        n_prfaas=model.n_prfaas,
+        n_local=model.n_local,
+        bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+        egress_bytes_per_s=egress,
+    )
+    return CostPoint(
+        label=label, source=source, usd_per_hour=cost.total_usd_per_hour, goodput_req_per_s=carried.goodput_req_per_s
+    )
+
+
+def cost_frontier(
+    model: StageModel,
+    prices: UnitPrices,
+    sizing: SizingPart | None,
+    matrix: HardwareMatrix | None,
+    *,
+    neighbours: Sequence[tuple[int, int]] = (),
+    resolution_tokens: float = 64.0,
+    decode_service_scv: float = 0.0,
+) -> Frontier:
+    """The cost-goodput plane: the scenario's deployment as given, its ``neighbours`` (the same hardware and
+    link with (ΔN_prfaas, ΔN_local) more instances, each re-optimised for goodput), the sized deployments and
+    every matrix point; and their Pareto frontier."""
+    points = []
+    if sizing is not None:
+        target = sizing.sizing.target
+        points.append(
+            _priced_point(model, prices, sizing.own, target, f"{model.n_prfaas}+{model.n_local} (given)", "given")
+        )
+        for d_prfaas, d_local in neighbours:
+            n_prfaas, n_local = model.n_prfaas + d_prfaas, model.n_local + d_local
+            if n_prfaas < 1 or n_local < 2:
+                continue
+            other = replace(model, n_prfaas=n_prfaas, n_local=n_local)
+            carried = max_rate(
+                other,
+                target.ttft_slo_s,
+                target.quantile,
+                resolution_tokens=resolution_tokens,
+                decode_service_scv=decode_service_scv,
+            )
+            points.append(_priced_point(other, prices, carried, target, f"{n_prfaas}+{n_local}", "scaled"))
+        for d in (sizing.sizing.prfaas_pd, sizing.sizing.homogeneous_pd):
+            if d is not None:
+                points.append(
+                    CostPoint(
+                        label=f"{d.n_prfaas}+{d.n_local} sized, {d.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s"
+                        if d.n_prfaas > 0
+                        else f"0+{d.n_local} sized homogeneous PD",
+                        source="sizing",
+                        usd_per_hour=d.usd_per_hour,
+                        goodput_req_per_s=d.goodput_req_per_s,
+                    )
+                )
+    if matrix is not None:
+        seen = {(p.usd_per_hour, p.goodput_req_per_s) for p in points}
+        for p in matrix.points:
+            if (p.usd_per_hour, p.goodput_req_per_s) in seen:  # the scenario's own pair, already sized
+                continue
+            name = f"{p.prefill}+{p.local}" if p.prefill else f"{p.local}-only"
+            points.append(
+                CostPoint(
+                    label=f"{name} ({p.kind})",
+                    source="matrix",
+                    usd_per_hour=p.usd_per_hour,
+                    goodput_req_per_s=p.goodput_req_per_s,
+                )
+            )
+    front = pareto([p.usd_per_hour for p in points], [p.goodput_req_per_s for p in points])
+    return Frontier(points=tuple(points), pareto=front)
+
+
+def _missing_prices(prices: UnitPrices) -> str:
+    missing = [f"{k}: {v}" for k, v in prices.sources.items() if v.startswith("no price")]
+    return "no prices (" + "; ".join(missing) + ")" if missing else "no prices"
+
+
+def review(
+    scenario: Scenario,
+    *,
+    target: Target | None,
+    ttft_slo_s: float | None,
+    options: ReviewOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    matrix_cells: Sequence[CellInput] | None = None,
+) -> Review:
+    """Run every part of a capacity review that the scenario gives inputs for (module docstring).
+
+    ``target``: the rate and SLO to size for (None: sizing and N-1 are skipped); ``ttft_slo_s``: the P90 TTFT
+    SLO of goodput and the tornado (None: both skipped). ``progress`` is called with each part's name before
+    it runs. Raises InfeasibleError when the scenario's deployment cannot carry any load, and InputError for
+    an unknown hardware name in ``options.matrix``.
+    """
+    options = options or ReviewOptions()
+    model = stage_model(scenario)
+    scv = scenario.traffic.output_length.scv
+    traffic = Traffic(output_lengths=scenario.traffic.output_length)
+    prices = unit_prices(scenario)
+    priced = prices.complete
+    skipped: dict[str, str] = {}
+    timings: dict[str, float] = {}
+
+    def part(name: str, run: Callable[[], T], why_not: str | None = None) -> T | None:
+        if why_not is not None:
+            skipped[name] = why_not
+            return None
+        if progress is not None:
+            progress(name)
+        start = time.perf_counter()
+        try:
+            return run()
+        except InfeasibleError as exc:
+            skipped[name] = "infeasible: " + "; ".join(exc.reasons)
+            return None
+        finally:
+            timings[name] = time.perf_counter() - start
+
+    if progress is not None:
+        progress("plan")
+    start = time.perf_counter()
+    comparison = compare(model, scenario.prfaas.gpus, scenario.local.gpus_per_instance, options.resolution_tokens)
+    plan = comparison.plan
+    assert plan.threshold_tokens is not None
+    fig5a = split_sweep(model, plan.threshold_tokens)
+    fig5b = threshold_sweep(model, plan.n_pd_prefill, target.rate_req_per_s if target is not None else None)
+    timings["plan"] = time.perf_counter() - start
+
+    no_target = "no target rate (give --rate or a `target:` section)"
+    no_slo = "no TTFT SLO (give --ttft-p90-s, or `slo.ttft_p90_s` or a `target:` section)"
+    at_load = part("loaded", lambda: loaded(model, comparison, traffic, target, options.verify))
+    curve = part("load_curve", lambda: load_curve(model, comparison, traffic, options))
+    assert at_load is not None and curve is not None
+    goodput = part(
+        "goodput",
+        lambda: compare_goodput(
+            model,
+            scenario.prfaas.gpus,
+            scenario.local.gpus_per_instance,
+            ttft_slo_s or 0.0,
+            resolution_tokens=options.resolution_tokens,
+            decode_service_scv=scv,
+        ),
+        None if ttft_slo_s is not None else no_slo,
+    )
+    sizing = part(
+        "sizing",
+        lambda: sizing_part(model, prices, target, traffic, options, scv),  # type: ignore[arg-type]
+        no_target if target is None else None if priced else _missing_prices(prices),
+    )
+    cost = part(
+        "cost",
+        lambda: cost_comparison(
+            model,
+            prices,
+            plan,
+            prfaas_gpus_per_instance=scenario.prfaas.gpus_per_instance,
+            local_gpus_per_instance=scenario.local.gpus_per_instance,
+        ),
+        None if priced else _missing_prices(prices),
+    )
+    why_not_matrix = (
+        "not asked for (--matrix)"
+        if options.matrix is None or matrix_cells is None
+        else no_target
+        if target is None
+        else None
+    )
+    matrix = part(
+        "matrix",
+        lambda: hardware_matrix(
+            matrix_cells or (),
+            target,  # type: ignore[arg-type]
+            decode_service_scv=scv,
+        ),
+        why_not_matrix,
+    )
+    frontier = part(
+        "frontier",
+        lambda: cost_frontier(
+            model,
+            prices,
+            sizing,
+            matrix,
+            neighbours=() if options.quick else FRONTIER_NEIGHBOURS,
+            resolution_tokens=options.headroom_resolution_tokens,
+            decode_service_scv=scv,
+        ),
+        None if priced and (sizing is not None or matrix is not None) else "needs the sizing or the matrix",
+    )
+    resolution = options.headroom_resolution_tokens
+    why_not_tornado = (
+        "not asked for (--no-sensitivity)"
+        if not options.sensitivity
+        else no_slo
+        if ttft_slo_s is None
+        else None
+        if priced
+        else _missing_prices(prices)
+    )
+    bars = part(
+        "tornado",
+        lambda: tornado(
+            model,
+            prices,
+            ttft_slo_s or 0.0,
+            0.9,
+            step=options.tornado_step,
+            resolution_tokens=resolution,
+            decode_service_scv=scv,
+        ),
+        why_not_tornado,
+    )
+    failures = part(
+        "n_minus_one",
+        lambda: n_minus_one(model, target, resolution_tokens=resolution, decode_service_scv=scv),  # type: ignore[arg-type]
+        no_target if target is None else None,
+    )
+    return Review(
+        scenario=scenario,
+        options=options,
+        target=target,
+        ttft_slo_s=ttft_slo_s,
+        comparison=comparison,
+        split_sweep=fig5a,
+        threshold_sweep=fig5b,
+        loaded=at_load,
+        load_curve=curve,
+        goodput=goodput,
+        sizing=sizing,
+        cost=cost,
+        matrix=matrix,
+        frontier=frontier,
+        tornado=bars,
+        n_minus_one=failures,
+        prices=prices,
+        skipped=skipped,
+        timings_s=timings,
+        provenance={**model.sources, **prices.sources},
+    )
+
+
+__all__ = [
+    "CURVE_FRACTIONS",
+    "SCHEMA_VERSION",
+    "LoadCurve",
+    "Loaded",
+    "Review",
+    "ReviewOptions",
+    "SizingPart",
+    "SplitSweep",
+    "ThresholdSweep",
+    "review",
+    "split_sweep",
+    "threshold_sweep",
+]
