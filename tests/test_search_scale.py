@@ -70,12 +70,15 @@ def test_goodput_never_falls_with_more_instances(
     model: StageModel, q: float, n_p: int, n_d: int, more_p: int, more_d: int, slack: float
 ) -> None:
     """The bound the split search relies on: adding prefill or decode instances never lowers a plan's
-    goodput (upper bracket ends compared, 1e-9 of the stability limit)."""
+    goodput: the larger plan's proven lower end is no lower, and its upper end is no lower than the smaller
+    plan's proven lower end (1e-9 of the stability limit). Two upper ends are not compared: a bracket whose
+    lower end meets the quantile to within the slack tolerance stops early, so its upper end is a valid bound
+    but not a tight one."""
     slo = _slo(model, 0.5, slack)
     t = float(model.lengths.quantile(q))
     low, high, limit, _ = goodput_brackets(model, t, [n_p, n_p + more_p], [n_d, n_d + more_d], slo, rate_rtol=1e-12)
     assert low[1] >= low[0] - 1e-9 * limit[0]
-    assert high[1] >= high[0] - 1e-9 * limit[0]
+    assert high[1] >= low[0] - 1e-9 * limit[0]
 
 
 @settings(max_examples=examples(200), deadline=None)

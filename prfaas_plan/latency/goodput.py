@@ -176,25 +176,19 @@ def goodput_rates(
     return low, limit, unloaded
 
 
-def goodput_brackets(
+def _slack_setup(
     model: StageModel,
     threshold_tokens: ArrayLike,
     n_pd_prefill: ArrayLike,
     n_pd_decode: ArrayLike,
     ttft_slo_s: float,
-    quantile: float = 0.9,
-    *,
-    decode_service_scv: float = 0.0,
-    grid_points: int = SEARCH_GRID_POINTS,
-    rate_rtol: float = RATE_RTOL,
-) -> tuple[Array, Array, Array, Array]:
-    """``goodput_rates`` for plans (t, N_p, N_d) with N_d given (N_p + N_d need not be ``model.n_local``).
-
-    Returns (low, high, stability limit, P(TTFT <= X) at zero load): the goodput lies in [low, high] (req/s),
-    low meets the SLO, and high = low = 0 where the empty system misses it; high is the limit where the
-    SLO still holds just below it. The search bounds groups of splits by plans with more instances than
-    exist (see ``best_goodput_plan``), and needs ``high`` as a proven upper bound.
-    """
+    quantile: float,
+    decode_service_scv: float,
+    grid_points: int,
+) -> tuple[Callable[[Array], Array], Array, Array, NDArray[np.bool_], tuple[int, ...]]:
+    """For plans (t, N_p, N_d) flattened: (slack, stability limit, P(TTFT <= X) at zero load, feasible, shape),
+    slack(Λ) = P_Λ(TTFT <= X) - q per plan (-1 where Λ is past the limit), with every Λ-independent part
+    computed once."""
     if not (ttft_slo_s > 0 and np.isfinite(ttft_slo_s)):
         raise ValueError(f"ttft_slo_s must be a finite number > 0, got {ttft_slo_s}")
     if not 0.0 < quantile < 1.0:
@@ -247,7 +241,6 @@ def goodput_brackets(
     offload_zero = offload_mass_below(lengths, route, unique_t, ttft_slo_s)[which] if has_offload else 0.0
     unloaded_cdf = local_unloaded + offload_zero
     feasible = (unloaded_cdf >= quantile) & np.isfinite(limit) & (limit > 0)
-    top = np.where(feasible, limit, 0.0) * (1.0 - 1e-9)
     l_star_of_stretch = _stretch_inverse(route, lo, hi, ttft_slo_s) if has_offload else None
     cdf_at_t = np.asarray(lengths.cdf(t))
 
@@ -256,13 +249,39 @@ def goodput_brackets(
         l_star = l_star_of_stretch(stretch)
         return np.where(l_star > t, np.asarray(lengths.cdf(l_star)) - cdf_at_t, 0.0)
 
+    return slack, limit, np.asarray(unloaded_cdf, dtype=np.float64), feasible, tuple(int(n) for n in shape)
+
+
+def goodput_brackets(
+    model: StageModel,
+    threshold_tokens: ArrayLike,
+    n_pd_prefill: ArrayLike,
+    n_pd_decode: ArrayLike,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    decode_service_scv: float = 0.0,
+    grid_points: int = SEARCH_GRID_POINTS,
+    rate_rtol: float = RATE_RTOL,
+) -> tuple[Array, Array, Array, Array]:
+    """``goodput_rates`` for plans (t, N_p, N_d) with N_d given (N_p + N_d need not be ``model.n_local``).
+
+    Returns (low, high, stability limit, P(TTFT <= X) at zero load): the goodput lies in [low, high] (req/s),
+    low meets the SLO, and high = low = 0 where the empty system misses it; high is the limit where the
+    SLO still holds just below it. The search bounds groups of splits by plans with more instances than
+    exist (see ``best_goodput_plan``), and needs ``high`` as a proven upper bound.
+    """
+    slack, limit, unloaded_cdf, feasible, shape = _slack_setup(
+        model, threshold_tokens, n_pd_prefill, n_pd_decode, ttft_slo_s, quantile, decode_service_scv, grid_points
+    )
+    top = np.where(feasible, limit, 0.0) * (1.0 - 1e-9)
     f_top = slack(top)
     top_ok = feasible & (f_top >= 0.0)
-    low, high = np.zeros(t.shape), top.copy()
+    low, high = np.zeros(limit.shape), top.copy()
     f_low, f_high = unloaded_cdf - quantile, f_top
     pending = feasible & ~top_ok
     tolerance = rate_rtol * top
-    last_side = np.zeros(t.shape, dtype=np.int8)
+    last_side = np.zeros(limit.shape, dtype=np.int8)
     for step in range(_RATE_MAX_STEPS):
         pending &= (high - low > tolerance) & (f_low > _SLACK_TOL)
         if not np.any(pending):
@@ -285,7 +304,7 @@ def goodput_brackets(
         last_side = side
     rate = np.where(feasible, np.where(top_ok, top, low), 0.0)
     upper = np.where(feasible, np.where(top_ok, limit, high), 0.0)
-    unloaded = np.broadcast_to(unloaded_cdf, t.shape)
+    unloaded = np.broadcast_to(unloaded_cdf, limit.shape)
     return rate.reshape(shape), upper.reshape(shape), limit.reshape(shape), unloaded.reshape(shape)
 
 
@@ -500,6 +519,73 @@ def best_goodput_plan(
         lo = np.maximum(centre - step, lo)
         hi = np.minimum(centre + step, hi)
     return best
+
+
+def best_plan_at_rate(
+    model: StageModel,
+    rate_req_per_s: float,
+    ttft_slo_s: float,
+    quantile: float = 0.9,
+    *,
+    resolution_tokens: float = 10.0,
+    decode_service_scv: float = 0.0,
+    thresholds: ArrayLike | None = None,
+) -> tuple[float, int, float, float]:
+    """(t, N_p, slack, best zero-load P(TTFT <= X)) of the plan with the most SLO margin at one rate: slack =
+    P_Λ(TTFT <= X) - q, maximised over thresholds and splits N_p in 0..N_local-1. The model's deployment
+    carries Λ (goodput >= Λ, the search's mean-stretch law) if and only if the slack is >= 0, up to the
+    threshold grid's resolution.
+
+    What ``best_goodput_plan`` searches, at a fixed rate: one slack evaluation per candidate instead of a
+    bisection on the rate, for callers that ask "does it carry Λ?" (sizing). The coarse grid is the same
+    quantile-spaced one with every split, then nested grids around the best threshold of the best two splits.
+    """
+    fixed = thresholds is not None
+    grid = np.asarray(thresholds, dtype=np.float64).ravel() if fixed else _coarse_thresholds(model)
+    rate = float(rate_req_per_s)
+
+    def score(t: Array, n_p: Array) -> tuple[Array, Array]:
+        slack, limit, unloaded, feasible, shape = _slack_setup(
+            model,
+            t,
+            n_p,
+            model.n_local - np.asarray(n_p, dtype=np.float64),
+            ttft_slo_s,
+            quantile,
+            decode_service_scv,
+            SEARCH_GRID_POINTS,
+        )
+        value = np.where(feasible & (rate < limit), slack(np.full(limit.shape, rate)), -1.0 - (quantile - unloaded))
+        return value.reshape(shape), np.asarray(unloaded).reshape(shape)
+
+    t_cand, n_cand = np.meshgrid(grid, np.arange(model.n_local, dtype=np.float64), indexing="ij")
+    values, unloaded = score(t_cand, n_cand)
+    k = np.unravel_index(int(np.argmax(values)), values.shape)
+    best = (float(t_cand[k]), int(n_cand[k]), float(values[k]))
+    zero_load = float(np.max(unloaded))
+    if fixed or grid.size < 3:
+        return (*best, zero_load)
+    row_best = np.max(values, axis=0)
+    rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
+    best_cell = np.argmax(values[:, rows], axis=0)
+    lo = grid[np.maximum(best_cell - 1, 0)]
+    hi = grid[np.minimum(best_cell + 1, grid.size - 1)]
+    fractions = np.linspace(0.0, 1.0, _REFINE_POINTS)
+    picks = np.arange(rows.size)
+    while np.max(hi - lo) > resolution_tokens:
+        cand = lo[:, None] + (hi - lo)[:, None] * fractions[None, :]
+        r, u = score(cand, np.broadcast_to(rows[:, None].astype(np.float64), cand.shape))
+        zero_load = max(zero_load, float(np.max(u)))
+        idx = np.argmax(r, axis=1)
+        top = r[picks, idx]
+        for row in picks:
+            if top[row] > best[2]:
+                best = (float(cand[row, idx[row]]), int(rows[row]), float(top[row]))
+        step = (hi - lo) / (_REFINE_POINTS - 1)
+        centre = cand[picks, idx]
+        lo = np.maximum(centre - step, lo)
+        hi = np.minimum(centre + step, hi)
+    return (*best, zero_load)
 
 
 def _every_split(

@@ -29,7 +29,7 @@ import numpy as np
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import TtftSummary, loaded_ttft
-from prfaas_plan.latency.goodput import best_goodput_plan, goodput_rates, plans_goodput
+from prfaas_plan.latency.goodput import best_goodput_plan, best_plan_at_rate, plans_goodput
 from prfaas_plan.optimize.cost import (
     CostBreakdown,
     TokenCost,
@@ -136,26 +136,26 @@ class _Carrier:
         return replace(self.model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=bandwidth or 1.0)
 
     def solve(self, n_prfaas: int, n_local: int, bandwidth: float) -> Carried:
+        """Whether the deployment carries the target by the search's law: the plan with the most SLO margin at
+        the target rate (``best_plan_at_rate``). ``goodput_req_per_s`` is then the target rate when it carries
+        (a lower bound on the goodput), else 0 (an upper bound is not needed: only >= target is asked)."""
         key = self.key(n_prfaas, n_local, bandwidth)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
         model = self.deployed(n_prfaas, n_local, bandwidth)
-        slo, q = self.target.ttft_slo_s, self.target.quantile
+        slo, q, rate = self.target.ttft_slo_s, self.target.quantile, self.target.rate_req_per_s
         fixed = [model.lengths.upper_tokens] if n_prfaas == 0 else None
-        t, n_p, rate = best_goodput_plan(
-            model, slo, q, resolution_tokens=self.resolution_tokens, decode_service_scv=self.scv, thresholds=fixed
+        t, n_p, slack, zero_load = best_plan_at_rate(
+            model, rate, slo, q, resolution_tokens=self.resolution_tokens, decode_service_scv=self.scv, thresholds=fixed
         )
-        limit = 0.0
-        if rate > 0:
-            rates, limits, _ = goodput_rates(model, [t], [n_p], slo, q, decode_service_scv=self.scv)
-            rate, limit = float(rates[0]), float(limits[0])
+        carries = slack >= 0.0
         result = Carried(
             threshold_tokens=t,
             n_pd_prefill=n_p,
-            goodput_req_per_s=rate,
-            stability_limit_req_per_s=limit,
-            limited_by="unloaded" if rate <= 0 else ("stability" if rate >= limit * (1 - 1e-6) else "slo"),
+            goodput_req_per_s=rate if carries else 0.0,
+            stability_limit_req_per_s=float("inf") if carries else 0.0,
+            limited_by="unloaded" if zero_load < q else "slo",
         )
         self.cache[key] = result
         return result
@@ -186,7 +186,8 @@ class _Carrier:
         return ok
 
     def rescored(self, n_prfaas: int, n_local: int, bandwidth: float) -> Carried:
-        """The solved plan's goodput under the full TTFT law (``plans_goodput``), for reporting."""
+        """The goodput, under the full TTFT law (``plans_goodput``), of the plan that carries the target with the
+        most margin (the solved one), for reporting."""
         carried = self.solve(n_prfaas, n_local, bandwidth)
         if carried.goodput_req_per_s <= 0:
             return carried
@@ -468,9 +469,31 @@ def max_rate(
 ) -> Carried:
     """The largest rate the model's deployment (its N_prfaas, N_local and link) carries within the SLO, and
     the plan that carries it."""
-    target = Target(rate_req_per_s=math.inf, ttft_slo_s=ttft_slo_s, quantile=quantile)
-    carrier = _Carrier(model, target, resolution_tokens, decode_service_scv)
-    return carrier.rescored(model.n_prfaas, model.n_local, model.link_bandwidth_bytes_per_s)
+    fixed = [model.lengths.upper_tokens] if model.n_prfaas == 0 else None
+    t, n_p, rate = best_goodput_plan(
+        model,
+        ttft_slo_s,
+        quantile,
+        resolution_tokens=resolution_tokens,
+        decode_service_scv=decode_service_scv,
+        thresholds=fixed,
+    )
+    if rate <= 0:
+        return Carried(
+            threshold_tokens=t,
+            n_pd_prefill=n_p,
+            goodput_req_per_s=0.0,
+            stability_limit_req_per_s=0.0,
+            limited_by="unloaded",
+        )
+    (scored,) = plans_goodput(model, [t], [n_p], ttft_slo_s, quantile, decode_service_scv=decode_service_scv)
+    return Carried(
+        threshold_tokens=t,
+        n_pd_prefill=n_p,
+        goodput_req_per_s=scored.rate_req_per_s,
+        stability_limit_req_per_s=scored.stability_limit_req_per_s,
+        limited_by=scored.limited_by,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
