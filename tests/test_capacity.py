@@ -269,3 +269,16 @@ def test_tornado_moves_goodput_the_expected_way(paper_model: StageModel) -> None
     prices = bars["prices"]
     assert prices.usd_per_million_tokens[0] == pytest.approx(0.8 * t.usd_per_million_tokens)
     assert homogeneous_at(paper_model, 12).throughput_req_per_s > 0
+
+
+def test_matrix_in_worker_processes_equals_the_serial_matrix(paper_scenario: Scenario) -> None:
+    from prfaas_plan.io.matrix import matrix_inputs
+    from prfaas_plan.optimize.matrix import hardware_matrix
+
+    target = Target(rate_req_per_s=1.0, ttft_slo_s=6.0)
+    cells = matrix_inputs(paper_scenario, ["h200", "mi300x"], ["h100"])
+    serial = hardware_matrix(cells, target, workers=1)
+    parallel = hardware_matrix(cells, target, workers=2)
+    assert serial == parallel
+    assert all(c.sizing is not None and c.sizing.prfaas_pd is not None for c in serial.cells)
+    assert serial.frontier_goodput and set(serial.frontier_goodput) <= set(range(len(serial.points)))

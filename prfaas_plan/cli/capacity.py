@@ -4,6 +4,7 @@ homogeneous PD at equal GPU count and at equal cost)."""
 from __future__ import annotations
 
 import math
+import os
 from typing import Annotated, Any
 
 import typer
@@ -315,7 +316,9 @@ def matrix(
             raise InputError(
                 [replace(p, field=f"--{p.field}") if p.field in ("prefill", "local") else p for p in exc.problems]
             ) from None
-        result = hardware_matrix(inputs, target, decode_service_scv=spec.traffic.output_length.scv)
+        result = hardware_matrix(
+            inputs, target, decode_service_scv=spec.traffic.output_length.scv, workers=min(os.cpu_count() or 1, 8)
+        )
         payload = {"scenario": spec.name, **matrix_to_dict(result)}
     if json_output:
         emit(payload)

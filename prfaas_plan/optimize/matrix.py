@@ -91,13 +91,53 @@ def _throughput(model: StageModel, d: Deployment) -> float:
     return evaluate(sized, t, d.n_pd_prefill).throughput_req_per_s
 
 
-def hardware_matrix(cells: Sequence[CellInput], target: Target, *, decode_service_scv: float = 0.0) -> HardwareMatrix:
-    """Size every cell to ``target`` (default search spaces) and collect the cost-plane frontiers."""
+def _size_cell(task: tuple[CellInput, Target, float, bool]) -> Sizing:
+    """One cell's sizing (a top-level function, so that worker processes can run it)."""
+    cell, target, scv, homogeneous = task
+    assert cell.model is not None and cell.prices is not None
+    space = default_search_space(cell.model, cell.prices, target)
+    return size(
+        cell.model,
+        cell.prices,
+        target,
+        bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
+        max_prfaas=space.max_prfaas,
+        max_local=space.max_local,
+        decode_service_scv=scv,
+        homogeneous=homogeneous,
+    )
+
+
+def hardware_matrix(
+    cells: Sequence[CellInput], target: Target, *, decode_service_scv: float = 0.0, workers: int = 1
+) -> HardwareMatrix:
+    """Size every cell to ``target`` (default search spaces) and collect the cost-plane frontiers.
+
+    ``workers`` > 1 sizes the cells in that many processes (each cell is independent; the results are the
+    same, in the same order). Homogeneous PD is sized once per local accelerator, with its first cell.
+    """
+    sized = [c for c in cells if c.model is not None and c.prices is not None]
+    seen: set[str] = set()
+    tasks = []
+    for cell in sized:
+        tasks.append((cell, target, decode_service_scv, cell.local not in seen))
+        seen.add(cell.local)
+    if workers > 1 and len(tasks) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+            sizings = list(pool.map(_size_cell, tasks))
+    else:
+        sizings = [_size_cell(task) for task in tasks]
+    by_cell = {id(cell): sizing for (cell, *_), sizing in zip(tasks, sizings, strict=True)}
     results: list[CellResult] = []
     points: list[MatrixPoint] = []
-    homogeneous_done: set[str] = set()
     for cell in cells:
-        if cell.model is None or cell.prices is None:
+        sizing = by_cell.get(id(cell))
+        if sizing is None or cell.model is None:
             results.append(
                 CellResult(
                     prefill=cell.prefill,
@@ -109,19 +149,6 @@ def hardware_matrix(cells: Sequence[CellInput], target: Target, *, decode_servic
                 )
             )
             continue
-        space = default_search_space(cell.model, cell.prices, target)
-        first_for_local = cell.local not in homogeneous_done
-        sizing = size(
-            cell.model,
-            cell.prices,
-            target,
-            bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
-            max_prfaas=space.max_prfaas,
-            max_local=space.max_local,
-            decode_service_scv=decode_service_scv,
-            homogeneous=first_for_local,
-        )
-        homogeneous_done.add(cell.local)
         results.append(
             CellResult(
                 prefill=cell.prefill,
