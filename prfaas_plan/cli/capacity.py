@@ -176,7 +176,7 @@ def size(
                 n_local=best.n_local,
                 link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s,
             )
-            knee_links = sorted({*links, *(g * GBIT_PER_S for g in KNEE_GRID_GBIT_PER_S)})
+            knee_links = sorted({best.bandwidth_bytes_per_s, *(g * GBIT_PER_S for g in KNEE_GRID_GBIT_PER_S)})
             knee = bandwidth_knee(sized, knee_links, prices)
             payload["bandwidth_knee"] = knee_to_dict(knee)
             check = _simulated_p90(sized, best, target, spec) if verify else None

@@ -44,7 +44,7 @@ from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 
 #: Threshold resolution (tokens) of the goodput search inside the sizing loops.
-SIZING_RESOLUTION_TOKENS = 256.0
+SIZING_RESOLUTION_TOKENS = 1024.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
