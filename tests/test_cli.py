@@ -142,3 +142,20 @@ def test_piped_tables_are_not_wrapped_and_json_failures_are_json() -> None:
     error = json.loads(failed.stdout)["error"]
     assert error["kind"] == "input" and error["exit_status"] == 2
     assert error["problems"][0]["field"] == "--n-prfaas"
+
+
+def test_tables_print_as_markdown_or_csv() -> None:
+    import csv
+    import io
+
+    md = run_cli("--format", "md", "optimize")
+    assert md.returncode == 0, md.stderr
+    lines = md.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("|  | PrfaaS-PD"))
+    assert lines[header + 1].startswith("|---|")
+    assert any(line.startswith("| Λ_max (req/s) | 3.25 |") for line in lines)
+    table = run_cli("--format", "csv", "optimize")
+    assert table.returncode == 0, table.stderr
+    rows = list(csv.reader(io.StringIO(table.stdout.split("\n\n")[0])))
+    assert rows[0][1] == "PrfaaS-PD (optimised)" and len({len(r) for r in rows}) == 1
+    assert run_cli("--format", "xml", "optimize").returncode == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -46,8 +47,22 @@ def _main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    table_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="How tables print: table (boxes), md (Markdown, to paste into a document) or csv (the tables "
+            "alone). Goes before the command: prfaas-plan --format md optimize.",
+        ),
+    ] = "table",
 ) -> None:
     """Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation."""
+    from prfaas_plan.cli.render import TABLE_FORMATS, set_table_format
+
+    if table_format not in TABLE_FORMATS:
+        print(f"error: --format: must be one of {', '.join(TABLE_FORMATS)}, got {table_format!r}", file=sys.stderr)
+        raise typer.Exit(2)
+    set_table_format(table_format)
 
 
 app.add_typer(model_app, name="model")

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from prfaas_plan.optimize import Comparison, PlanEvaluation
 from prfaas_plan.spec.scenario import Scenario
@@ -152,11 +153,75 @@ def kv_table(payload: dict[str, Any]) -> Table:
 PIPED_WIDTH = 1000
 
 
+#: Table formats of ``--format``: rich boxes, GitHub Markdown, CSV.
+TABLE_FORMATS = ("table", "md", "csv")
+_table_format = ["table"]
+
+
+def set_table_format(name: str) -> None:
+    """Set how tables print for the rest of the command (``prfaas-plan --format md|csv ...``)."""
+    if name not in TABLE_FORMATS:
+        raise ValueError(f"unknown table format {name!r}")
+    _table_format[0] = name
+
+
+def _plain(cell: object) -> str:
+    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)
+
+
+def table_rows(table: Table) -> tuple[list[str], list[list[str]]]:
+    """A rich table's header and rows as plain text (markup removed)."""
+    header = [_plain(c.header) for c in table.columns]
+    cells = [[_plain(x) for x in c.cells] for c in table.columns]
+    rows = [list(r) for r in zip(*cells, strict=True)] if cells else []
+    return header, rows
+
+
+def table_as_markdown(table: Table) -> str:
+    """A rich table as a GitHub Markdown table, its title as a heading line above it."""
+    header, rows = table_rows(table)
+
+    def line(values: list[str]) -> str:
+        return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
+
+    out = [f"**{_plain(table.title)}**", ""] if table.title else []
+    out += [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
+    return "\n".join(out) + "\n"
+
+
+def table_as_csv(table: Table) -> str:
+    """A rich table as CSV (header row first; the title is not part of it)."""
+    import csv
+    import io
+
+    header, rows = table_rows(table)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+class _FormattedConsole(Console):
+    """A console that prints tables in the chosen ``--format`` and everything else as usual."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        fmt = _table_format[0]
+        if fmt != "table" and len(objects) == 1 and isinstance(objects[0], Table):
+            text = table_as_markdown(objects[0]) if fmt == "md" else table_as_csv(objects[0])
+            self.file.write(text + "\n")  # a blank line between tables
+            return
+        if fmt == "csv":
+            return  # CSV output is the tables alone, so that it can be read as data
+        super().print(*objects, **kwargs)
+
+
 def console(stderr: bool = False) -> Console:
     """A console for tables (stdout) or messages (stderr). Piped output is not wrapped at 80 columns: tables
-    keep their natural width unless COLUMNS says otherwise."""
+    keep their natural width unless COLUMNS says otherwise. ``--format md|csv`` prints tables as Markdown or
+    CSV (with CSV, notes around the tables are left out)."""
     stream = sys.stderr if stderr else sys.stdout
     width = None
     if not stream.isatty() and "COLUMNS" not in os.environ:
         width = PIPED_WIDTH
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    return _FormattedConsole(stderr=stderr, highlight=False, soft_wrap=False, width=width)
