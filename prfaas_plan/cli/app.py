@@ -410,6 +410,25 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     console().print(fit_table(curves))
 
 
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="scenario, hardware (a hardware profile) or model (a model card).")],
+) -> None:
+    """Print the JSON Schema of a YAML input, generated from the loader's own checks, for an editor to complete
+    and check files with (e.g. yaml-language-server: $schema=scenario.schema.json).
+
+    Example: prfaas-plan schema scenario > scenario.schema.json
+    """
+    from prfaas_plan.io.schema import KINDS
+    from prfaas_plan.io.schema import schema as input_schema
+
+    with _handled():
+        if kind not in KINDS:
+            raise InputError(Problem(field="KIND", message=f"must be one of {', '.join(KINDS)}, got {kind!r}"))
+        payload = input_schema(kind)
+    _emit(payload)
+
+
 app.command()(kv)
 app.command()(simulate)
 app.command()(size)

@@ -8,6 +8,7 @@ size, nesting depth, no aliases, no overlong numbers) so a hostile file costs bo
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import math
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,29 @@ import yaml
 from prfaas_plan.errors import InputError, Problem
 
 KeyPath = tuple[str | int, ...]
+
+#: While ``io.schema`` records what the loaders check (to generate JSON Schemas from the checks themselves), the
+#: record it fills: document -> normalised key path (list indices as "[]") -> what is checked there. None
+#: otherwise.
+SCHEMA_RECORD: contextvars.ContextVar[dict[str, dict[tuple[str, ...], dict[str, Any]]] | None] = contextvars.ContextVar(
+    "SCHEMA_RECORD", default=None
+)
+
+
+def _record(file: str, path: KeyPath, **facts: Any) -> None:
+    """Note a check at ``path`` of document ``file`` for schema generation (a no-op unless ``SCHEMA_RECORD``
+    is set)."""
+    record = SCHEMA_RECORD.get()
+    if record is None:
+        return
+    key = tuple("[]" if isinstance(p, int) else str(p) for p in path)
+    entry = record.setdefault(file, {}).setdefault(key, {})
+    for name, value in facts.items():
+        if isinstance(value, set):
+            entry.setdefault(name, set()).update(value)
+        else:
+            entry.setdefault(name, value)
+
 
 #: The largest input file read, in bytes: the biggest shipped YAML is under 5 KB, so 1 MiB is room for any
 #: real profile or card while keeping a hostile file (or /dev/zero) from taking the memory of the machine.
@@ -277,6 +301,7 @@ class Section:
         self.data = value
         required = tuple(required)
         allowed = set(required) | set(optional)
+        _record(checker.doc.file, path, kind="object", required=set(required), optional=set(optional))
         for key in value:
             if str(key) not in allowed:
                 checker.report((*path, str(key)), f"unknown key '{key}'{suggest(str(key), allowed)}")
@@ -304,6 +329,7 @@ class Section:
             return []
         value = self.data[key]
         path = (*self.path, key)
+        _record(self.checker.doc.file, path, kind="array")
         if not isinstance(value, list):
             self.checker.report(path, f"expected a list, got {_type_name(value)}")
             return []
@@ -313,6 +339,9 @@ class Section:
 
     def string(self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None) -> str | None:
         """A string field, optionally one of ``choices``."""
+        _record(
+            self.checker.doc.file, (*self.path, key), kind="string", enum=None if choices is None else tuple(choices)
+        )
         if not self.has(key):
             return default
         value = self.data[key]
@@ -331,6 +360,7 @@ class Section:
 
     def boolean(self, key: str, *, default: bool) -> bool | None:
         """A true/false field."""
+        _record(self.checker.doc.file, (*self.path, key), kind="boolean")
         if not self.has(key):
             return default
         value = self.data[key]
@@ -350,6 +380,7 @@ class Section:
         default: float | None = None,
     ) -> float | None:
         """A finite number within bounds (``integer=True`` demands a whole number)."""
+        _record(self.checker.doc.file, (*self.path, key), kind="integer" if integer else "number", gt=gt, ge=ge, le=le)
         if not self.has(key):
             return default
         return check_number(self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer)
@@ -366,6 +397,7 @@ def check_number(
     integer: bool = False,
 ) -> float | None:
     """Check one value is a finite number within the bounds; report and return None otherwise."""
+    _record(checker.doc.file, path, kind="integer" if integer else "number", gt=gt, ge=ge, le=le)
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, int | float):
         checker.report(path, f"expected {kind}, got {_type_name(value)}")
