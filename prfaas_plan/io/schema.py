@@ -10,6 +10,10 @@ distribution, arrival process, pool method and link profile). A check the loader
 of these documents takes would be missing; ``tests/io/test_schema.py`` checks that every key of every built-in
 input is in its schema.
 
+Where a mapping's keys depend on a choice inside it (an attention layer's kind, a length distribution), the
+schema allows the union of the variants' keys and requires the keys every variant requires: it refuses what no
+variant accepts, and the loader refuses the rest with its own message.
+
 Bounds: ``gt`` becomes ``exclusiveMinimum``, ``ge`` ``minimum``, ``le`` ``maximum``. A mapping checked as a
 ``Section`` refuses unknown keys (``additionalProperties: false``), as the loader does; mappings whose keys are
 names (prices per accelerator) allow any key.
@@ -92,7 +96,9 @@ def _recorded(kind: str, loaders: Iterable[Callable[[], Any]]) -> Record:
             if "kind" in facts:
                 entry.setdefault("kinds", set()).add(facts["kind"])
             for name, value in facts.items():
-                if isinstance(value, set):
+                if name == "required" and name in entry:
+                    entry[name] &= value  # required in every document that checks this path
+                elif isinstance(value, set):
                     entry.setdefault(name, set()).update(value)
                 else:
                     entry.setdefault(name, value)

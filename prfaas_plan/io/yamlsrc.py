@@ -39,7 +39,9 @@ def _record(file: str, path: KeyPath, **facts: Any) -> None:
     key = tuple("[]" if isinstance(p, int) else str(p) for p in path)
     entry = record.setdefault(file, {}).setdefault(key, {})
     for name, value in facts.items():
-        if isinstance(value, set):
+        if name == "required" and name in entry:
+            entry[name] &= value  # keys required in every variant checked at this path (e.g. layer kinds)
+        elif isinstance(value, set):
             entry.setdefault(name, set()).update(value)
         else:
             entry.setdefault(name, value)
