@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,3 +203,27 @@ def test_queueing_saturation_never_exceeds_the_fluid_bound(model: StageModel, q:
         assume(False)
         return
     assert plan.stability_limit_req_per_s <= plan.throughput_req_per_s * (1 + 1e-9)
+
+
+def test_prefix_cached_scenario_plans_and_beats_or_ties_every_baseline(tmp_path: Path) -> None:
+    """A scenario whose lengths are a trace's uncached lengths (an infinite prefix cache: some requests have
+    nothing left to prefill) plans in optimize and evaluate, and the optimum is never below the naive plan."""
+    from tests.conftest import PAPER_SCENARIO, REPO, TRACES, run_cli
+
+    text = PAPER_SCENARIO.read_text()
+    start, end = text.index("  input_length:"), text.index("  output_length:")
+    text = (
+        text[:start]
+        + f"  input_length:\n    distribution: empirical\n    trace: {TRACES / 'conversation_trace.jsonl'}\n"
+        + "    prefix_cache: true\n"
+        + text[end:]
+    ).replace("model: paper-1t-hybrid", f"model: {REPO / 'workloads/models/paper-1t-hybrid.yaml'}")
+    path = tmp_path / "cached.yaml"
+    path.write_text(text)
+    best = run_cli("optimize", str(path), "--json")
+    assert best.returncode == 0, best.stderr
+    payload = json.loads(best.stdout)
+    plan, naive = payload["plan"], payload["baselines"]["naive_heterogeneous"]
+    assert plan["throughput_req_per_s"] >= naive["throughput_req_per_s"] * (1 - 1e-9)
+    given = run_cli("evaluate", str(path), "--threshold", "5000", "--n-pd-prefill", "3", "--n-pd-decode", "5")
+    assert given.returncode == 0, given.stderr

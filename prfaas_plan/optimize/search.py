@@ -85,11 +85,13 @@ def _cell_bounds(theta_lo: np.ndarray, local_lo: np.ndarray, p_hi: np.ndarray) -
 
 def _coarse_grid(model: StageModel) -> np.ndarray:
     lengths = model.lengths
+    # Below every length: everything offloaded, fully cached (zero-length) requests included.
+    below_all = min(0.0, lengths.lower_tokens - 1.0)
     if isinstance(lengths, Empirical) and lengths.n_values <= _EXACT_EMPIRICAL_MAX:
         # Λ is piecewise constant between observed lengths: the observed values are every distinct plan.
-        return np.unique(np.concatenate(([0.0], lengths.sorted_tokens)))
+        return np.unique(np.concatenate(([below_all], lengths.sorted_tokens)))
     inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _COARSE_POINTS)), dtype=np.float64)
-    return np.unique(np.concatenate(([0.0], inner, [lengths.upper_tokens])))
+    return np.unique(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
