@@ -129,7 +129,7 @@ def size(
     from prfaas_plan.io.capacity_report import carried_to_dict, knee_to_dict, sizing_to_dict
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
-    from prfaas_plan.optimize.sizing import bandwidth_knee, default_search_space, max_rate
+    from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS, bandwidth_knee, default_search_space, max_rate
     from prfaas_plan.optimize.sizing import size as size_deployment
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GBIT_PER_S
@@ -159,7 +159,13 @@ def size(
             max_local=space.max_local,
             decode_service_scv=spec.traffic.output_length.scv,
         )
-        own = max_rate(model, target.ttft_slo_s, target.quantile, decode_service_scv=spec.traffic.output_length.scv)
+        own = max_rate(
+            model,
+            target.ttft_slo_s,
+            target.quantile,
+            resolution_tokens=SIZING_RESOLUTION_TOKENS,
+            decode_service_scv=spec.traffic.output_length.scv,
+        )
         payload: dict[str, Any] = {"scenario": spec.name, "sizing": sizing_to_dict(sizing)}
         payload["given_deployment"] = {
             "n_prfaas": spec.prfaas.instances,

@@ -25,7 +25,7 @@ from prfaas_plan.throughput import (
 )
 
 # Stages whose bound is within this relative distance of Λ_max are reported as binding together.
-_CO_BINDING_RTOL = 0.01
+CO_BINDING_RTOL = 0.01
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,7 +109,7 @@ def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, labe
         raise InfeasibleError(reasons)
     lam = min(bounds.values())
     bottleneck = min(STAGES, key=lambda s: bounds[s])
-    binding = tuple(s for s in STAGES if bounds[s] <= lam * (1 + _CO_BINDING_RTOL))
+    binding = tuple(s for s in STAGES if bounds[s] <= lam * (1 + CO_BINDING_RTOL))
     ttft = unloaded_ttft(model.lengths, route_latency(model), threshold_tokens)
     return PlanEvaluation(
         label=label,

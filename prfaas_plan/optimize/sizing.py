@@ -39,9 +39,10 @@ from prfaas_plan.optimize.cost import (
     link_options,
     token_cost,
 )
-from prfaas_plan.optimize.search import best_plan, search
+from prfaas_plan.optimize.plans import CO_BINDING_RTOL
+from prfaas_plan.optimize.search import best_plan
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
+from prfaas_plan.throughput import STAGES, StageModel, egress_bytes_per_s, routing, stage_bounds, stage_throughputs
 
 #: Threshold resolution (tokens) of the goodput search inside the sizing loops.
 SIZING_RESOLUTION_TOKENS = 1024.0
@@ -527,12 +528,15 @@ def bandwidth_knee(
     resolution_tokens: float = SIZING_RESOLUTION_TOKENS,
     decode_service_scv: float = 0.0,
 ) -> BandwidthKnee:
-    """Λ_max-optimal plan (and goodput under the SLO) at each bandwidth, for the model's pools."""
-
+    """Λ_max-optimal plan (and goodput under the SLO) at each bandwidth, for the model's pools: Λ_max and the
+    stages within 1 % of it (as ``optimize.plans`` names them binding)."""
     points = []
     for b in sorted(set(float(x) for x in bandwidths_bytes_per_s)):
         at = replace(model, link_bandwidth_bytes_per_s=b)
-        plan = search(at, resolution_tokens)
+        t_best, n_p_best, lam = best_plan(at, resolution_tokens)
+        route = routing(at.lengths, t_best)
+        bounds = stage_bounds(stage_throughputs(at, route, n_p_best), route)
+        binding = [s for s in STAGES if float(bounds[s]) <= lam * (1 + CO_BINDING_RTOL)]
         goodput = None
         if ttft_slo_s is not None:
             goodput = max_rate(
@@ -541,8 +545,8 @@ def bandwidth_knee(
         points.append(
             KneePoint(
                 bandwidth_bytes_per_s=b,
-                throughput_req_per_s=plan.throughput_req_per_s,
-                binding="+".join(plan.binding),
+                throughput_req_per_s=lam,
+                binding="+".join(binding),
                 goodput_req_per_s=goodput,
                 link_usd_per_hour=link_fixed_usd_per_hour(prices.link, b) if prices is not None else 0.0,
             )
