@@ -149,12 +149,11 @@ def size(
             max_prfaas=max_prfaas,
             max_local=max_local,
         )
-        links = list(space.bandwidths_bytes_per_s)
         sizing = size_deployment(
             model,
             prices,
             target,
-            bandwidths_bytes_per_s=links,
+            bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
             max_prfaas=space.max_prfaas,
             max_local=space.max_local,
             decode_service_scv=spec.traffic.output_length.scv,

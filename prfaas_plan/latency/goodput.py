@@ -502,13 +502,27 @@ def best_goodput_plan(
     rows = splits[top_rows]
     # Each refined split's best coarse threshold (the first, in grid order, of its best score).
     best_cell = np.array([cell[which == r][np.argmax(rates[which == r])] for r in top_rows], dtype=np.int64)
+    return _refine(grid, rows, best_cell, best, resolution_tokens, score)
+
+
+def _refine(
+    grid: Array,
+    rows: NDArray[np.int64],
+    best_cell: NDArray[np.int64],
+    best: tuple[float, int, float],
+    resolution_tokens: float,
+    score: Callable[[Array, Array], Array],
+) -> tuple[float, int, float]:
+    """Nested threshold grids around each row's best coarse cell, until the bracket is narrower than
+    ``resolution_tokens``: ``_REFINE_POINTS`` candidates per row, the bracket shrunk around the best one each
+    round. ``score(t, n_p)`` (arrays of one shape) is maximised; returns the best (t, N_p, score)."""
     lo = grid[np.maximum(best_cell - 1, 0)]
     hi = grid[np.minimum(best_cell + 1, grid.size - 1)]
     fractions = np.linspace(0.0, 1.0, _REFINE_POINTS)
     picks = np.arange(rows.size)
     while np.max(hi - lo) > resolution_tokens:
         cand = lo[:, None] + (hi - lo)[:, None] * fractions[None, :]
-        r = score(cand, rows[:, None].astype(np.float64))
+        r = score(cand, np.broadcast_to(rows[:, None].astype(np.float64), cand.shape))
         idx = np.argmax(r, axis=1)
         top = r[picks, idx]
         for row in picks:
@@ -568,24 +582,15 @@ def best_plan_at_rate(
     row_best = np.max(values, axis=0)
     rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
     best_cell = np.argmax(values[:, rows], axis=0)
-    lo = grid[np.maximum(best_cell - 1, 0)]
-    hi = grid[np.minimum(best_cell + 1, grid.size - 1)]
-    fractions = np.linspace(0.0, 1.0, _REFINE_POINTS)
-    picks = np.arange(rows.size)
-    while np.max(hi - lo) > resolution_tokens:
-        cand = lo[:, None] + (hi - lo)[:, None] * fractions[None, :]
-        r, u = score(cand, np.broadcast_to(rows[:, None].astype(np.float64), cand.shape))
-        zero_load = max(zero_load, float(np.max(u)))
-        idx = np.argmax(r, axis=1)
-        top = r[picks, idx]
-        for row in picks:
-            if top[row] > best[2]:
-                best = (float(cand[row, idx[row]]), int(rows[row]), float(top[row]))
-        step = (hi - lo) / (_REFINE_POINTS - 1)
-        centre = cand[picks, idx]
-        lo = np.maximum(centre - step, lo)
-        hi = np.minimum(centre + step, hi)
-    return (*best, zero_load)
+    seen = [zero_load]
+
+    def margin(t: Array, n_p: Array) -> Array:
+        value, zero = score(t, n_p)
+        seen.append(float(np.max(zero)))
+        return value
+
+    best = _refine(grid, rows, best_cell, best, resolution_tokens, margin)
+    return (*best, max(seen))
 
 
 def _every_split(
