@@ -26,7 +26,7 @@ from prfaas_plan.optimize.sizing import bandwidth_knee, max_rate, size
 from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.spec.cost import LinkPort, LinkPricing, Target
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 from prfaas_plan.units import GBIT_PER_S
 from tests.conftest import examples
 
@@ -154,6 +154,68 @@ def test_cheapest_deployment_is_not_beaten_by_any_in_its_search_space(paper_mode
                 cost = deployment_cost(prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=b)
                 if cost.total_usd_per_hour < best - 1e-9:
                     assert _carries(paper_model, target, n_prfaas, n_local, b) < rate, (n_prfaas, n_local, b)
+
+
+@given(rate=st.sampled_from([0.6, 1.0, 1.4]), egress=st.sampled_from([0.0, 0.02]))
+@settings(max_examples=examples(1), deadline=None)
+def test_fluid_floors_never_exceed_what_a_carrying_deployment_needs(
+    paper_model: StageModel, rate: float, egress: float
+) -> None:
+    """The bounds the search prunes with and the large-space gap is reported from: for every (B, N_prfaas) of a
+    small space, brute force finds no deployment with fewer local instances than the local floor that carries
+    the target, and the cheapest that carries (its plan's egress included) costs at least the cost floor."""
+    from prfaas_plan.optimize import sizing
+
+    prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=egress))
+    target = Target(rate_req_per_s=rate, ttft_slo_s=6.0)
+    carrier = sizing._Carrier(paper_model, target, 256.0, 0.0)
+    decode = sizing.decode_floor(paper_model, rate)
+    floors = sizing._fluid_floors(carrier, prices, list(LINKS), SMALL["max_prfaas"], decode)
+    for i, b in enumerate(LINKS):
+        for n_prfaas in range(1, SMALL["max_prfaas"] + 1):
+            for n_local in range(2, SMALL["max_local"] + 1):
+                m = replace(paper_model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=b)
+                carried = max_rate(m, target.ttft_slo_s, target.quantile, resolution_tokens=256.0)
+                if carried.goodput_req_per_s < rate:
+                    continue
+                assert n_local >= floors.local[i, n_prfaas - 1], (b, n_prfaas, n_local)
+                route = routing(m.lengths, carried.threshold_tokens)
+                cost = deployment_cost(
+                    prices,
+                    n_prfaas=n_prfaas,
+                    n_local=n_local,
+                    bandwidth_bytes_per_s=b,
+                    egress_bytes_per_s=float(egress_bytes_per_s(m, route, rate)),
+                )
+                assert cost.total_usd_per_hour >= floors.cost[i, n_prfaas - 1] - 1e-9
+                break
+
+
+def test_large_space_search_carries_and_lies_between_the_floor_and_the_optimum(
+    paper_model: StageModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pattern search used for large spaces, forced on a space the exact search also solves: its
+    deployment carries the target, costs no less than the exact optimum, and the floor it reports is no
+    more than that optimum (no egress charge, so a deployment's cost does not depend on its plan)."""
+    from prfaas_plan.optimize import sizing
+
+    prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=0.0))
+    target = Target(rate_req_per_s=2.0, ttft_slo_s=6.0)
+    space = {
+        "bandwidths_bytes_per_s": tuple(g * GBIT_PER_S for g in (5, 10, 20, 40)),
+        "max_prfaas": 8,
+        "max_local": 16,
+        "homogeneous": False,
+    }
+    exact = size(paper_model, prices, target, **space)
+    monkeypatch.setattr(sizing, "EXACT_PRFAAS", 0)
+    fast = size(paper_model, prices, target, **space)
+    assert exact.prfaas_pd is not None and fast.prfaas_pd is not None
+    assert exact.cost_floor_usd_per_hour is None
+    assert fast.cost_floor_usd_per_hour is not None
+    optimum = exact.prfaas_pd.usd_per_hour
+    assert fast.cost_floor_usd_per_hour <= optimum + 1e-9 <= fast.prfaas_pd.usd_per_hour + 2e-9
+    assert fast.prfaas_pd.goodput_req_per_s >= target.rate_req_per_s
 
 
 def test_sized_deployment_meets_its_target_in_the_planner_and_in_simulation(

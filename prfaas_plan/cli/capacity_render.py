@@ -71,6 +71,15 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
     ):
         table.add_row(label, a, b)
     out.print(table)
+    floor = sizing.cost_floor_usd_per_hour
+    if floor is not None and sizing.prfaas_pd is not None:
+        found = sizing.prfaas_pd.usd_per_hour
+        out.print(
+            f"Large search space: PrfaaS-PD found by a pattern search from the fluid optimum, not proven cheapest. "
+            f"No deployment in the space costs less than {floor:,.2f} USD/h (the fluid floor); this one is "
+            f"within {(found / floor - 1) * 100:.1f} % of it.",
+            style="yellow",
+        )
     for reason in sizing.reasons:
         out.print(f"infeasible: {reason}", style="yellow")
     own = payload["given_deployment"]

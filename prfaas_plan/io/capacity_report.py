@@ -83,6 +83,8 @@ def sizing_to_dict(sizing: Sizing) -> dict[str, Any]:
             "max_prfaas_instances": sizing.max_prfaas,
             "max_local_instances": sizing.max_local,
             "deployments_solved": sizing.evaluations,
+            "search": "exact" if sizing.cost_floor_usd_per_hour is None else "pattern",
+            "cost_floor_usd_per_hour": sizing.cost_floor_usd_per_hour,
         },
         "infeasible": list(sizing.reasons),
         "prices": dict(sizing.prices_source),

@@ -446,6 +446,55 @@ def _coarse_thresholds(model: StageModel) -> Array:
     return np.unique(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
 
 
+# Thresholds on which ``_rate_thresholds`` looks for the plans that can carry a rate.
+_FEASIBLE_SCAN = 257
+
+
+def _rate_thresholds(model: StageModel, rate: float, ttft_slo_s: float, quantile: float) -> tuple[Array, float]:
+    """The coarse thresholds of a fixed-rate search, and the best zero-load P(TTFT <= X) of the scan.
+
+    ``_COARSE_THRESHOLDS`` thresholds, evenly spaced in rank over those of a fine quantile scan at which some
+    plan can carry ``rate`` (the empty system meets the SLO, the PrfaaS pool and the link are stable at the
+    rate, and the local pool has room for the prefill and decode instances the rate needs); the usual coarse
+    grid when there is none (then nothing carries). The zero-load figure covers the whole scan, so that it
+    does not depend on the instance counts.
+
+    On a large deployment the thresholds that carry a rate can form a window narrower than the spacing of
+    the usual grid (the PrfaaS pool needs t high, the SLO needs t low), which a search on that grid misses.
+    """
+    lengths = model.lengths
+    scan = np.unique(
+        np.concatenate(
+            (
+                [min(0.0, lengths.lower_tokens - 1.0)],
+                np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _FEASIBLE_SCAN)), dtype=np.float64),
+                [lengths.upper_tokens],
+            )
+        )
+    )
+    moments = route_moments(model, scan)
+    route = route_latency(model)
+    unloaded = local_mass_below(lengths, route, scan, ttft_slo_s)
+    if route.offload_prefill is not None:
+        unloaded = unloaded + offload_mass_below(lengths, route, scan, ttft_slo_s)
+    decode = float(np.floor(rate / model.decode_req_per_s_per_instance) + 1.0)
+    local_need = rate * (1.0 - moments.offload_fraction) * moments.local_mean_s
+    prefill = np.where(local_need > 0, np.floor(local_need) + 1.0, 0.0)
+    _, stage = stability_limit_req_per_s(model, moments, np.maximum(prefill, 1.0), np.asarray(decode))
+    ok = (
+        (unloaded >= quantile)
+        & (np.asarray(stage["prfaas_compute"]) > rate)
+        & (np.asarray(stage["prfaas_link"]) > rate)
+        & (prefill + decode <= model.n_local)
+    )
+    zero_load = float(np.max(unloaded))
+    if not np.any(ok):
+        return _coarse_thresholds(model), zero_load
+    feasible = scan[ok]
+    picks = np.unique(np.round(np.linspace(0, feasible.size - 1, _COARSE_THRESHOLDS)).astype(np.int64))
+    return feasible[picks], zero_load
+
+
 def best_goodput_plan(
     model: StageModel,
     ttft_slo_s: float,
@@ -494,14 +543,9 @@ def best_goodput_plan(
     best = (float(grid[cell[k]]), int(split[k]), float(rates[k]))
     if fixed or grid.size < 3 or best[2] <= 0:
         return best
-    splits, which = np.unique(split, return_inverse=True)
-    row_best = np.full(splits.size, -np.inf)
-    np.maximum.at(row_best, which, rates)
-    top_rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
-    top_rows = top_rows[row_best[top_rows] > 0]
-    rows = splits[top_rows]
-    # Each refined split's best coarse threshold (the first, in grid order, of its best score).
-    best_cell = np.array([cell[which == r][np.argmax(rates[which == r])] for r in top_rows], dtype=np.int64)
+    rows, best_cell = _best_rows(cell, split, rates)
+    positive = np.array([np.max(rates[split == r]) > 0 for r in rows], dtype=bool)
+    rows, best_cell = rows[positive], best_cell[positive]
     return _refine(grid, rows, best_cell, best, resolution_tokens, score)
 
 
@@ -544,6 +588,7 @@ def best_plan_at_rate(
     resolution_tokens: float = 10.0,
     decode_service_scv: float = 0.0,
     thresholds: ArrayLike | None = None,
+    exhaustive_splits: int = EXHAUSTIVE_SPLITS,
 ) -> tuple[float, int, float, float]:
     """(t, N_p, slack, best zero-load P(TTFT <= X)) of the plan with the most SLO margin at one rate: slack =
     P_Λ(TTFT <= X) - q, maximised over thresholds and splits N_p in 0..N_local-1. The model's deployment
@@ -551,46 +596,119 @@ def best_plan_at_rate(
     threshold grid's resolution.
 
     What ``best_goodput_plan`` searches, at a fixed rate: one slack evaluation per candidate instead of a
-    bisection on the rate, for callers that ask "does it carry Λ?" (sizing). The coarse grid is the same
-    quantile-spaced one with every split, then nested grids around the best threshold of the best two splits.
+    bisection on the rate, for callers that ask "does it carry Λ?" (sizing). The coarse grid is quantile-spaced
+    over the thresholds at which some plan can carry the rate (``_rate_thresholds``), with every split of a
+    pool of at most ``exhaustive_splits`` local instances and a branch and bound over intervals of splits for
+    a larger one (``_splits_at_rate``), then nested grids around the best threshold of the best two splits.
+    A plan past its stability limit scores -1 - (q - P(TTFT <= X at zero load)), below every stable plan.
     """
     fixed = thresholds is not None
-    grid = np.asarray(thresholds, dtype=np.float64).ravel() if fixed else _coarse_thresholds(model)
     rate = float(rate_req_per_s)
+    seen: list[float] = []
+    if fixed:
+        grid = np.asarray(thresholds, dtype=np.float64).ravel()
+    else:
+        grid, scan_zero_load = _rate_thresholds(model, rate, ttft_slo_s, quantile)
+        seen.append(scan_zero_load)
 
-    def score(t: Array, n_p: Array) -> tuple[Array, Array]:
+    def plans(t: Array, n_p: Array, n_d: Array) -> Array:
         slack, limit, unloaded, feasible, shape = _slack_setup(
-            model,
-            t,
-            n_p,
-            model.n_local - np.asarray(n_p, dtype=np.float64),
-            ttft_slo_s,
-            quantile,
-            decode_service_scv,
-            SEARCH_GRID_POINTS,
+            model, t, n_p, n_d, ttft_slo_s, quantile, decode_service_scv, SEARCH_GRID_POINTS
         )
+        seen.append(float(np.max(unloaded, initial=0.0)))
         value = np.where(feasible & (rate < limit), slack(np.full(limit.shape, rate)), -1.0 - (quantile - unloaded))
-        return value.reshape(shape), np.asarray(unloaded).reshape(shape)
-
-    t_cand, n_cand = np.meshgrid(grid, np.arange(model.n_local, dtype=np.float64), indexing="ij")
-    values, unloaded = score(t_cand, n_cand)
-    k = np.unravel_index(int(np.argmax(values)), values.shape)
-    best = (float(t_cand[k]), int(n_cand[k]), float(values[k]))
-    zero_load = float(np.max(unloaded))
-    if fixed or grid.size < 3:
-        return (*best, zero_load)
-    row_best = np.max(values, axis=0)
-    rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
-    best_cell = np.argmax(values[:, rows], axis=0)
-    seen = [zero_load]
+        return np.asarray(value, dtype=np.float64).reshape(shape)
 
     def margin(t: Array, n_p: Array) -> Array:
-        value, zero = score(t, n_p)
-        seen.append(float(np.max(zero)))
-        return value
+        return plans(t, n_p, model.n_local - np.asarray(n_p, dtype=np.float64))
 
+    if model.n_local <= exhaustive_splits:
+        t_cand, n_cand = np.meshgrid(grid, np.arange(model.n_local, dtype=np.float64), indexing="ij")
+        cell, split = (a.ravel() for a in np.meshgrid(np.arange(grid.size), np.arange(model.n_local), indexing="ij"))
+        values = margin(t_cand, n_cand).ravel()
+    else:
+        cell, split, values = _splits_at_rate(model, grid, rate, plans)
+    order = np.lexsort((split, cell))
+    cell, split, values = cell[order], split[order], values[order]
+    k = int(np.argmax(values))
+    best = (float(grid[cell[k]]), int(split[k]), float(values[k]))
+    if fixed or grid.size < 3:
+        return (*best, max(seen))
+    rows, best_cell = _best_rows(cell, split, values)
     best = _refine(grid, rows, best_cell, best, resolution_tokens, margin)
     return (*best, max(seen))
+
+
+def _best_rows(
+    cell: NDArray[np.int64], split: NDArray[np.int64], values: Array
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The ``_REFINE_ROWS`` splits with the best scored values (ties: the smaller split) and, for each, the
+    first threshold cell (in grid order) of its best value. Plans must be in threshold-major order."""
+    splits, which = np.unique(split, return_inverse=True)
+    row_best = np.full(splits.size, -np.inf)
+    np.maximum.at(row_best, which, values)
+    top_rows = np.argsort(-row_best, kind="stable")[:_REFINE_ROWS]
+    best_cell = np.array([cell[which == r][np.argmax(values[which == r])] for r in top_rows], dtype=np.int64)
+    return splits[top_rows].astype(np.int64), best_cell
+
+
+def _splits_at_rate(
+    model: StageModel, grid: Array, rate: float, plans: Callable[[Array, Array, Array], Array]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
+    """Branch and bound over intervals of splits at one rate, for every coarse threshold at once: the scored
+    plans (threshold cell, split, value), ``plans(t, N_p, N_d)`` giving each plan's value.
+
+    Bound. P_Λ(TTFT <= X) never falls when N_p or N_d grows (every stage's wait law is stochastically
+    non-increasing in its servers; see ``_split_search``), and neither does a stability limit, so every
+    split of [a, b] scores at most the plan (t, N_p = b, N_d = N_local - a). An interval whose bounding plan
+    is unstable at the rate holds only unstable plans, which score no better than the threshold's probe.
+
+    Search. Each threshold's split with the largest stability limit is scored first (a probe per
+    threshold, and the incumbent); then each round cuts every open interval into up to 16, drops those that
+    are unstable or bounded at most the incumbent plus ``_GAP_RTOL``, and scores the split of largest limit
+    in each one left. Rounds grow with log16(N_local).
+    """
+    n = model.n_local
+    splits = np.arange(n, dtype=np.float64)
+    moments = route_moments(model, grid[:, None])
+    limit, stage_limits = stability_limit_req_per_s(model, moments, splits[None, :], n - splits[None, :])
+    limit = np.where(np.isfinite(limit), limit, 0.0)
+    rising = np.fmin.reduce([np.asarray(stage_limits[s]) for s in STAGES if s != "pd_decode"])
+    falling = np.asarray(stage_limits["pd_decode"])
+    peak = np.argmax(limit, axis=1)
+    scored_cell, scored_split, scored_value = [], [], []
+
+    def record(cell: NDArray[np.int64], split: NDArray[np.int64], value: Array) -> float:
+        scored_cell.append(cell)
+        scored_split.append(split)
+        scored_value.append(value)
+        return float(max(np.max(v, initial=-np.inf) for v in scored_value))
+
+    cell = np.arange(grid.size, dtype=np.int64)
+    best = record(cell, peak, plans(grid, peak.astype(np.float64), n - peak.astype(np.float64)))
+    first = np.zeros(grid.size, dtype=np.int64)
+    last = np.full(grid.size, n - 1, dtype=np.int64)
+    cuts = np.arange(_SPLIT_CELLS + 1)
+    while cell.size:
+        width = last - first + 1
+        edges = first[:, None] + (width[:, None] * cuts) // _SPLIT_CELLS
+        a, b = edges[:, :-1], edges[:, 1:] - 1
+        parent = np.broadcast_to(np.arange(cell.size)[:, None], a.shape)
+        present = b >= a
+        cell, a, b = cell[parent[present]], a[present], b[present]
+        stable = np.fmin(rising[cell, b], falling[cell, a]) > rate
+        cell, a, b = cell[stable], a[stable], b[stable]
+        if cell.size == 0:
+            break
+        pick = np.clip(peak[cell], a, b)
+        wide = b > a
+        n_p = np.concatenate((pick, b[wide])).astype(np.float64)
+        n_d = np.concatenate((n - pick, n - a[wide])).astype(np.float64)
+        value = plans(grid[np.concatenate((cell, cell[wide]))], n_p, n_d)
+        best = record(cell, pick, value[: cell.size])
+        open_ = value[cell.size :] > best + _GAP_RTOL
+        cell, first, last = cell[wide][open_], a[wide][open_], b[wide][open_]
+    return np.concatenate(scored_cell), np.concatenate(scored_split), np.concatenate(scored_value)
 
 
 def _every_split(

@@ -19,13 +19,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from prfaas_plan.spec.cost import HOURS_PER_MONTH, CostInputs, LinkPricing
 from prfaas_plan.spec.hardware import Accelerator
 from prfaas_plan.spec.scenario import Pool, Scenario
 from prfaas_plan.units import GB, GBIT_PER_S
+
+FloatOrArray = TypeVar("FloatOrArray", float, NDArray[np.float64])
 
 _SECONDS_PER_HOUR = 3600.0
 _W_PER_KW = 1000.0
@@ -101,6 +105,11 @@ def link_fixed_usd_per_hour(link: LinkPricing, bandwidth_bytes_per_s: float) -> 
     return ports + committed
 
 
+def egress_usd_per_hour(link: LinkPricing, egress_bytes_per_s: FloatOrArray) -> FloatOrArray:
+    """Hourly price of ``egress_bytes_per_s`` of cross-datacenter egress (a number or an array of them)."""
+    return egress_bytes_per_s / GB * link.egress_usd_per_gb * _SECONDS_PER_HOUR
+
+
 def link_options(link: LinkPricing, low_bytes_per_s: float, high_bytes_per_s: float, grid: int = 24) -> list[float]:
     """Bandwidths worth buying between ``low`` and ``high`` (bytes/s), ascending.
 
@@ -162,7 +171,7 @@ def deployment_cost(
     prfaas = n_prfaas * (prices.prfaas_usd_per_instance_hour or 0.0)
     local = n_local * (prices.local_usd_per_instance_hour or 0.0)
     link = link_fixed_usd_per_hour(prices.link, bandwidth_bytes_per_s) if n_prfaas > 0 else 0.0
-    egress = egress_bytes_per_s / GB * prices.link.egress_usd_per_gb * _SECONDS_PER_HOUR
+    egress = egress_usd_per_hour(prices.link, egress_bytes_per_s)
     return CostBreakdown(
         prfaas_usd_per_hour=prfaas, local_usd_per_hour=local, link_usd_per_hour=link, egress_usd_per_hour=egress
     )

@@ -26,15 +26,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import TtftSummary, loaded_ttft
 from prfaas_plan.latency.goodput import best_goodput_plan, best_plan_at_rate, plans_goodput
+from prfaas_plan.latency.unloaded import local_mass_below, offload_mass_below, route_latency
 from prfaas_plan.optimize.cost import (
     CostBreakdown,
     TokenCost,
     UnitPrices,
     deployment_cost,
+    egress_usd_per_hour,
     link_fixed_usd_per_hour,
     link_options,
     token_cost,
@@ -43,6 +46,8 @@ from prfaas_plan.optimize.plans import CO_BINDING_RTOL
 from prfaas_plan.optimize.search import best_plan
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import STAGES, StageModel, egress_bytes_per_s, routing, stage_bounds, stage_throughputs
+
+Array = NDArray[np.float64]
 
 #: Threshold resolution (tokens) of the goodput search inside the sizing loops.
 SIZING_RESOLUTION_TOKENS = 1024.0
@@ -99,6 +104,9 @@ class Sizing:
     max_prfaas: int
     max_local: int
     evaluations: int
+    #: None when ``prfaas_pd`` is the exact optimum of the search space; else (a large space, searched by a
+    #: pattern search) a proven lower bound on that optimum's cost, USD per hour (the fluid floor).
+    cost_floor_usd_per_hour: float | None = None
     reasons: tuple[str, ...] = ()
     prices_source: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
@@ -222,8 +230,6 @@ class _Carrier:
                 return True
             if not ok and p >= n_prfaas and n >= n_local and c >= b:
                 return False
-        if self.fluid_limit(n_prfaas, n_local, bandwidth) <= rate:
-            return False  # goodput <= stability limit <= Λ_max: the fluid bound alone rules it out
         return self.solve(n_prfaas, n_local, bandwidth).goodput_req_per_s >= rate
 
     def fluid_limit(self, n_prfaas: int, n_local: int, bandwidth: float) -> float:
@@ -256,12 +262,14 @@ def decode_floor(model: StageModel, rate_req_per_s: float) -> int:
     return math.floor(rate_req_per_s / model.decode_req_per_s_per_instance) + 1
 
 
-def _smallest_local(carrier: _Carrier, n_prfaas: int, bandwidth: float, low: int, high: int) -> int | None:
+def _smallest_local(
+    carrier: _Carrier, n_prfaas: int, bandwidth: float, low: int, high: int, guess: int | None = None
+) -> int | None:
     """Smallest N_local in [low, high] that carries the target (goodput is non-decreasing in N_local), or
-    None. Tries ``low`` and ``high``, then gallops up from ``low`` (the answer is usually near the floor) and
-    bisects. The unloaded TTFT
-    depends on the threshold, the hardware and the link, never on instance counts: a deployment that misses
-    the SLO with no load rules out every larger N_local."""
+    None. Tries ``low`` and ``high``, then gallops from ``guess`` (default ``low``; up when it does not
+    carry, down when it does) and bisects. The unloaded TTFT depends on the threshold, the hardware and the
+    link, never on instance counts: a deployment that misses the SLO with no load rules out every larger
+    N_local."""
     if low > high:
         return None
     if carrier.carries(n_prfaas, low, bandwidth):
@@ -270,14 +278,22 @@ def _smallest_local(carrier: _Carrier, n_prfaas: int, bandwidth: float, low: int
         return None  # even an empty system misses the SLO: unloaded TTFT does not depend on instance counts
     if not carrier.carries(n_prfaas, high, bandwidth):
         return None  # one solve at the top of the range rules out the whole range
-    lo, step = low, 1  # lo never carries
-    while True:
-        hi = min(high, low + step)
-        if hi <= lo:
-            return None
-        if carrier.carries(n_prfaas, hi, bandwidth):
-            break
-        lo, step = hi, step * 2
+    lo, hi = low, high  # lo never carries, hi carries
+    start = lo if guess is None else min(max(guess, lo), hi)
+    if start > lo and carrier.carries(n_prfaas, start, bandwidth):
+        hi, step = start, 1
+        while hi - step > lo:  # gallop down
+            if not carrier.carries(n_prfaas, hi - step, bandwidth):
+                lo = hi - step
+                break
+            hi, step = hi - step, step * 2
+    else:
+        lo, step = start, 1
+        while lo + step < hi:  # gallop up
+            if carrier.carries(n_prfaas, lo + step, bandwidth):
+                hi = lo + step
+                break
+            lo, step = lo + step, step * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if carrier.carries(n_prfaas, mid, bandwidth):
@@ -328,57 +344,251 @@ def _deployment(
 _MAX_VERIFY_ROUNDS = 64
 
 
-def _cheapest(
+#: Threshold cells (quantile-spaced) on which the fluid floors of ``_fluid_floors`` are tabulated.
+_FLOOR_CELLS = 512
+# The local floor of a (B, N_prfaas) no plan can carry with (larger than any pool).
+_NO_PLAN = 2**62
+# Relative slack on the floors' comparisons (a relaxation: it can only lower a floor).
+_FLOOR_RTOL = 1e-9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Floors:
+    """For every (link size, N_prfaas): the fewest local instances any plan can carry the target with, and a
+    lower bound on the cost per hour (arrays of shape (len(bandwidths), max_prfaas), N_prfaas = column + 1)."""
+
+    local: NDArray[np.int64]
+    cost: Array
+
+
+def _local_prefill_floor(need: Array) -> Array:
+    """Fewest local prefill instances N_p with N_p > ``need`` (instances' worth of work), relaxed by
+    ``_FLOOR_RTOL``; 0 where there is no local prefill work."""
+    return np.where(need > 0, np.ceil(need * (1 - _FLOOR_RTOL)), 0.0)
+
+
+def _fluid_floors(
+    carrier: _Carrier, prices: UnitPrices, bandwidths: Sequence[float], max_prfaas: int, decode: int
+) -> _Floors:
+    """Lower bounds from the stability conditions alone, for every (B, N_prfaas) at once.
+
+    A plan carries Λ only if it meets the SLO with no load and every stage is stable at Λ
+    (``latency.stages``): with threshold t,
+    N_prfaas > Λ · E[T_prfaas(L); L > t], B > Λ · E[S_kv(L); L > t], N_p > Λ · E[T_local(L); L <= t] and
+    N_d >= ``decode`` (Eq. 5). The first two fall and the third rises with t, so over a cell [t_i, t_i+1] of a
+    threshold grid each is bounded by its value at the cell's far end (the offload terms at t_i+1, the local
+    term at t_i). A cell is possible for (B, N_prfaas) when both offload bounds are below them; the local floor
+    is the decode floor plus the cell's fewest prefill instances, the cost floor adds the GPUs, the link's
+    fixed price and the egress bound, each minimised over the possible cells. Neither floor ever exceeds the
+    true minimum over the search (the grid only loosens it).
+    """
+    model, rate = carrier.model, carrier.target.rate_req_per_s
+    lengths = model.lengths
+    lo, hi = lengths.lower_tokens - 1.0, lengths.upper_tokens
+    inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _FLOOR_CELLS + 1)), dtype=np.float64)
+    t = np.unique(np.clip(np.concatenate(([lo], inner, [hi])), lo, hi))
+    top = np.full_like(t, hi)
+    offload_work = rate * np.asarray(model.prfaas_prefill.expect(lengths, t, top), dtype=np.float64)
+    egress = rate * np.asarray(model.kv_bytes.expect(lengths, t, top), dtype=np.float64)
+    local_work = rate * np.asarray(model.local_prefill.expect(lengths, np.full_like(t, lo), t), dtype=np.float64)
+    # Cells [t_i, t_i+1]: offload bounds at the right end, local bound at the left end.
+    cell_offload, cell_egress = offload_work[1:], egress[1:]
+    # The SLO at zero load: P(TTFT <= X) with no waiting is P(local, fast enough), non-decreasing in t, plus
+    # P(offloaded, fast enough), non-increasing in t and rising with B (the transfer takes S_kv / B): at most
+    # their values at the cell's right and left ends. A cell whose bound is below q holds no plan that meets
+    # the SLO even unloaded.
+    route = route_latency(model)
+    slo, q = carrier.target.ttft_slo_s, carrier.target.quantile
+    stretch = model.link_bandwidth_bytes_per_s / np.asarray(bandwidths, dtype=np.float64)[:, None]
+    local_fast = np.asarray(local_mass_below(lengths, route, t, slo), dtype=np.float64)
+    offload_fast = np.asarray(offload_mass_below(lengths, route, t[None, :], slo, stretch), dtype=np.float64)
+    meets_slo = local_fast[None, 1:] + offload_fast[:, :-1] >= q * (1 - _FLOOR_RTOL)
+    cell_local = np.maximum(decode + _local_prefill_floor(local_work[:-1]), 2.0)
+    local_price = prices.local_usd_per_instance_hour or 0.0
+    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
+    cell_cost = local_price * cell_local + egress_usd_per_hour(prices.link, cell_egress)
+    order = np.argsort(cell_offload, kind="stable")
+    by_offload = cell_offload[order]
+    n_prfaas = np.arange(1, max_prfaas + 1, dtype=np.float64)
+    # Cells possible for N_prfaas: the first ``count`` in offload order.
+    count = np.searchsorted(by_offload, n_prfaas * (1 + _FLOOR_RTOL), side="left")
+    local = np.empty((len(bandwidths), max_prfaas), dtype=np.int64)
+    cost = np.empty((len(bandwidths), max_prfaas), dtype=np.float64)
+    for i, b in enumerate(bandwidths):
+        possible = (cell_egress[order] < b * (1 + _FLOOR_RTOL)) & meets_slo[i, order]
+        best_local = np.minimum.accumulate(np.where(possible, cell_local[order], np.inf))
+        best_cost = np.minimum.accumulate(np.where(possible, cell_cost[order], np.inf))
+        none = count == 0
+        at = np.maximum(count - 1, 0)
+        row_local = np.where(none, np.inf, best_local[at])
+        local[i] = np.where(np.isfinite(row_local), row_local, float(_NO_PLAN)).astype(np.int64)
+        cost[i] = (
+            np.where(none, np.inf, best_cost[at]) + prfaas_price * n_prfaas + link_fixed_usd_per_hour(prices.link, b)
+        )
+    return _Floors(local=local, cost=cost)
+
+
+#: Search spaces with at most this many PrfaaS instance counts and link sizes are searched exactly
+#: (``_staircase``); larger ones by a pattern search from the fluid optimum (``_pattern_search``).
+EXACT_PRFAAS = 48
+EXACT_LINKS = 64
+
+
+@dataclass(slots=True)
+class _Incumbent:
+    """The cheapest (N_prfaas, N_local, B) found so far, with its cost per hour."""
+
+    cost: float = math.inf
+    found: tuple[int, int, float] | None = None
+
+    def offer(self, cost: float, n_prfaas: int, n_local: int, bandwidth: float) -> None:
+        """Keep the cheaper; ties go to fewer PrfaaS instances, then fewer local instances, the smaller link."""
+        if self.found is None or (cost, n_prfaas, n_local, bandwidth) < (self.cost, *self.found):
+            self.cost, self.found = cost, (n_prfaas, n_local, bandwidth)
+
+
+def _staircase(
     carrier: _Carrier,
     prices: UnitPrices,
-    bandwidths: list[float],
-    floor: int,
+    ascending: list[float],
+    floors: _Floors,
+    decode: int,
     max_prfaas: int,
     max_local: int,
-) -> tuple[int, int, float] | None:
-    """The cheapest (N_prfaas, N_local, B) whose search goodput carries the target.
+) -> _Incumbent:
+    """The exact cheapest (N_prfaas, N_local, B) of the search space whose search goodput carries the target.
 
     For each N_prfaas (ascending, while its cost bound can still win): N_0, the fewest local instances that
-    carry at the largest B (galloping from the decode floor, bounded by the previous N_prfaas's N_0); then
-    for N_local = N_0, N_0 + 1, ... while an extra local instance costs less than the link it could save,
-    the smallest B that carries (bisection over the sizes: carrying is monotone in B).
+    carry at the largest B (galloping from the fluid floor, bounded by the previous N_prfaas's N_0); then for
+    N_local = N_0, N_0 + 1, ... while an extra local instance costs less than the link it could save, the
+    smallest B that carries (bisection over the sizes: carrying is monotone in B). An N_prfaas whose cost
+    floor (``_fluid_floors``) is no cheaper than the best is skipped.
     """
-    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
     local_price = prices.local_usd_per_instance_hour or 0.0
-    ascending = sorted(bandwidths)
+    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
     link_costs = [link_fixed_usd_per_hour(prices.link, b) for b in ascending]
     top, top_cost, cheapest_link = ascending[-1], link_costs[-1], min(link_costs)
-    best: tuple[int, int, float] | None = None
-    best_cost = math.inf
+    cheapest_floor = floors.cost.min(axis=0)
+    best = _Incumbent()
     upper = max_local
     for n_prfaas in range(1, max_prfaas + 1):
-        if cheapest_link + n_prfaas * prfaas_price + floor * local_price >= best_cost:
+        if cheapest_link + n_prfaas * prfaas_price + max(2, decode) * local_price >= best.cost:
             break
-        n0 = _smallest_local(carrier, n_prfaas, top, floor, upper)
+        if cheapest_floor[n_prfaas - 1] >= best.cost:
+            continue
+        n0 = _smallest_local(carrier, n_prfaas, top, int(floors.local[-1, n_prfaas - 1]), upper)
         if n0 is None:
             continue
         upper = n0
         n_local = n0
         while n_local <= max_local and (n_local - n0) * local_price < top_cost - cheapest_link + 1e-12:
-            if cheapest_link + n_prfaas * prfaas_price + n_local * local_price >= best_cost:
+            if cheapest_link + n_prfaas * prfaas_price + n_local * local_price >= best.cost:
                 break
             lo, hi = -1, len(ascending) - 1  # ascending[hi] carries (it does at top for n >= n0)
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if carrier.carries(n_prfaas, n_local, ascending[mid]):
+                if floors.local[mid, n_prfaas - 1] <= n_local and carrier.carries(n_prfaas, n_local, ascending[mid]):
                     hi = mid
                 else:
                     lo = mid
             bandwidth = ascending[hi]
             cost = _deployment(carrier, prices, n_prfaas, n_local, bandwidth, "", final=False).usd_per_hour
-            if cost < best_cost:
-                best, best_cost = (n_prfaas, n_local, bandwidth), cost
+            best.offer(cost, n_prfaas, n_local, bandwidth)
             if hi == 0:
                 break  # already the cheapest link: more local instances only cost more
             n_local += 1
-        if upper == floor:
+        if upper <= floors.local[-1].min():
             break  # more PrfaaS instances cannot save a local instance
     return best
+
+
+def _pattern_search(
+    carrier: _Carrier, prices: UnitPrices, ascending: list[float], floors: _Floors, max_local: int
+) -> _Incumbent:
+    """A cheap (N_prfaas, N_local, B) for a large search space: a pattern search over (N_prfaas, link size),
+    each point priced with its fewest carrying local instances.
+
+    It starts at the pair of least cost floor (the fluid optimum), climbs from there in steps of more PrfaaS
+    instances and link until a point carries the target, and moves to a neighbour at ±step in
+    N_prfaas or in the link sizes' index whenever that is cheaper, halving the steps (from an eighth of each
+    range) when no neighbour is; it stops at steps of 1. A point's N_local is searched by galloping from its
+    fluid floor up to the most local instances that could still beat the best. Points whose floor is no
+    cheaper than the best are not priced; each search starts from the floor scaled by the last point's N_local
+    over its floor. The answer carries the target (as every point priced does), and
+    no deployment of the search space is cheaper than the least floor, which the caller reports as the gap.
+    """
+    local_price = prices.local_usd_per_instance_hour or 0.0
+    prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
+    n_links, max_prfaas = floors.cost.shape
+    best = _Incumbent()
+    priced: dict[tuple[int, int], float] = {}
+    # N_local over its fluid floor at the last point priced: where the next point's search starts.
+    ratio = [1.0]
+
+    def price(i: int, k: int) -> float:
+        if (i, k) in priced:
+            return priced[(i, k)]
+        cost = math.inf
+        if floors.cost[i, k] < best.cost:
+            fixed = link_fixed_usd_per_hour(prices.link, ascending[i]) + prfaas_price * (k + 1)
+            high = max_local
+            if local_price > 0 and math.isfinite(best.cost):
+                high = min(high, math.floor((best.cost - fixed) / local_price * (1 + _FLOOR_RTOL)))
+            low = int(floors.local[i, k])
+            guess = math.ceil(low * ratio[0]) if low <= high else None
+            n_local = _smallest_local(carrier, k + 1, ascending[i], low, high, guess) if low <= high else None
+            if n_local is not None:
+                ratio[0] = n_local / low
+                cost = _deployment(carrier, prices, k + 1, n_local, ascending[i], "", final=False).usd_per_hour
+                best.offer(cost, k + 1, n_local, ascending[i])
+        priced[(i, k)] = cost
+        return cost
+
+    i, k = (int(x) for x in np.unravel_index(int(np.argmin(floors.cost)), floors.cost.shape))
+    here = price(i, k)
+    step_k, step_i = max(1, max_prfaas // 8), max(1, n_links // 8)
+    # The fluid optimum often sits where a stage is saturated, which queueing rules out: climb (more PrfaaS
+    # instances, a larger link, or both) until a point carries the target.
+    while not math.isfinite(here) and (i < n_links - 1 or k < max_prfaas - 1):
+        climbs = [(i, min(k + step_k, max_prfaas - 1)), (min(i + step_i, n_links - 1), k)]
+        climbs.append((climbs[1][0], climbs[0][1]))
+        here, i, k = min((price(a, b), a, b) for a, b in climbs)
+        if not math.isfinite(here):
+            i, k = climbs[2]
+    while True:
+        moves = [(i, k + step_k), (i, k - step_k), (i + step_i, k), (i - step_i, k)]
+        options = [(price(a, b), a, b) for a, b in moves if 0 <= a < n_links and 0 <= b < max_prfaas]
+        cheaper = [o for o in options if o[0] < here]
+        if cheaper:
+            here, i, k = min(cheaper)
+        elif step_k == 1 and step_i == 1:
+            break
+        else:
+            step_k, step_i = max(1, step_k // 2), max(1, step_i // 2)
+    return best
+
+
+def _cheapest(
+    carrier: _Carrier,
+    prices: UnitPrices,
+    bandwidths: list[float],
+    decode: int,
+    max_prfaas: int,
+    max_local: int,
+) -> tuple[tuple[int, int, float] | None, float | None]:
+    """The cheapest (N_prfaas, N_local, B) whose search goodput carries the target, and None when it is the
+    exact optimum of the search space, else the proven lower bound on that optimum (USD per hour): exact
+    (``_staircase``) for a space of at most ``EXACT_PRFAAS`` PrfaaS counts and ``EXACT_LINKS`` link sizes;
+    otherwise a pattern search from the fluid optimum (``_pattern_search``), falling back to the exact
+    search when it finds nothing."""
+    ascending = sorted(bandwidths)
+    floors = _fluid_floors(carrier, prices, ascending, max_prfaas, decode)
+    if max_prfaas > EXACT_PRFAAS or len(ascending) > EXACT_LINKS:
+        best = _pattern_search(carrier, prices, ascending, floors, max_local)
+        if best.found is not None:
+            return best.found, float(floors.cost.min())
+    best = _staircase(carrier, prices, ascending, floors, decode, max_prfaas, max_local)
+    return best.found, None
 
 
 def size(
@@ -404,12 +614,17 @@ def size(
     if not bandwidths_bytes_per_s:
         raise ValueError("sizing needs at least one link bandwidth")
     carrier = _Carrier(model, target, resolution_tokens, decode_service_scv)
-    floor = max(2, decode_floor(model, target.rate_req_per_s))
+    decode = decode_floor(model, target.rate_req_per_s)
+    floor = max(2, decode)
     reasons: list[str] = []
 
     homog: Deployment | None = None
     if homogeneous:
-        low = floor
+        # Every request prefilled locally: N_p > Λ · E[T_local(L)] besides the decode floor.
+        everything = target.rate_req_per_s * float(
+            model.local_prefill.expect(model.lengths, model.lengths.lower_tokens - 1.0, model.lengths.upper_tokens)
+        )
+        low = max(floor, decode + int(_local_prefill_floor(np.asarray(everything))))
         while True:
             n = _smallest_local(carrier, 0, 0.0, low, max_local)
             if n is None or carrier.verify(0, n, 0.0):
@@ -430,11 +645,12 @@ def size(
 
     bandwidths = sorted(set(float(b) for b in bandwidths_bytes_per_s), reverse=True)
     best: Deployment | None = None
+    cost_floor: float | None = None
     if floor > max_local:
         reasons.append(f"pd_decode: carrying {target.rate_req_per_s:g} req/s needs at least {floor} local instances")
     else:
         for _ in range(_MAX_VERIFY_ROUNDS):
-            found = _cheapest(carrier, prices, bandwidths, floor, max_prfaas, max_local)
+            found, cost_floor = _cheapest(carrier, prices, bandwidths, decode, max_prfaas, max_local)
             if found is None or carrier.verify(*found):
                 break
         else:
@@ -455,6 +671,7 @@ def size(
         max_prfaas=max_prfaas,
         max_local=max_local,
         evaluations=len(carrier.cache),
+        cost_floor_usd_per_hour=cost_floor,
         reasons=tuple(reasons),
         prices_source=dict(prices.sources),
     )
