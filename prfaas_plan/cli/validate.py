@@ -14,6 +14,7 @@ from prfaas_plan.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from prfaas_plan.reference.checks import CountChecks
+    from prfaas_plan.reference.machine import RoutingStudy
     from prfaas_plan.reference.timing import TimingStudy
     from prfaas_plan.spec.model import Architecture
 
@@ -66,17 +67,19 @@ def kernel(
         cards, base = _cards(model, shrink, size)
         rng = np.random.default_rng(seed)
         verdicts = checks.merge_checks([(key, checks.run_count_checks(arch, rng)) for key, arch in cards])
-        peaks = machine.measure_peaks(base, rng)
+        timed = timing.timing_architecture(base, size)
+        peaks = machine.measure_peaks(base, rng, timed=timed)
+        routing = machine.measure_routing(timed, rng)
         out = profile_out or Path(tempfile.mkdtemp(prefix="prfaas-plan-")) / "this-machine.yaml"
         note = "Measured by `prfaas-plan validate kernel`: achieved rates of numpy on this machine."
         written = write_accelerator_profile(
             machine.machine_accelerator(peaks, machine.physical_memory_bytes()),
             out,
             note,
-            machine.machine_kernel_shapes(peaks),
+            machine.machine_kernel_shapes(peaks, routing),
         )
         study = timing.run_timing(base, size, load_hardware(written).accelerator, peaks, rng)
-    payload = kernel_payload(verdicts, study, written, [key for key, _ in cards])
+    payload = kernel_payload(verdicts, study, written, [key for key, _ in cards], routing)
     failed = [name for name, ok in payload["count_checks"].items() if not ok]
     payload["passed"] = not failed and not payload["problems"]
     if json_output:
@@ -179,8 +182,11 @@ def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, 
     return cards, base
 
 
-def kernel_payload(verdicts: CountChecks, study: TimingStudy, profile: Path, cards: list[str]) -> dict[str, Any]:
-    """The ``--json`` object: count-check verdicts, timing cases, median |ln ratio|, and what backs them."""
+def kernel_payload(
+    verdicts: CountChecks, study: TimingStudy, profile: Path, cards: list[str], routing: RoutingStudy | None = None
+) -> dict[str, Any]:
+    """The ``--json`` object: count-check verdicts, timing cases, median |ln ratio|, the measured shape curves
+    (and the routed experts' load on the timed card, if it routes), and what backs them."""
     peaks = study.peaks
     return {
         "cards_checked": cards,
@@ -210,12 +216,28 @@ def kernel_payload(verdicts: CountChecks, study: TimingStudy, profile: Path, car
         "machine": {
             "matmul_flop_per_s": peaks.matmul_flop_per_s,
             "memory_bytes_per_s": peaks.memory_bytes_per_s,
+            "weight_read_bytes_per_s": peaks.weight_read_bytes_per_s,
+            "memory_efficiency": peaks.memory_efficiency,
             "copy_bytes_per_s": peaks.copy_bytes_per_s,
             "elementwise_flop_per_s": peaks.elementwise_flop_per_s,
             "launch_overhead_s": peaks.launch_overhead_s,
             "gemm_half_rows": peaks.gemm_half_rows,
+            "attention_efficiency": peaks.attention_efficiency,
+            "attention_half_context_tokens": peaks.attention_half_context_tokens,
             "steady": peaks.steady,
             "profile": str(profile),
+        },
+        "moe_routing": None
+        if routing is None
+        else {
+            "tokens": routing.tokens,
+            "experts": routing.experts,
+            "active_experts": routing.active,
+            "layer_calls": routing.layer_passes,
+            "observed_busiest_tokens": routing.observed_busiest,
+            "uniform_model_busiest_tokens": routing.uniform_busiest,
+            "mean_tokens": routing.tokens * routing.active / routing.experts,
+            "moe_load_skew": routing.skew,
         },
         "contract_gaps": list(verdicts.contract_gaps),
         "problems": list(verdicts.problems),
@@ -242,9 +264,15 @@ def _render(payload: dict[str, Any]) -> None:
     timing = Table(
         title=(
             f"Reference kernel vs roofline: {m['matmul_flop_per_s'] / 1e9:.1f} GFLOP/s, "
-            f"{m['memory_bytes_per_s'] / 1e9:.1f} GB/s, {m['elementwise_flop_per_s'] / 1e9:.2f} element-wise "
+            f"{m['memory_bytes_per_s'] / 1e9:.1f} GB/s (weights read at {m['memory_efficiency']:.2f} of that by "
+            f"one-row products), {m['elementwise_flop_per_s'] / 1e9:.2f} element-wise "
             f"GFLOP/s, {m['launch_overhead_s'] * 1e6:.1f} µs per launch, GEMMs at half rate below "
-            f"{m['gemm_half_rows']:.0f} rows"
+            f"{m['gemm_half_rows']:.0f} rows, attention cores at {m['attention_efficiency']:.2f} of the GEMM rate "
+            + (
+                f"(half of that at {m['attention_half_context_tokens']:.0f} keys per query)"
+                if m["attention_half_context_tokens"] > 0
+                else "(no slowdown at short context measured)"
+            )
         )
     )
     columns = ("case", "bound", "roofline ms", "launch ms", "elem ms", "predicted ms", "measured ms", "ratio")
@@ -262,7 +290,18 @@ def _render(payload: dict[str, Any]) -> None:
     out.print(
         f"median predicted/measured = {payload['median_ratio']:.2f}; median |ln(predicted/measured)| = "
         f"{payload['median_abs_log_ratio']:.3f}; worst: {payload['worst_case']}. Predicted = roofline (measured "
-        f"peaks, efficiencies 1.0, GEMMs on the measured small-M curve) + launches x launch cost + element-wise "
+        f"peaks, compute efficiencies 1.0, GEMMs on the measured small-M curve, memory at the weight-read rate) + "
+        f"launches x launch cost + element-wise "
         f"FLOPs at the measured element-wise rate. Profile written to {m['profile']}.",
         style="dim",
     )
+    r = payload["moe_routing"]
+    if r is not None:
+        out.print(
+            f"MoE routing (top-{r['active_experts']} of {r['experts']} experts, {r['tokens']} tokens, "
+            f"{r['layer_calls']} layer calls, random router weights): busiest expert "
+            f"{r['observed_busiest_tokens']:.1f} tokens against {r['uniform_model_busiest_tokens']:.1f} for "
+            "uniform routing (mean "
+            f"{r['mean_tokens']:.1f}); fitted skew {r['moe_load_skew']:.3f}.",
+            style="dim",
+        )

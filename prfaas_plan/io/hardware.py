@@ -15,6 +15,7 @@ from prfaas_plan.io.limits import (
     MAX_KV_MIB,
     MAX_LINK_GB_PER_S,
     MAX_MEMORY_GB,
+    MAX_MOE_LOAD_SKEW,
     MAX_PRICE_USD_PER_HOUR,
     MAX_STEP_S,
     MAX_TDP_W,
@@ -169,11 +170,22 @@ def load_hardware(path: Path) -> HardwareProfile:
             profiles.append(profile)
     shapes = None
     if root.has("kernel_shapes"):
-        sec = root.sub("kernel_shapes", required=("gemm_half_rows", "source"))
+        sec = root.sub(
+            "kernel_shapes",
+            required=("gemm_half_rows", "source"),
+            optional=("attention_half_context_tokens", "moe_load_skew"),
+        )
         half_rows = sec.number("gemm_half_rows", ge=0, le=MAX_TOKENS)
+        half_context = sec.number("attention_half_context_tokens", ge=0, le=MAX_TOKENS, default=0.0)
+        skew = sec.number("moe_load_skew", ge=0, le=MAX_MOE_LOAD_SKEW, default=0.0)
         shapes_source = sec.string("source")
-        if half_rows is not None and shapes_source is not None:
-            shapes = KernelShapes(gemm_half_rows=half_rows, source=shapes_source)
+        if None not in (half_rows, half_context, skew, shapes_source):
+            shapes = KernelShapes(
+                gemm_half_rows=float(half_rows or 0.0),
+                attention_half_context_tokens=float(half_context or 0.0),
+                moe_load_skew=float(skew or 0.0),
+                source=str(shapes_source),
+            )
     checker.raise_if_any()
     assert name is not None and memory is not None and bandwidth is not None
     accelerator = Accelerator(
@@ -241,7 +253,7 @@ def load_serving_defaults(path: Path) -> ServingDefaults:
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     root = checker.root(required=("serving", "observations"))
-    serving = root.sub("serving", required=("source", "fitted", "priors"))
+    serving = root.sub("serving", required=("source", "fitted", "priors", "kernel_shapes"))
     fitted = serving.sub(
         "fitted",
         required=("compute_efficiency", "attention_efficiency", "request_overhead_s", "layer_overhead_ms"),
@@ -263,17 +275,38 @@ def load_serving_defaults(path: Path) -> ServingDefaults:
     chunk = priors.number("prefill_chunk_tokens", ge=1, le=MAX_TOKENS, integer=True)
     serving.string("source")
     priors.string("source")
+    shapes = serving.sub(
+        "kernel_shapes",
+        required=("attention_half_context_tokens", "moe_load_skew", "expert_parallel", "source", "attention_points"),
+    )
+    half_context = shapes.number("attention_half_context_tokens", ge=0, le=MAX_TOKENS)
+    skew = shapes.number("moe_load_skew", ge=0, le=MAX_MOE_LOAD_SKEW)
+    expert_parallel = shapes.boolean("expert_parallel", default=False)
+    shapes.string("source")
+    curve: list[tuple[float, float]] = []
+    for point_path, item in shapes.items("attention_points"):
+        point = Section(checker, point_path, item, required=("sequence_tokens", "tflop_per_s"))
+        length = point.number("sequence_tokens", ge=MIN_TOKENS, le=MAX_TOKENS)
+        rate = point.number("tflop_per_s", gt=0, ge=MIN_DENSE_TFLOPS, le=MAX_DENSE_TFLOPS)
+        if length is not None and rate is not None:
+            curve.append((length, rate * TFLOP_PER_S))
     observations = [_serving_points(checker, p, item) for p, item in root.items("observations")]
     checker.raise_if_any()
     assert overhead is not None and layer_ms is not None and chunk is not None
+    assert half_context is not None and skew is not None and expert_parallel is not None
     return ServingDefaults(
         params=RooflineParams(
             overhead_s=overhead,
             layer_overhead_s=layer_ms / 1000,
             prefill_chunk_tokens=float(chunk),
+            attention_half_context_tokens=half_context,
+            moe_load_skew=skew,
+            expert_parallel=expert_parallel,
             source=f"serving defaults fitted to published prefill latencies ({display_path(path)})",
             **{k: float(v) for k, v in efficiencies.items() if v is not None},
         ),
         observations=tuple(o for o in observations if o is not None),
         file=display_path(path),
+        attention_sequence_tokens=tuple(length for length, _ in curve),
+        attention_flop_per_s=tuple(rate for _, rate in curve),
     )

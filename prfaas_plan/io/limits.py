@@ -48,3 +48,7 @@ MAX_TTFT_S = 86_400.0
 #: lengths have sigma under 3, and from sigma of about 9 the partial moments (exp of sigma squared) overflow.
 MAX_ABS_MU = 30.0
 MAX_SIGMA = 5.0
+
+#: The busiest expert's excess load over the mean (``RooflineParams.moe_load_skew``): 0 is uniform routing;
+#: 1,000 would put a thousand times the mean on one expert, beyond any trained router.
+MAX_MOE_LOAD_SKEW = 1e3

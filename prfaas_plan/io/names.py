@@ -9,8 +9,10 @@ the command line's vocabulary).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.hardware import load_hardware
@@ -147,6 +149,7 @@ def pool_for(
                     message=f"the '{card.key}' prefill latencies must rise with length_tokens to calibrate against",
                 )
             )
+    overrides: dict[str, Any] = dict(roofline or {})  # float fields only (the options that set them)
     pool = Pool(
         hardware_key=profile_file.accelerator.key,
         accelerator=profile_file.accelerator,
@@ -154,7 +157,9 @@ def pool_for(
         instances=1,
         profile=profile,
         method=method,
-        roofline=RooflineParams(**roofline, source="command-line overrides") if roofline else RooflineParams(),
+        roofline=replace(RooflineParams(), source="command-line overrides", **overrides)
+        if overrides
+        else RooflineParams(),
         calibration=calibration,
         calibration_accelerator=profile_file.accelerator if calibration else None,
     )

@@ -52,7 +52,12 @@ def write_accelerator_profile(
     header = "".join(f"# {line}\n" for line in comment.splitlines())
     document = accelerator_document(accelerator)
     if shapes is not None:
-        document["kernel_shapes"] = {"gemm_half_rows": shapes.gemm_half_rows, "source": shapes.source}
+        document["kernel_shapes"] = {
+            "gemm_half_rows": shapes.gemm_half_rows,
+            "attention_half_context_tokens": shapes.attention_half_context_tokens,
+            "moe_load_skew": shapes.moe_load_skew,
+            "source": shapes.source,
+        }
     text = header + yaml.safe_dump(document, sort_keys=False, width=100)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -22,6 +22,7 @@ from prfaas_plan.io.limits import (
     MAX_GPUS_PER_INSTANCE,
     MAX_INSTANCES,
     MAX_LINK_GBIT_PER_S,
+    MAX_MOE_LOAD_SKEW,
     MAX_SIGMA,
     MAX_STEP_S,
     MAX_TOKENS,
@@ -52,6 +53,7 @@ from prfaas_plan.physics.curves import fit_profile, shape_problems
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import (
     HardwareProfile,
+    KernelShapes,
     RooflineParams,
 )
 from prfaas_plan.spec.model import DTYPE_BYTES, Dtypes
@@ -189,15 +191,29 @@ _ROOFLINE_KEYS = (
     *_ROOFLINE_SECONDS,
     "prefill_chunk_tokens",
     "gemm_half_rows",
+    "attention_half_context_tokens",
+    "moe_load_skew",
+    "expert_parallel",
     "source",
 )
 
 
-def _roofline_params(sec: Section) -> RooflineParams:
-    if not sec.has("roofline"):
-        return RooflineParams()
-    r = sec.sub("roofline", optional=_ROOFLINE_KEYS)
+def _roofline_params(sec: Section, shapes: KernelShapes | None) -> RooflineParams:
+    """The pool's roofline: the serving defaults, with the shape curves its hardware profile measured
+    (``kernel_shapes``, as ``validate kernel --profile-out`` writes them) in place of the defaults' and any
+    field the pool's ``roofline:`` section sets over both."""
     default = RooflineParams()
+    if shapes is not None:
+        default = replace(
+            default,
+            gemm_half_rows=shapes.gemm_half_rows,
+            attention_half_context_tokens=shapes.attention_half_context_tokens,
+            moe_load_skew=shapes.moe_load_skew,
+            source=f"{default.source}; kernel shapes from the hardware profile ({shapes.source})",
+        )
+    if not sec.has("roofline"):
+        return default
+    r = sec.sub("roofline", optional=_ROOFLINE_KEYS)
     values: dict[str, float | None] = {
         key: r.number(key, gt=0, le=1, default=getattr(default, key)) for key in _ROOFLINE_EFFICIENCIES
     }
@@ -207,11 +223,16 @@ def _roofline_params(sec: Section) -> RooflineParams:
         "prefill_chunk_tokens", ge=1, le=MAX_TOKENS, integer=True, default=default.prefill_chunk_tokens
     )
     values["gemm_half_rows"] = r.number("gemm_half_rows", ge=0, le=_MAX_GEMM_HALF_ROWS, default=default.gemm_half_rows)
+    values["attention_half_context_tokens"] = r.number(
+        "attention_half_context_tokens", ge=0, le=MAX_TOKENS, default=default.attention_half_context_tokens
+    )
+    values["moe_load_skew"] = r.number("moe_load_skew", ge=0, le=MAX_MOE_LOAD_SKEW, default=default.moe_load_skew)
+    expert_parallel = r.boolean("expert_parallel", default=default.expert_parallel)
     source = r.string("source", default="scenario roofline overrides") or "scenario roofline overrides"
     checked = {k: v for k, v in values.items() if v is not None}
-    if len(checked) < len(values):
+    if len(checked) < len(values) or expert_parallel is None:
         return default
-    return replace(default, source=source, **checked)
+    return replace(default, source=source, expert_parallel=expert_parallel, **checked)
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:
@@ -230,7 +251,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
     instances = sec.number("instances", ge=1, le=MAX_INSTANCES, integer=True)
     method = sec.string("method", choices=POOL_METHODS, default="measured")
-    params = _roofline_params(sec)
+    params = _roofline_params(sec, None if hardware is None else hardware.kernel_shapes)
     if role == "local" and instances is not None and instances < 2:
         sec.checker.report(
             (*sec.path, "instances"),

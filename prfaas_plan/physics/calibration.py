@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.prefill import prefill_seconds, serving_overhead_s
-from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, op_peak_flop_per_s, roofline_time, shape_penalty
+from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, op_peak_flop_per_s, roofline_time, shape_factor
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -58,7 +58,8 @@ def _fit(
     attention = np.array([op.name in ATTENTION_OPS for op in ops])[:, None]
     rates = [
         op_peak_flop_per_s(op, arch, instance)
-        * (base.attention_efficiency if op.name in ATTENTION_OPS else 1.0 / shape_penalty(op.rows, base.gemm_half_rows))
+        * (base.attention_efficiency if op.name in ATTENTION_OPS else 1.0)
+        / shape_factor(op, instance, base)
         for op in ops
     ]
     compute = np.stack([np.broadcast_to(op.matmul_flops / r, lengths.shape) for op, r in zip(ops, rates, strict=True)])

@@ -23,6 +23,10 @@ reproduce exactly. Conventions:
 - ``rows``: the row count (m) of an operation's GEMMs, for shape-dependent efficiency: the tokens of a
   projection, the mean tokens per touched expert of the routed experts (infinite for attention cores and
   element-wise work, which the shape curve does not apply to).
+- ``context``: an attention core's mean keys per query, causal pairs / query tokens (infinite for every
+  other operation, and for the linear recurrence, whose work per token does not depend on the context).
+- ``routing``: the routed experts' tokens, expert count and top-k, for the load-imbalance model
+  (``physics.moe_load``); None for every other operation.
 - Weight dtypes by group: routed experts are stored in ``dtypes.experts``, the embedding table and LM head
   in ``dtypes.embeddings``, everything else (attention, router, shared experts, dense FFNs, norms) in
   ``dtypes.weights``.
@@ -49,6 +53,15 @@ ACTIVATION_BYTES = 2.0  # activations flow in bf16 (vLLM/SGLang default for bf16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Routing:
+    """What a routed-experts operation routes: ``tokens`` tokens (per layer) to ``active`` of ``experts``."""
+
+    tokens: Array
+    experts: int
+    active: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Op:
     """One priced operation of a forward pass (summed over the layers of a group)."""
 
@@ -59,6 +72,8 @@ class Op:
     activation_bytes: Array
     cache_bytes: Array
     rows: Array | float = math.inf  # rows (m) of each of its GEMMs: tokens, or tokens per touched expert
+    context: Array | float = math.inf  # attention cores: mean keys attended per query (pairs / queries)
+    routing: Routing | None = None  # routed experts: what the load-imbalance model needs
 
     @property
     def bytes(self) -> Array:
@@ -106,6 +121,11 @@ def causal_pairs(cached: ArrayLike, new: ArrayLike, window: int = 0) -> Array:
     return below_cap * c + below_cap * (below_cap + 1) / 2 + (n - below_cap) * window
 
 
+def _per_query(pairs: Array, tokens: Array) -> Array:
+    """Mean keys per query, pairs / tokens (infinite where there are no queries)."""
+    return np.asarray(np.where(tokens > 0, pairs / np.maximum(tokens, 1e-300), math.inf), dtype=np.float64)
+
+
 def expected_experts_touched(experts: int, active: int, tokens: ArrayLike) -> Array:
     """E·(1 - (1 - k/E)^n): expected distinct experts hit by n tokens routing uniformly to k of E each."""
     n = _a(tokens)
@@ -140,6 +160,7 @@ def _attention_ops(
                 weight_bytes=0 * tokens,
                 activation_bytes=count * tokens * (heads * (dk + dv)) * ACTIVATION_BYTES,
                 cache_bytes=count * kv_read,
+                context=_per_query(pairs, tokens),
             )
         )
         ops.append(_matmul(f"{att.kind}.out", tokens, heads * dv, h, wb, count))
@@ -173,6 +194,7 @@ def _attention_ops(
                     weight_bytes=0 * tokens,
                     activation_bytes=count * tokens * heads * (nope + rope + dv) * ACTIVATION_BYTES,
                     cache_bytes=0 * tokens,
+                    context=_per_query(pairs, tokens),
                 )
             )
         else:
@@ -187,6 +209,7 @@ def _attention_ops(
                     weight_bytes=count * rank * heads * (nope + dv) * wb + 0 * tokens,
                     activation_bytes=count * tokens * heads * (rank + rope + rank) * ACTIVATION_BYTES,
                     cache_bytes=count * batch * cached * latent,
+                    context=_per_query(pairs, tokens),
                 )
             )
             ops.append(_matmul("mla.absorb_v", tokens, rank, dv, 0.0, count * heads))
@@ -251,6 +274,9 @@ def _ffn_ops(
             activation_bytes=count * routed * (h + 3 * ffn.expert_intermediate + h) * ACTIVATION_BYTES,
             cache_bytes=0 * tokens,
             rows=np.where(touched > 0, routed / np.maximum(touched, 1e-300), math.inf),
+            routing=Routing(
+                tokens=np.asarray(tokens, dtype=np.float64), experts=ffn.experts, active=ffn.active_experts
+            ),
         ),
     ]
     if ffn.shared_experts:

@@ -7,7 +7,9 @@ dtype, bf16 unless the cache is fp8, for the attention cores, which multiply act
 values whatever the weights are stored in), B = GPUs x HBM bandwidth (weights, activations and cache are
 assumed evenly sharded), e the achieved fraction of peak (``compute_efficiency`` for GEMMs,
 ``attention_efficiency`` for the attention cores and the linear-attention recurrence; a GEMM of m rows
-further at m / (m + ``gemm_half_rows``), the small-M shape curve), e_m that of HBM bandwidth, and
+further at m / (m + ``gemm_half_rows``), the small-M shape curve; an attention core whose queries see x keys
+on average further at x / (x + ``attention_half_context_tokens``); routed experts under expert parallelism
+further at 1 / (busiest GPU's load / mean load), ``physics.moe_load``), e_m that of HBM bandwidth, and
 communication the
 tensor-parallel all-reduces over the scale-up link: two per layer (after attention and after the FFN), each
 a ring all-reduce of tokens x hidden activations, 2(g-1)/g of the message per GPU at the per-direction link
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan.physics.moe_load import imbalance_factor
 from prfaas_plan.physics.ops import ACTIVATION_BYTES, Op
 from prfaas_plan.spec.hardware import Accelerator, RooflineParams
 from prfaas_plan.spec.model import Architecture
@@ -92,6 +95,44 @@ def shape_penalty(rows: Array | float, half_rows: float) -> Array:
     if half_rows <= 0:
         return np.ones_like(m)
     return np.asarray(np.where(m >= 2, 1.0 + half_rows / np.maximum(m, 2.0), 1.0), dtype=np.float64)
+
+
+def attention_penalty(context: Array | float, half_context_tokens: float) -> Array:
+    """1 + x_half / x: how much longer an attention core whose queries see x keys on average takes than its
+    long-context rate implies (``RooflineParams.attention_half_context_tokens``); 1 when x_half is 0 or the
+    operation has no context (x infinite)."""
+    x = np.asarray(context, dtype=np.float64)
+    if half_context_tokens <= 0:
+        return np.ones_like(x)
+    return np.asarray(1.0 + half_context_tokens / np.maximum(x, 1.0), dtype=np.float64)
+
+
+def fit_half_point(points: Array, rates: Array) -> tuple[float, float]:
+    """(peak, x_half) of the saturating curve rate(x) = peak · x / (x + x_half), by least squares on
+    1/rate = (1 + x_half / x) / peak, which is linear in 1/x (the small-M and context curves' form); x_half is
+    never negative. ``points`` are the shape variable (rows, or keys per query), ``rates`` achieved FLOP/s."""
+    x = 1.0 / np.asarray(points, dtype=np.float64)
+    y = 1.0 / np.asarray(rates, dtype=np.float64)
+    slope, intercept = np.polyfit(x, y, 1)
+    if slope <= 0:  # no slowdown at small x: a flat curve at the points' mean rate
+        return float(1.0 / np.mean(y)), 0.0
+    if intercept <= 0:  # still rising at the largest x: its best rate stands for the peak
+        peak = float(1.0 / np.min(y))
+        return peak, float(max(0.0, float(x @ (y * peak - 1.0)) / float(x @ x)))
+    return float(1.0 / intercept), float(slope / intercept)
+
+
+def shape_factor(op: Op, instance: Instance, params: RooflineParams) -> Array:
+    """The factor (>= 1) by which ``op``'s matmul time exceeds FLOPs / (peak · efficiency): the small-M curve
+    for GEMMs, the context curve for attention cores, and for routed experts under expert parallelism the
+    busiest GPU's load over the mean (module docstring)."""
+    if op.name in ATTENTION_OPS:
+        return attention_penalty(op.context, params.attention_half_context_tokens)
+    factor = shape_penalty(op.rows, params.gemm_half_rows)
+    if params.expert_parallel and op.routing is not None and instance.gpus > 1:
+        r = op.routing
+        factor = factor * imbalance_factor(r.tokens, r.experts, r.active, instance.gpus, params.moe_load_skew)
+    return factor
 
 
 def op_peak_flop_per_s(op: Op, arch: Architecture, instance: Instance) -> float:
@@ -208,7 +249,7 @@ def roofline_time(
             op_peak_flop_per_s(op, arch, instance)
             * (params.attention_efficiency if op.name in ATTENTION_OPS else params.compute_efficiency)
         )
-        * (1.0 if op.name in ATTENTION_OPS else shape_penalty(op.rows, params.gemm_half_rows))
+        * shape_factor(op, instance, params)
         for op in ops
     ]
     memory = [op.bytes / bytes_rate for op in ops]

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.prefill import prefill_chunks, prefill_seconds
-from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, communication_s, op_peak_flop_per_s, shape_penalty
+from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, communication_s, op_peak_flop_per_s, shape_factor
 from prfaas_plan.spec.hardware import RooflineParams, ServingPoints
 from prfaas_plan.spec.model import Architecture
 
@@ -93,9 +93,7 @@ def _price(obs: ServingObservation, base: RooflineParams) -> _Priced:
     seconds = np.stack(
         [
             np.broadcast_to(
-                op.matmul_flops
-                / op_peak_flop_per_s(op, arch, instance)
-                * (1.0 if op.name in ATTENTION_OPS else shape_penalty(op.rows, base.gemm_half_rows)),
+                op.matmul_flops / op_peak_flop_per_s(op, arch, instance) * shape_factor(op, instance, base),
                 lengths.shape,
             )
             for op in ops
@@ -136,8 +134,10 @@ def _solve(priced: list[_Priced]) -> Array:
 
 
 def _params(base: RooflineParams, theta: Array, source: str) -> RooflineParams:
-    values = {name: float(v) for name, v in zip(FITTED, theta, strict=True)}
-    return replace(base, source=source, **values)
+    ec, ea, o_req, o_layer = (float(v) for v in theta)
+    return replace(
+        base, source=source, compute_efficiency=ec, attention_efficiency=ea, overhead_s=o_req, layer_overhead_s=o_layer
+    )
 
 
 def fit_serving(observations: tuple[ServingObservation, ...], base: RooflineParams | None = None) -> RooflineParams:

@@ -47,12 +47,23 @@ class OpCount:
     extra_elementwise_flops: float
     launches: int
     experts_touched: int = 0  # MoE: distinct experts hit, summed over the group's layers
+    expert_loads: tuple[tuple[int, ...], ...] = ()  # MoE: tokens routed to each expert, per layer call
 
 
 class Tally:
     """The running counts of one (group, operation); the kernel calls its primitives."""
 
-    __slots__ = ("activation_elements", "cache_bytes", "ew", "experts_touched", "extra_ew", "launches", "mm", "wb")
+    __slots__ = (
+        "activation_elements",
+        "cache_bytes",
+        "ew",
+        "expert_loads",
+        "experts_touched",
+        "extra_ew",
+        "launches",
+        "mm",
+        "wb",
+    )
 
     def __init__(self) -> None:
         self.mm = 0
@@ -63,6 +74,7 @@ class Tally:
         self.cache_bytes = 0
         self.launches = 0
         self.experts_touched = 0
+        self.expert_loads: list[tuple[int, ...]] = []
 
     def matmul(self, a: NDArray[Any], b: NDArray[Any]) -> NDArray[Any]:
         """``a @ b`` (numpy broadcasting over leading axes), counted 2·k FLOPs per output element and one launch
@@ -89,6 +101,10 @@ class Tally:
         else:
             self.extra_ew += flops
         self.launches += calls
+
+    def route(self, chosen: NDArray[Any], experts: int) -> None:
+        """Record one routing decision: ``chosen`` (tokens x top-k expert indices) as tokens per expert."""
+        self.expert_loads.append(tuple(int(n) for n in np.bincount(chosen.ravel(), minlength=experts)))
 
     def weight(self, *stored: NDArray[Any]) -> None:
         """Read of stored weight arrays (their ``nbytes``)."""
@@ -136,6 +152,7 @@ class Counter:
                 extra_elementwise_flops=float(t.extra_ew),
                 launches=t.launches,
                 experts_touched=t.experts_touched,
+                expert_loads=tuple(t.expert_loads),
             )
             for (group, name), t in self._tallies.items()
         ]

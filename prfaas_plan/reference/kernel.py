@@ -85,8 +85,9 @@ def _gated_ffn(x: FloatArray, gate_up: Weight, down: Weight, tally: Tally) -> Fl
     return y
 
 
-def _moe(x: FloatArray, layer: LayerWeights, counter: Counter) -> FloatArray:
-    """Router softmax, top-k routing, the touched experts, and the shared experts."""
+def moe_block(x: FloatArray, layer: LayerWeights, counter: Counter) -> FloatArray:
+    """One MoE layer's FFN on rows ``x``: router softmax, top-k routing (recorded in the ``moe.experts`` tally),
+    the touched experts, and the shared experts."""
     ffn, g = layer.ffn, layer.group
     router_tally, router = counter.at(g, "moe.router"), layer.mats["router"]
     logits = router_tally.matmul(x, router.value.T)
@@ -103,6 +104,7 @@ def _moe(x: FloatArray, layer: LayerWeights, counter: Counter) -> FloatArray:
     out = np.zeros_like(x)
     touched = np.unique(top)
     experts.experts_touched += len(touched)
+    experts.route(top, ffn.experts)
     for expert in touched:
         rows, slot = np.nonzero(top == expert)  # a token routes to an expert at most once
         gate_up, down = layer.experts[expert]
@@ -154,7 +156,7 @@ def forward(
         if layer.ffn.kind == "dense":
             f = _gated_ffn(h, layer.mats["gate_up"], layer.mats["down"], counter.at(layer.group, "ffn.dense"))
         else:
-            f = _moe(h, layer, counter)
+            f = moe_block(h, layer, counter)
         x = x + f
         norm.elementwise(2 * x.size, modelled=False, calls=2)  # the two residual adds
     head = counter.at(None, "lm_head")

@@ -1,14 +1,19 @@
 """Time the reference kernel on this machine and predict the same passes with ``physics.roofline``.
 
 A pass is predicted as ``roofline_time`` (``Instance`` of this machine as one "accelerator",
-``reference.machine``, every efficiency 1.0 because its peaks are already achieved rates) with, as the
-per-pass ``overhead_s`` of ``RooflineParams``, launches x launch overhead + element-wise FLOPs / element-wise
-rate. Timed cards store everything in fp32, as numpy reads them; activations stay priced at the contract's
-2 bytes, although numpy moves 4. Passes are timed under steady conditions (``reference.conditions``).
+``reference.machine``, compute efficiencies 1.0 because its peaks are already achieved rates, memory traffic
+at the rate the kernel's one-row products read the timed card's weights, ``MachinePeaks.memory_efficiency``
+of the dot product's rate: a decode step's weight reads go through the BLAS's matrix-vector kernel, which
+streams at about half the dot product's rate here) with, as the per-pass ``overhead_s`` of
+``RooflineParams``, launches x launch overhead + element-wise FLOPs / element-wise rate. Timed cards store
+everything in fp32, as numpy reads them; activations stay priced at the contract's 2 bytes, although numpy
+moves 4. Passes are timed under steady conditions (``reference.conditions``).
 
 Products with few rows (MoE experts that get few tokens, decode batches) run far below the large GEMM's
 rate, because the BLAS packs the weight panel before multiplying and its small-m kernels are inefficient:
-the prediction prices them on the machine's measured shape curve (``MachinePeaks.gemm_half_rows``). Where it
+the prediction prices them on the machine's measured shape curve (``MachinePeaks.gemm_half_rows``), and the
+attention cores on its measured context curve (``attention_efficiency``, ``attention_half_context_tokens``;
+MoE experts run one after another here, so their load spread does not change the time). Where it
 still departs from the measured time: per-token loops (attention, recurrence) cost more per call than the
 tiny card's calls, and numpy's temporaries add memory traffic the contract does not price.
 """
@@ -150,15 +155,24 @@ def timing_cases(size: str) -> tuple[TimingCase, ...]:
 
 
 def predict(
-    arch: Architecture, case: TimingCase, accelerator: Accelerator, launch_s: float, gemm_half_rows: float = 0.0
+    arch: Architecture,
+    case: TimingCase,
+    accelerator: Accelerator,
+    launch_s: float,
+    gemm_half_rows: float = 0.0,
+    attention: tuple[float, float] = (1.0, 0.0),
+    memory_efficiency: float = 1.0,
 ) -> tuple[float, RooflineTime]:
-    """Roofline time of ``case`` (efficiencies 1.0, GEMMs on the measured small-M curve ``gemm_half_rows``,
-    ``launch_s`` of launch overhead as the per-pass overhead): the predicted seconds and the priced pass."""
+    """Roofline time of ``case`` (GEMMs at efficiency 1.0 on the measured small-M curve ``gemm_half_rows``,
+    attention cores on the measured context curve ``attention`` = (e_a, x_half), memory traffic at the
+    measured weight-read rate's fraction ``memory_efficiency`` of the accelerator's bandwidth, ``launch_s`` of
+    launch overhead as the per-pass overhead): the predicted seconds and the priced pass."""
     ops = forward_ops(arch, cached=case.cached, new=case.new, batch=case.batch, decode=case.decode)
     params = RooflineParams(
         compute_efficiency=1.0,
-        attention_efficiency=1.0,
-        memory_efficiency=1.0,
+        attention_efficiency=attention[0],
+        attention_half_context_tokens=attention[1],
+        memory_efficiency=memory_efficiency,
         layer_overhead_s=0.0,
         gemm_half_rows=gemm_half_rows,
         overhead_s=launch_s,
@@ -207,7 +221,10 @@ def time_case(
     launch_s = counter.launches * peaks.launch_overhead_s
     flops = sum(op.elementwise_flops + op.extra_elementwise_flops for op in counter.ops())
     elementwise_s = flops / peaks.elementwise_flop_per_s
-    predicted, priced = predict(arch, case, accelerator, launch_s + elementwise_s, peaks.gemm_half_rows)
+    curve = (peaks.attention_efficiency, peaks.attention_half_context_tokens)
+    predicted, priced = predict(
+        arch, case, accelerator, launch_s + elementwise_s, peaks.gemm_half_rows, curve, peaks.memory_efficiency
+    )
     return TimingResult(
         case=case.name,
         predicted_s=predicted,

@@ -64,11 +64,15 @@ class InstanceProfile:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KernelShapes:
-    """Measured shape curves of an accelerator's kernels: ``gemm_half_rows`` is the row count at which a GEMM
-    reaches half its large-M rate (``RooflineParams``)."""
+    """Measured shape curves of an accelerator's kernels (``RooflineParams`` defines each): ``gemm_half_rows``
+    is the row count at which a GEMM reaches half its large-M rate, ``attention_half_context_tokens`` the mean
+    context (keys per query) at which an attention core reaches half its long-context rate, and
+    ``moe_load_skew`` the busiest expert's excess share of the routed tokens over the mean."""
 
     gemm_half_rows: float
     source: str
+    attention_half_context_tokens: float = 0.0
+    moe_load_skew: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,17 +121,34 @@ class RooflineParams:
     panels packed or loaded for few uses). 0 (no shape effect) for datasheet accelerators, where no per-shape
     measurements are in hand and Table 3's prefills run thousands of rows per GEMM; ``validate kernel``
     measures it on the machine it runs on (``KernelShapes``).
+
+    Attention shape: an attention core whose queries attend on average to x keys (causal pairs / queries)
+    runs at e_a · x / (x + ``attention_half_context_tokens``): a fixed cost per query (loading its tile,
+    the softmax epilogue, the half-masked diagonal block of a causal kernel) that short contexts cannot
+    amortise. Because the core's FLOPs are linear in each query's context, the per-query cost summed over a
+    causal prefill is exactly this factor at the mean context. The default, 318 tokens, is FlashAttention-3's
+    causal forward on H100 (``hardware_profiles/serving/defaults.yaml``, ``kernel_shapes``).
+
+    MoE load: with ``expert_parallel`` the routed experts are spread over the instance's GPUs (E/g each)
+    instead of tensor-sharded, and the expert GEMMs last as long as the busiest GPU's share of the routed
+    tokens (``physics.moe_load``); ``moe_load_skew`` is the hottest expert's excess share over the mean
+    (0: uniform routing, only the multinomial spread of a finite batch). Tensor-parallel experts (the
+    default, as the paper's SGLang deployments) split every expert over every GPU, so the load spread
+    changes no GPU's work (and, the small-M curve being linear in 1/m, not the sum over experts either).
     """
 
-    compute_efficiency: float = 0.416
-    attention_efficiency: float = 0.806
+    compute_efficiency: float = 0.415
+    attention_efficiency: float = 0.797
     memory_efficiency: float = 0.8
     communication_efficiency: float = 0.7
-    overhead_s: float = 0.296
-    layer_overhead_s: float = 0.00197
+    overhead_s: float = 0.297
+    layer_overhead_s: float = 0.00195
     prefill_chunk_tokens: float = 8192.0  # a whole number of tokens; float so overrides type as the rest
     decode_step_overhead_s: float = 0.0
     gemm_half_rows: float = 0.0
+    attention_half_context_tokens: float = 318.0
+    moe_load_skew: float = 0.0
+    expert_parallel: bool = False
     source: str = "serving defaults fitted to the paper's Tables 3 and 5 (hardware_profiles/serving/defaults.yaml)"
 
     @property
@@ -165,3 +186,6 @@ class ServingDefaults:
     params: RooflineParams
     observations: tuple[ServingPoints, ...]
     file: str = ""
+    # The attention curve's published points: causal sequence lengths and achieved FLOP/s (kernel_shapes).
+    attention_sequence_tokens: tuple[float, ...] = ()
+    attention_flop_per_s: tuple[float, ...] = ()

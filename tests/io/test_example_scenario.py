@@ -3,8 +3,12 @@ present, and every top-level section and pool key the loader accepts must appear
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import yaml
 
+from prfaas_plan.errors import InputError
 from prfaas_plan.io.names import resolve_scenario_path
 from prfaas_plan.io.scenario import load_scenario
 from tests.conftest import REPO, run_cli
@@ -36,3 +40,32 @@ def test_example_names_every_top_level_section() -> None:
 def test_example_plans_from_the_command_line() -> None:
     result = run_cli("optimize", "example-annotated", "--json")
     assert result.returncode == 0, result.stderr
+
+
+def test_bad_shape_overrides_are_named_with_line_and_field(tmp_path: Path) -> None:
+    """A pool's shape overrides are checked like the other roofline fields: each bad one named by line and path;
+    good ones reach the pool's RooflineParams."""
+    text = EXAMPLE.read_text()
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        text.replace("expert_parallel: false", "expert_parallel: true").replace(
+            "moe_load_skew: 0 ", "moe_load_skew: 0.2 "
+        )
+    )
+    pool = load_scenario(good).prfaas
+    assert pool.roofline.expert_parallel and pool.roofline.moe_load_skew == 0.2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        text.replace("expert_parallel: false", "expert_parallel: 3")
+        .replace("moe_load_skew: 0 ", "moe_load_skew: -1 ")
+        .replace("attention_half_context_tokens: 318", "attention_half_context_tokens: -5")
+    )
+    with pytest.raises(InputError) as caught:
+        load_scenario(bad)
+    shown = [str(p) for p in caught.value.problems]
+    for field, message in (
+        ("expert_parallel", "expected true or false"),
+        ("moe_load_skew", "must be >= 0"),
+        ("attention_half_context_tokens", "must be >= 0"),
+    ):
+        assert any("bad.yaml:" in p and f"deployment.prfaas.roofline.{field}: " in p and message in p for p in shown)

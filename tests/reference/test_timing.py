@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -75,6 +76,46 @@ def test_prediction_is_the_roofline_plus_launch_overhead() -> None:
     loaded, priced = timing.predict(one_of_each("fp32"), case, acc, 0.25)
     assert loaded == pytest.approx(bare + 0.25, rel=1e-12)
     assert float(priced.compute_bound_s) > 0 and float(priced.memory_bound_s) > 0
+
+
+def test_memory_efficiency_scales_only_the_memory_bound_sum() -> None:
+    """Pricing memory at e_m of the bandwidth divides the roofline's memory sum by e_m and leaves its compute
+    sum alone; peaks without a measured weight-read rate price memory at the bandwidth itself."""
+    acc = machine.machine_accelerator(PEAKS, 1e10)
+    case = timing.TimingCase(name="d", cached=8, new=1, batch=2, decode=True)
+    _, full = timing.predict(one_of_each("fp32"), case, acc, 0.0)
+    _, half = timing.predict(one_of_each("fp32"), case, acc, 0.0, memory_efficiency=0.5)
+    assert float(half.memory_bound_s) == pytest.approx(2 * float(full.memory_bound_s), rel=1e-12)
+    assert float(half.compute_bound_s) == pytest.approx(float(full.compute_bound_s), rel=1e-12)
+    assert PEAKS.memory_efficiency == 1.0
+    measured = dataclasses.replace(PEAKS, weight_read_bytes_per_s=5e9)
+    assert measured.memory_efficiency == pytest.approx(5e9 / PEAKS.memory_bytes_per_s)
+
+
+def test_weight_reads_cover_every_matrix_the_pass_multiplies_by() -> None:
+    """The weight-read measurement reads each weight matrix of the card once: the reference model's stored
+    matrices (projections, router, shared and routed experts, LM head), less the convolution taps (element-wise
+    work), in bytes."""
+    arch = one_of_each("fp32")
+    model = build_model(arch, np.random.default_rng(0), compute=np.float32)
+    stored = model.lm_head.stored.nbytes + sum(
+        w.stored.nbytes
+        for layer in model.layers
+        for w in [
+            *(m for name, m in layer.mats.items() if name != "conv"),
+            *(e for pair in layer.experts for e in pair),
+        ]
+    )
+    assert sum(w.nbytes for _, w in machine._weight_matrices(arch)) == stored
+
+
+def test_attention_core_shape_is_the_timed_cards() -> None:
+    """The context curve is timed at the card's own per-query products: kv heads, query heads per kv head and
+    head dim of its first full-attention layer, the default shape for a card with none."""
+    arch = timing.timing_architecture(_qwen3_next(), "small")
+    att = next(g.attention for g in arch.layers if g.attention.kind in ("gqa", "swa"))
+    assert machine.attention_core_shape(arch) == (att.kv_heads, att.heads // att.kv_heads, att.head_dim)
+    assert machine.attention_core_shape(None) == machine.DEFAULT_ATTENTION_SHAPE
 
 
 def test_time_case_reports_consistent_figures() -> None:

@@ -1,0 +1,174 @@
+"""The attention context curve and the MoE load-imbalance model: their laws, limits and published sources."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.io.hardware import load_serving_defaults
+from prfaas_plan.physics.moe_load import busiest_load, fit_skew, imbalance_factor
+from prfaas_plan.physics.ops import causal_pairs, forward_ops
+from prfaas_plan.physics.roofline import (
+    ATTENTION_OPS,
+    Instance,
+    attention_penalty,
+    fit_half_point,
+    roofline_time,
+)
+from prfaas_plan.spec.hardware import Accelerator, RooflineParams
+from tests.conftest import examples
+from tests.strategies_models import one_of_each
+
+DEFAULTS = Path(__file__).resolve().parents[2] / "hardware_profiles" / "serving" / "defaults.yaml"
+ACCELERATOR = Accelerator(
+    key="x",
+    name="x",
+    memory_bytes=1e11,
+    hbm_bandwidth_bytes_per_s=2e10,
+    dense_flop_per_s={"bf16": 1e11},
+    scale_up_bandwidth_bytes_per_s=1e11,
+    source="test figures",
+)
+
+
+def test_default_half_context_is_the_fit_of_its_published_points() -> None:
+    """Refitting the FlashAttention-3 points in the defaults file gives its attention_half_context_tokens
+    (to the file's whole-token precision), with every point within 4 % of the fitted curve."""
+    defaults = load_serving_defaults(DEFAULTS)
+    lengths = np.asarray(defaults.attention_sequence_tokens)
+    rates = np.asarray(defaults.attention_flop_per_s)
+    contexts = (lengths + 1) / 2  # causal: keys per query, averaged over the sequence
+    peak, half = fit_half_point(contexts, rates)
+    assert half == pytest.approx(defaults.params.attention_half_context_tokens, abs=0.5)
+    assert np.all(np.abs(peak * contexts / (contexts + half) / rates - 1) < 0.04)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.floats(1e9, 1e15), st.floats(0.0, 5000.0))
+def test_fit_recovers_a_saturating_curve(peak: float, half: float) -> None:
+    """Rates generated as peak · x / (x + x_half) are fitted back to (peak, x_half)."""
+    x = np.array([16.0, 64.0, 256.0, 1024.0, 4096.0])
+    fitted_peak, fitted_half = fit_half_point(x, peak * x / (x + half))
+    assert fitted_peak == pytest.approx(peak, rel=1e-6)
+    assert fitted_half == pytest.approx(half, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.floats(1.0, 1e6), st.floats(1.0, 1e6), st.floats(0.0, 1e4))
+def test_attention_penalty_falls_with_context_to_one(x: float, y: float, half: float) -> None:
+    """1 + x_half/x: never below 1, never rising with context, 1 without a curve or without a context."""
+    low, high = sorted((x, y))
+    assert float(attention_penalty(low, half)) >= float(attention_penalty(high, half)) >= 1.0
+    assert float(attention_penalty(low, 0.0)) == 1.0
+    assert float(attention_penalty(math.inf, half)) == 1.0
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.integers(0, 4096), st.integers(1, 4096), st.floats(1.0, 2000.0))
+def test_the_curve_at_the_mean_context_is_the_sum_over_queries(cached: int, new: int, half: float) -> None:
+    """A causal prefill's per-query costs add up exactly to the factor at its mean keys per query: query i
+    sees c + i keys, and Σ_i (c + i)(1 + h/(c + i)) = pairs · (1 + h · l / pairs)."""
+    per_query = np.arange(cached + 1, cached + new + 1, dtype=np.float64)
+    pairs = float(causal_pairs(cached, new))
+    exact = float(np.sum(per_query * (1 + half / per_query)))
+    assert exact == pytest.approx(pairs * float(attention_penalty(pairs / new, half)), rel=1e-12)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(st.floats(0.0, 4000.0), st.integers(1, 64))
+def test_the_context_curve_slows_only_attention_cores(half: float, new: int) -> None:
+    """A positive x_half never makes a pass faster; only the softmax attention cores change."""
+    arch = one_of_each("bf16")
+    instance = Instance(accelerator=ACCELERATOR, gpus=1)
+    flat = RooflineParams(attention_half_context_tokens=0.0).kernel_only
+    curved = replace(flat, attention_half_context_tokens=half)
+    ops = forward_ops(arch, cached=8, new=new)
+    tokens = np.asarray(float(new))
+    for op in ops:
+        plain = float(roofline_time([op], arch, instance, flat, tokens).compute_bound_s)
+        slow = float(roofline_time([op], arch, instance, curved, tokens).compute_bound_s)
+        if op.name in ATTENTION_OPS and op.name != "linear.recurrence":
+            assert slow >= plain
+        else:
+            assert slow == plain, op.name
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.integers(0, 20_000), st.integers(2, 256), st.integers(1, 16), st.floats(0.0, 3.0))
+def test_the_busiest_expert_carries_at_least_the_mean(tokens: int, experts: int, active: int, skew: float) -> None:
+    """E[max load] >= the mean load T·k/E, and never above T (an expert takes a token at most once)."""
+    k = min(active, experts)
+    load = busiest_load(tokens, experts, active, skew=skew)
+    assert tokens * k / experts * (1 - 1e-9) <= load <= tokens * (1 + 1e-9)
+
+
+def test_limits_of_the_load_model() -> None:
+    """One expert, or one group: the busiest is the mean. One token: exactly 1. Every expert active: T."""
+    assert busiest_load(500, 1, 1) == 500
+    assert busiest_load(500, 64, 8, groups=1) == 500 * 8
+    assert busiest_load(1, 64, 8) == 1.0
+    assert busiest_load(300, 8, 8) == 300
+    assert float(imbalance_factor(0.0, 64, 8)) == 1.0
+
+
+def test_the_spread_shrinks_as_the_batch_grows_and_skew_adds_to_it() -> None:
+    """The imbalance factor falls towards 1 + skew as tokens grow; skew never lowers it."""
+    tokens = np.geomspace(8, 4e6, 25)
+    factor = imbalance_factor(tokens, 256, 8, groups=8)
+    assert np.all(np.diff(factor) <= 1e-9) and factor[-1] < 1.01
+    skewed = imbalance_factor(tokens, 256, 8, skew=0.3)
+    assert np.all(skewed >= imbalance_factor(tokens, 256, 8) - 1e-9)
+    assert skewed[-1] == pytest.approx(1.3, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "experts", "active", "groups"),
+    [(8, 64, 4, None), (64, 8, 2, None), (256, 8, 2, None), (512, 64, 8, None), (512, 64, 8, 8)],
+)
+def test_the_model_against_simulated_uniform_routing(
+    tokens: int, experts: int, active: int, groups: int | None
+) -> None:
+    """400 simulated batches of uniform top-k routing: the model's busiest load is within 3 % of their mean
+    plus four standard errors (the independent form is a lower bound per expert, slightly above per group)."""
+    rng = np.random.default_rng(7)
+    busiest = []
+    for _ in range(400):
+        chosen = np.argsort(rng.random((tokens, experts)), axis=1)[:, :active]
+        loads = np.bincount(chosen.ravel(), minlength=experts)
+        busiest.append((loads.reshape(groups, -1).sum(axis=1) if groups else loads).max())
+    mean, se = float(np.mean(busiest)), float(np.std(busiest) / math.sqrt(len(busiest)))
+    assert abs(busiest_load(tokens, experts, active, groups) - mean) <= 0.03 * mean + 4 * se
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(st.integers(64, 4096), st.sampled_from([8, 64, 256]), st.floats(0.0, 2.0))
+def test_fit_skew_inverts_the_model(tokens: int, experts: int, skew: float) -> None:
+    """fit_skew(busiest_load(skew)) gives the skew back (where the skew shows above the batch's spread)."""
+    observed = busiest_load(tokens, experts, 2, skew=skew)
+    assert busiest_load(tokens, experts, 2, skew=fit_skew(tokens, experts, 2, observed)) == pytest.approx(
+        observed, rel=1e-6
+    )
+
+
+def test_expert_parallel_waits_for_the_busiest_gpu() -> None:
+    """Expert parallelism slows the routed experts by the busiest GPU's load over the mean; tensor
+    parallelism (the default) and one GPU leave the pass as it was."""
+    arch = one_of_each("bf16")
+    params = RooflineParams().kernel_only
+    ep = replace(params, expert_parallel=True)
+    ops = [op for op in forward_ops(arch, cached=0, new=np.array([4.0, 64.0, 4096.0])) if op.routing is not None]
+    tokens = np.array([4.0, 64.0, 4096.0])
+    for gpus in (1, 4):
+        instance = Instance(accelerator=ACCELERATOR, gpus=gpus)
+        tp = roofline_time(ops, arch, instance, params, tokens).compute_bound_s
+        waited = roofline_time(ops, arch, instance, ep, tokens).compute_bound_s
+        if gpus == 1:
+            assert np.array_equal(tp, waited)
+        else:
+            assert np.all(waited >= tp) and waited[0] > tp[0]
