@@ -432,6 +432,9 @@ def _fluid_floors(
 #: (``_staircase``); larger ones by a pattern search from the fluid optimum (``_pattern_search``).
 EXACT_PRFAAS = 48
 EXACT_LINKS = 64
+#: The pattern search's first steps: this fraction of each range (the fluid optimum it starts from is within a
+#: few per cent of the answer on large fleets).
+_PATTERN_START = 32
 
 
 @dataclass(slots=True)
@@ -510,8 +513,8 @@ def _pattern_search(
 
     It starts at the pair of least cost floor (the fluid optimum), climbs from there in steps of more PrfaaS
     instances and link until a point carries the target, and moves to a neighbour at ±step in
-    N_prfaas or in the link sizes' index whenever that is cheaper, halving the steps (from an eighth of each
-    range) when no neighbour is; it stops at steps of 1. A point's N_local is searched by galloping from its
+    N_prfaas or in the link sizes' index whenever that is cheaper, halving the steps (from 1/``_PATTERN_START`` of
+    each range) when no neighbour is; it stops at steps of 1. A point's N_local is searched by galloping from its
     fluid floor up to the most local instances that could still beat the best. Points whose floor is no
     cheaper than the best are not priced; each search starts from the floor scaled by the last point's N_local
     over its floor. The answer carries the target (as every point priced does), and
@@ -546,7 +549,7 @@ def _pattern_search(
 
     i, k = (int(x) for x in np.unravel_index(int(np.argmin(floors.cost)), floors.cost.shape))
     here = price(i, k)
-    step_k, step_i = max(1, max_prfaas // 8), max(1, n_links // 8)
+    step_k, step_i = max(1, max_prfaas // _PATTERN_START), max(1, n_links // _PATTERN_START)
     # The fluid optimum often sits where a stage is saturated, which queueing rules out: climb (more PrfaaS
     # instances, a larger link, or both) until a point carries the target.
     while not math.isfinite(here) and (i < n_links - 1 or k < max_prfaas - 1):
