@@ -652,6 +652,35 @@ def _best_rows(
     return splits[top_rows].astype(np.int64), best_cell
 
 
+def _split_limits(model: StageModel, grid: Array) -> tuple[Array, Array, Array, NDArray[np.int64]]:
+    """Stability limits of every (threshold of ``grid``, split N_p in 0..N_local-1): (the plan's limit, the
+    limit of the stages that rise with N_p, that of pd_decode, which falls with it, and each threshold's split
+    of largest limit). pd_prefill grows with N_p, pd_decode with N_d, the rest do not depend on the split, so
+    an interval [a, b] of splits has largest limit at most min(rising at b, falling at a)."""
+    n = model.n_local
+    splits = np.arange(n, dtype=np.float64)
+    moments = route_moments(model, grid[:, None])
+    limit, stage_limits = stability_limit_req_per_s(model, moments, splits[None, :], n - splits[None, :])
+    limit = np.where(np.isfinite(limit), limit, 0.0)
+    rising = np.fmin.reduce([np.asarray(stage_limits[s]) for s in STAGES if s != "pd_decode"])
+    falling = np.asarray(stage_limits["pd_decode"])
+    return limit, rising, falling, np.argmax(limit, axis=1)
+
+
+def _cut(
+    cell: NDArray[np.int64], first: NDArray[np.int64], last: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Each interval [first, last] of splits (of threshold ``cell``) cut into up to ``_SPLIT_CELLS`` non-empty
+    ones: (cell, a, b) per piece."""
+    cuts = np.arange(_SPLIT_CELLS + 1)
+    width = last - first + 1
+    edges = first[:, None] + (width[:, None] * cuts) // _SPLIT_CELLS
+    a, b = edges[:, :-1], edges[:, 1:] - 1
+    parent = np.broadcast_to(np.arange(cell.size)[:, None], a.shape)
+    present = b >= a
+    return cell[parent[present]], a[present], b[present]
+
+
 def _splits_at_rate(
     model: StageModel, grid: Array, rate: float, plans: Callable[[Array, Array, Array], Array]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
@@ -669,13 +698,7 @@ def _splits_at_rate(
     in each one left. Rounds grow with log16(N_local).
     """
     n = model.n_local
-    splits = np.arange(n, dtype=np.float64)
-    moments = route_moments(model, grid[:, None])
-    limit, stage_limits = stability_limit_req_per_s(model, moments, splits[None, :], n - splits[None, :])
-    limit = np.where(np.isfinite(limit), limit, 0.0)
-    rising = np.fmin.reduce([np.asarray(stage_limits[s]) for s in STAGES if s != "pd_decode"])
-    falling = np.asarray(stage_limits["pd_decode"])
-    peak = np.argmax(limit, axis=1)
+    _, rising, falling, peak = _split_limits(model, grid)
     scored_cell, scored_split, scored_value = [], [], []
 
     def record(cell: NDArray[np.int64], split: NDArray[np.int64], value: Array) -> float:
@@ -688,14 +711,8 @@ def _splits_at_rate(
     best = record(cell, peak, plans(grid, peak.astype(np.float64), n - peak.astype(np.float64)))
     first = np.zeros(grid.size, dtype=np.int64)
     last = np.full(grid.size, n - 1, dtype=np.int64)
-    cuts = np.arange(_SPLIT_CELLS + 1)
     while cell.size:
-        width = last - first + 1
-        edges = first[:, None] + (width[:, None] * cuts) // _SPLIT_CELLS
-        a, b = edges[:, :-1], edges[:, 1:] - 1
-        parent = np.broadcast_to(np.arange(cell.size)[:, None], a.shape)
-        present = b >= a
-        cell, a, b = cell[parent[present]], a[present], b[present]
+        cell, a, b = _cut(cell, first, last)
         stable = np.fmin(rising[cell, b], falling[cell, a]) > rate
         cell, a, b = cell[stable], a[stable], b[stable]
         if cell.size == 0:
@@ -754,15 +771,7 @@ def _split_search(
     set by how many splits come within the gap of the optimum, not by the pool.
     """
     n = model.n_local
-    splits = np.arange(n, dtype=np.float64)
-    moments = route_moments(model, grid[:, None])
-    # Stage limits on (threshold, split): pd_prefill grows with N_p, pd_decode with N_d, the rest are
-    # independent of the split, so an interval's largest limit is min(those at b, pd_decode at a).
-    limit, stage_limits = stability_limit_req_per_s(model, moments, splits[None, :], n - splits[None, :])
-    limit = np.where(np.isfinite(limit), limit, 0.0)
-    rising = np.fmin.reduce([np.asarray(stage_limits[s]) for s in STAGES if s != "pd_decode"])
-    falling = np.asarray(stage_limits["pd_decode"])
-    peak = np.argmax(limit, axis=1)
+    limit, rising, falling, peak = _split_limits(model, grid)
 
     def score(cell: NDArray[np.int64], n_p: Array, n_d: Array) -> tuple[Array, Array]:
         low, high, _, _ = goodput_brackets(
@@ -793,14 +802,8 @@ def _split_search(
     last = np.full(grid.size, n - 1, dtype=np.int64)
     keep = np.max(limit, axis=1) > best * (1 + _GAP_RTOL)
     cell, first, last = cell[keep], first[keep], last[keep]
-    cuts = np.arange(_SPLIT_CELLS + 1)
     while cell.size:
-        width = last - first + 1
-        edges = first[:, None] + (width[:, None] * cuts) // _SPLIT_CELLS
-        a, b = edges[:, :-1], edges[:, 1:] - 1
-        parent = np.broadcast_to(np.arange(cell.size)[:, None], a.shape)
-        present = b >= a
-        cell, a, b = cell[parent[present]], a[present], b[present]
+        cell, a, b = _cut(cell, first, last)
         stability = np.fmin(rising[cell, b], falling[cell, a])
         alive = stability > best * (1 + _GAP_RTOL)
         cell, a, b = cell[alive], a[alive], b[alive]
