@@ -681,6 +681,19 @@ def _cut(
     return cell[parent[present]], a[present], b[present]
 
 
+def _probes(
+    cell: NDArray[np.int64], a: NDArray[np.int64], b: NDArray[np.int64], peak: NDArray[np.int64], n: int
+) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64], Array, Array]:
+    """What one round of a split branch and bound scores in one call: the real plan at ``pick`` (the split of
+    largest limit) of every interval, then the bounding plan (N_p = b, N_d = n - a) of each wide one. Returns
+    (pick, wide, the plans' threshold cells, N_p, N_d)."""
+    pick = np.clip(peak[cell], a, b)
+    wide = b > a
+    n_p = np.concatenate((pick, b[wide])).astype(np.float64)
+    n_d = np.concatenate((n - pick, n - a[wide])).astype(np.float64)
+    return pick, wide, np.concatenate((cell, cell[wide])), n_p, n_d
+
+
 def _splits_at_rate(
     model: StageModel, grid: Array, rate: float, plans: Callable[[Array, Array, Array], Array]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
@@ -717,11 +730,8 @@ def _splits_at_rate(
         cell, a, b = cell[stable], a[stable], b[stable]
         if cell.size == 0:
             break
-        pick = np.clip(peak[cell], a, b)
-        wide = b > a
-        n_p = np.concatenate((pick, b[wide])).astype(np.float64)
-        n_d = np.concatenate((n - pick, n - a[wide])).astype(np.float64)
-        value = plans(grid[np.concatenate((cell, cell[wide]))], n_p, n_d)
+        pick, wide, cells, n_p, n_d = _probes(cell, a, b, peak, n)
+        value = plans(grid[cells], n_p, n_d)
         best = record(cell, pick, value[: cell.size])
         open_ = value[cell.size :] > best + _GAP_RTOL
         cell, first, last = cell[wide][open_], a[wide][open_], b[wide][open_]
@@ -809,12 +819,8 @@ def _split_search(
         cell, a, b = cell[alive], a[alive], b[alive]
         if cell.size == 0:
             break
-        pick = np.clip(peak[cell], a, b)
-        wide = b > a
-        # One call scores the real plan at ``pick`` of every interval and the bounding plan of the wide ones.
-        n_p = np.concatenate((pick, b[wide])).astype(np.float64)
-        n_d = np.concatenate((n - pick, n - a[wide])).astype(np.float64)
-        low, high = score(np.concatenate((cell, cell[wide])), n_p, n_d)
+        pick, wide, cells, n_p, n_d = _probes(cell, a, b, peak, n)
+        low, high = score(cells, n_p, n_d)
         best = record(cell, pick, low[: cell.size])
         bound = high[cell.size :]
         open_ = bound > best * (1 + _GAP_RTOL)
