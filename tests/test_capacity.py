@@ -218,6 +218,21 @@ def test_large_space_search_carries_and_lies_between_the_floor_and_the_optimum(
     assert fast.prfaas_pd.goodput_req_per_s >= target.rate_req_per_s
 
 
+def test_generous_caps_on_a_small_target_still_give_the_exact_optimum(paper_model: StageModel) -> None:
+    """Caps far above what the target needs make the space large (a pattern search), but the (B, N_prfaas)
+    whose floor is below its answer span a small one, which the exact search then settles: the same cheapest
+    deployment as with tight caps, reported as exact."""
+    prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=0.0))
+    target = Target(rate_req_per_s=1.0, ttft_slo_s=6.0)
+    tight = size(paper_model, prices, target, bandwidths_bytes_per_s=LINKS, homogeneous=False, **SMALL)
+    wide = size(
+        paper_model, prices, target, bandwidths_bytes_per_s=LINKS, homogeneous=False, max_prfaas=500, max_local=500
+    )
+    assert tight.prfaas_pd is not None and wide.prfaas_pd is not None
+    assert wide.cost_floor_usd_per_hour is None
+    assert wide.prfaas_pd.usd_per_hour <= tight.prfaas_pd.usd_per_hour + 1e-9
+
+
 def test_sized_deployment_meets_its_target_in_the_planner_and_in_simulation(
     paper_model: StageModel, paper_scenario: Scenario
 ) -> None:

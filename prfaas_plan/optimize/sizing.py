@@ -583,13 +583,27 @@ def _cheapest(
     exact optimum of the search space, else the proven lower bound on that optimum (USD per hour): exact
     (``_staircase``) for a space of at most ``EXACT_PRFAAS`` PrfaaS counts and ``EXACT_LINKS`` link sizes;
     otherwise a pattern search from the fluid optimum (``_pattern_search``), falling back to the exact
-    search when it finds nothing."""
+    search when it finds nothing, and finished by the exact search over the (B, N_prfaas) whose floor is
+    below its answer when those fit the exact limits (then the answer is exact too)."""
     ascending = sorted(bandwidths)
     floors = _fluid_floors(carrier, prices, ascending, max_prfaas, decode)
     if max_prfaas > EXACT_PRFAAS or len(ascending) > EXACT_LINKS:
         best = _pattern_search(carrier, prices, ascending, floors, max_local)
-        if best.found is not None:
+        if best.found is None:
+            return _staircase(carrier, prices, ascending, floors, decode, max_prfaas, max_local).found, None
+        # Only (B, N_prfaas) whose floor is below what was found can beat it: when they span a small space
+        # (generous caps on a small target), the exact search over it proves the optimum.
+        below = floors.cost < best.cost
+        n_prfaas = int(np.nonzero(below.any(axis=0))[0].max(initial=-1)) + 1
+        n_links = int(np.nonzero(below.any(axis=1))[0].max(initial=-1)) + 1
+        if n_prfaas > EXACT_PRFAAS or n_links > EXACT_LINKS:
             return best.found, float(floors.cost.min())
+        if n_prfaas > 0:
+            sub = _Floors(local=floors.local[:n_links, :n_prfaas], cost=floors.cost[:n_links, :n_prfaas])
+            exact = _staircase(carrier, prices, ascending[:n_links], sub, decode, n_prfaas, max_local)
+            if exact.found is not None:
+                best.offer(exact.cost, *exact.found)
+        return best.found, None
     best = _staircase(carrier, prices, ascending, floors, decode, max_prfaas, max_local)
     return best.found, None
 
@@ -638,6 +652,8 @@ def size(
                 "even with no load its TTFT misses the SLO (local prefill of the longest requests is too slow)"
                 if floor <= max_local and carrier.solve(0, floor, 0.0).limited_by == "unloaded"
                 else f"no local pool of {floor}..{max_local} instances carries it"
+                if floor <= max_local
+                else f"it needs at least {floor} local instances to decode, more than the {max_local} searched"
             )
             reasons.append(
                 f"homogeneous_pd: {target.rate_req_per_s:g} req/s within P{target.quantile * 100:g} TTFT <= "
