@@ -209,6 +209,7 @@ def test_large_space_search_carries_and_lies_between_the_floor_and_the_optimum(
     }
     exact = size(paper_model, prices, target, **space)
     monkeypatch.setattr(sizing, "EXACT_PRFAAS", 0)
+    monkeypatch.setattr(sizing, "FINISH_PRFAAS", 0)
     fast = size(paper_model, prices, target, **space)
     assert exact.prfaas_pd is not None and fast.prfaas_pd is not None
     assert exact.cost_floor_usd_per_hour is None

@@ -432,6 +432,9 @@ def _fluid_floors(
 #: (``_staircase``); larger ones by a pattern search from the fluid optimum (``_pattern_search``).
 EXACT_PRFAAS = 48
 EXACT_LINKS = 64
+#: The exact search finishes a pattern search when the PrfaaS counts whose floor is below its answer are at
+#: most this many (generous caps on a small target); beyond, the floor is reported instead.
+FINISH_PRFAAS = 16
 #: The pattern search's first steps: this fraction of each range (the fluid optimum it starts from is within a
 #: few per cent of the answer on large fleets).
 _PATTERN_START = 32
@@ -584,7 +587,8 @@ def _cheapest(
     (``_staircase``) for a space of at most ``EXACT_PRFAAS`` PrfaaS counts and ``EXACT_LINKS`` link sizes;
     otherwise a pattern search from the fluid optimum (``_pattern_search``), falling back to the exact
     search when it finds nothing, and finished by the exact search over the (B, N_prfaas) whose floor is
-    below its answer when those fit the exact limits (then the answer is exact too)."""
+    below its answer when those span at most ``FINISH_PRFAAS`` PrfaaS counts and ``EXACT_LINKS`` link sizes
+    (then the answer is exact too)."""
     ascending = sorted(bandwidths)
     floors = _fluid_floors(carrier, prices, ascending, max_prfaas, decode)
     if max_prfaas > EXACT_PRFAAS or len(ascending) > EXACT_LINKS:
@@ -596,7 +600,7 @@ def _cheapest(
         below = floors.cost < best.cost
         n_prfaas = int(np.nonzero(below.any(axis=0))[0].max(initial=-1)) + 1
         n_links = int(np.nonzero(below.any(axis=1))[0].max(initial=-1)) + 1
-        if n_prfaas > EXACT_PRFAAS or n_links > EXACT_LINKS:
+        if n_prfaas > FINISH_PRFAAS or n_links > EXACT_LINKS:
             return best.found, float(floors.cost.min())
         if n_prfaas > 0:
             sub = _Floors(local=floors.local[:n_links, :n_prfaas], cost=floors.cost[:n_links, :n_prfaas])
