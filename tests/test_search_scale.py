@@ -150,3 +150,15 @@ def test_split_intervals_find_the_best_throughput(model: StageModel, n_local: in
     fast = search(model, exhaustive_splits=0).throughput_req_per_s
     every = search(model, exhaustive_splits=EVERY_SPLIT).throughput_req_per_s
     assert fast == pytest.approx(every, rel=1e-9)
+
+
+def test_fixed_rate_search_finds_a_window_narrower_than_the_quantile_grid(paper_model: StageModel) -> None:
+    """Regression guard from a sized fleet (606 PrfaaS + 2,014 local instances, 1,880 Gbit/s, 650 req/s): the
+    thresholds that carry the rate lie between two points of the usual quantile grid, where the PrfaaS pool
+    is stable and the empty system still meets the SLO. The search over those thresholds finds a plan with
+    slack >= 0; the usual grid alone finds no stable plan."""
+    model = replace(paper_model, n_prfaas=606, n_local=2014, link_bandwidth_bytes_per_s=1880 * 1.25e8)
+    _, _, slack, zero_load = best_plan_at_rate(model, 650.0, 5.0, 0.9, resolution_tokens=1024.0)
+    assert slack >= 0.0 and zero_load >= 0.9
+    _, _, coarse, _ = best_plan_at_rate(model, 650.0, 5.0, 0.9, thresholds=_coarse_thresholds(model))
+    assert coarse <= -0.9  # every plan of the usual grid is past its stability limit (scores at most -q)
