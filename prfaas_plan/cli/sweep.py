@@ -180,22 +180,23 @@ class _Plan:
 def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: Any, out: str, resume: bool) -> _Plan:
     """Parse the grid, load the base scenario, check every value through the loader and the rows file, and
     list the points not already in it. Every input error is raised here, before any point runs."""
+    from prfaas_plan.cli.sweep_grid import SET, grid_from_options
     from prfaas_plan.io import sweep as io_sweep
     from prfaas_plan.io.names import resolve_scenario_path
 
-    kind = io_sweep.rows_format(out)
-    axes = [io_sweep.parse_set(option) for option in sets]
-    axes += io_sweep.load_grid_file(grid) if grid is not None else []
-    the_grid = io_sweep.make_grid(axes)
+    kind = io_sweep.rows_format(out, field="--out")
+    the_grid = grid_from_options(sets, grid)
     base, spec = io_sweep.load_base(resolve_scenario_path(scenario))
     _check_goodput_slo(options, spec.slo.ttft_p90_s, the_grid)
-    io_sweep.check_axes(base, the_grid.axes)
+    io_sweep.check_axes(base, the_grid.axes, field=SET)
     header = io_sweep.columns(the_grid.axes, options)
     digest = io_sweep.run_digest(base, options)
     check_output(out, "--out")
     if not resume and os.path.exists(out) and os.path.getsize(out) > 0:
         raise InputError(Problem(field="--out", message=f"{out} exists: --resume continues it; or choose another"))
-    done = io_sweep.resume_ids(out, kind, header, digest) if resume else set()
+    done = (
+        io_sweep.resume_ids(out, kind, header, digest, resume_field="--resume", out_field="--out") if resume else set()
+    )
     tasks = [
         io_sweep.PointTask(base=base, axes=the_grid.axes, params=point, options=options, digest=digest)
         for point in the_grid.points()

@@ -1,4 +1,4 @@
-"""Parameter sweeps: the grid (``--set PATH=VALUES`` options or a YAML sweep file), each point's scenario
+"""Parameter sweeps: the grid (axes the caller parsed, or a YAML sweep file), each point's scenario
 document (the base scenario's YAML mapping with fields replaced by dotted path, validated by the scenario
 loader), the row each point becomes, and the rows file (JSON Lines or CSV) that a sweep streams to and
 resumes from.
@@ -6,6 +6,10 @@ resumes from.
 A point is identified by a digest of its parameter values (``point_id``); a rows file also records a digest
 of the base scenario and the evaluation options (``run_digest``), so that a resumed sweep never mixes rows of
 different scenarios or options in one file.
+
+Problems name the caller's fields: an axis carries its own origin, and the functions that report on the grid
+as a whole or on the rows file take the name the caller gives them (the library does not know the command
+line's vocabulary).
 """
 
 from __future__ import annotations
@@ -36,8 +40,7 @@ from prfaas_plan.units import GBIT_PER_S
 MAX_POINTS = 100_000
 MAX_VALUES_PER_AXIS = 64
 MAX_AXES = 16
-#: Longest ``--set`` option and longest key path (characters); no scenario field needs more.
-MAX_SET_CHARS = 4096
+#: Longest key path (parts); no scenario field needs more.
 MAX_PATH_PARTS = 16
 #: Problems shown before the rest are summarised in one line.
 MAX_PROBLEMS_SHOWN = 40
@@ -56,7 +59,7 @@ _PART = re.compile(rf"({_KEY})|\[(\d+)\]")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Axis:
     """One swept field: its key path in the scenario document, its values, and where it was given (for
-    messages: ``--set PATH`` or the sweep file's line)."""
+    messages: ``origin``, the caller's name for the field, or the sweep file's line)."""
 
     path: KeyPath
     values: tuple[Any, ...]
@@ -70,12 +73,12 @@ class Axis:
         return dotted(self.path)
 
     def where(self, index: int) -> Problem:
-        """A problem skeleton locating value ``index`` (its option, or its line in the sweep file)."""
+        """A problem skeleton locating value ``index`` (``origin=value``, or its line in the sweep file)."""
         value = self.values[index]
         if self.file is None:
-            text = _text(value)
+            text = value_text(value)
             shown = text if len(text) <= 60 else text[:57] + "..."
-            return Problem(field=f"--set {self.name}={shown}", message="")
+            return Problem(field=f"{self.origin}={shown}", message="")
         line = self.lines[index] if index < len(self.lines) else None
         return Problem(file=self.file, line=line, field=f"set.{self.name}[{index}]", message="")
 
@@ -98,8 +101,9 @@ class Grid:
             yield dict(zip(names, combo, strict=True))
 
 
-def _text(value: Any) -> str:
-    """A value as a ``--set`` would write it."""
+def value_text(value: Any) -> str:
+    """A value as text on one line: scalars as written (true/false, null), mappings and lists as compact
+    JSON."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str | int | float) or value is None:
@@ -121,71 +125,15 @@ def parse_path(text: str) -> KeyPath | None:
     return tuple(parts)
 
 
-def _scalar(token: str) -> Any:
-    """A ``--set`` value: an integer, a finite number, true/false, null, or else a string. Numbers are read
-    as Python reads them (``1e3`` is 1000.0; YAML 1.1 would read a string)."""
-    if _INT.fullmatch(token):
-        return int(token)
-    lowered = token.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "~"):
-        return None
-    try:
-        number = float(token)
-    except ValueError:
-        return token
-    if not math.isfinite(number):
-        raise ValueError(f"must be a finite number, got {token}")
-    return number
-
-
-def parse_set(option: str) -> Axis:
-    """One ``--set PATH=V1,V2,...`` option (scalars only; a sweep file can also give mappings or lists)."""
-    flag = "--set"
-    if len(option) > MAX_SET_CHARS:
-        raise InputError(Problem(field=flag, message=f"longer than {MAX_SET_CHARS} characters"))
-    if "=" not in option:
-        raise InputError(Problem(field=f"{flag} {option[:80]}", message="expected PATH=VALUE[,VALUE...]"))
-    raw_path, raw_values = option.split("=", 1)
-    path = parse_path(raw_path)
-    if path is None:
-        raise InputError(
-            Problem(
-                field=f"{flag} {option[:80]}",
-                message=f"'{raw_path.strip()}' is not a dotted field path such as deployment.link.bandwidth_gbit_per_s",
-            )
-        )
-    name = dotted(path)
-    values: list[Any] = []
-    problems = []
-    tokens = raw_values.split(",")
-    if len(tokens) > MAX_VALUES_PER_AXIS:
-        raise InputError(
-            Problem(field=f"{flag} {name}", message=f"{len(tokens)} values, at most {MAX_VALUES_PER_AXIS} per field")
-        )
-    for token in tokens:
-        token = token.strip()
-        if not token:
-            problems.append(Problem(field=f"{flag} {name}", message="an empty value (two commas, or none given)"))
-            continue
-        try:
-            values.append(_scalar(token))
-        except ValueError as exc:
-            problems.append(Problem(field=f"{flag} {name}={token}", message=str(exc)))
-    problems += _duplicates(values, lambda v: Problem(field=f"{flag} {name}={_text(v)}", message="given twice"))
-    if problems:
-        raise InputError(problems)
-    return Axis(path=path, values=tuple(values), origin=f"{flag} {name}")
-
-
-def _duplicates(values: Sequence[Any], problem: Any) -> list[Problem]:
+def repeated(values: Sequence[Any]) -> list[int]:
+    """The indices of values equal to an earlier one (compared as canonical JSON, so ``1`` and ``True``
+    differ)."""
     seen: set[str] = set()
     out = []
-    for value in values:
+    for index, value in enumerate(values):
         key = _canonical(value)
         if key in seen:
-            out.append(problem(value))
+            out.append(index)
         seen.add(key)
     return out
 
@@ -226,10 +174,9 @@ def load_grid_file(path: Path) -> list[Axis]:
                 if why is not None:
                     checker.report((*where, i) if isinstance(raw, list) else where, why)
                     bad = True
-            for i, item in enumerate(items):
-                if _canonical(item) in {_canonical(x) for x in items[:i]}:
-                    checker.report((*where, i) if isinstance(raw, list) else where, f"{_text(item)} given twice")
-                    bad = True
+            for i in repeated(items):
+                checker.report((*where, i) if isinstance(raw, list) else where, f"{value_text(items[i])} given twice")
+                bad = True
             if not bad:
                 axes.append(
                     Axis(
@@ -255,14 +202,14 @@ def _non_finite(value: Any) -> str | None:
     return None
 
 
-def make_grid(axes: Sequence[Axis]) -> Grid:
+def make_grid(axes: Sequence[Axis], *, field: str) -> Grid:
     """Check the axes together: at least one, at most MAX_AXES, no field given twice or inside another,
-    at most MAX_POINTS points."""
+    at most MAX_POINTS points. Problems of the grid as a whole name ``field`` (the caller's name for it)."""
     if not axes:
-        raise InputError(Problem(field="--set", message="nothing to sweep: give --set PATH=VALUES or --grid FILE"))
+        raise InputError(Problem(field=field, message="nothing to sweep"))
     problems = []
     if len(axes) > MAX_AXES:
-        problems.append(Problem(field="--set", message=f"{len(axes)} fields swept, at most {MAX_AXES}"))
+        problems.append(Problem(field=field, message=f"{len(axes)} fields swept, at most {MAX_AXES}"))
     for i, axis in enumerate(axes):
         for other in axes[:i]:
             a, b = _loose(axis.path), _loose(other.path)
@@ -273,7 +220,7 @@ def make_grid(axes: Sequence[Axis]) -> Grid:
     grid = Grid(axes=tuple(axes))
     if not problems and grid.size > MAX_POINTS:
         sizes = " x ".join(str(len(a.values)) for a in axes)
-        problems.append(Problem(field="--set", message=f"{sizes} = {grid.size:,} points, at most {MAX_POINTS:,}"))
+        problems.append(Problem(field=field, message=f"{sizes} = {grid.size:,} points, at most {MAX_POINTS:,}"))
     if problems:
         raise InputError(problems)
     return grid
@@ -370,10 +317,11 @@ def point_problems(base: BaseScenario, problems: Sequence[Problem]) -> list[Prob
     return [Problem(message=p.message, field=p.field) if p.file in (None, base.display) else p for p in problems]
 
 
-def check_axes(base: BaseScenario, axes: Sequence[Axis]) -> None:
+def check_axes(base: BaseScenario, axes: Sequence[Axis], *, field: str) -> None:
     """Load the base scenario with each value of each axis alone (the other fields as in the base), and raise
-    one InputError naming the option or sweep-file line of every value the loader rejects. Combinations of
-    values are checked when their point runs (a rejected one becomes a row with status ``invalid``)."""
+    one InputError naming the axis's origin or sweep-file line of every value the loader rejects; beyond
+    MAX_PROBLEMS_SHOWN, one more problem on ``field`` counts the rest. Combinations of values are checked
+    when their point runs (a rejected one becomes a row with status ``invalid``)."""
     problems: list[Problem] = []
     for axis in axes:
         for index, value in enumerate(axis.values):
@@ -391,7 +339,7 @@ def check_axes(base: BaseScenario, axes: Sequence[Axis]) -> None:
                     problems.append(Problem(file=where.file, line=where.line, field=where.field, message=message))
     if len(problems) > MAX_PROBLEMS_SHOWN:
         rest = len(problems) - MAX_PROBLEMS_SHOWN
-        problems = [*problems[:MAX_PROBLEMS_SHOWN], Problem(field="--set", message=f"and {rest} more problems")]
+        problems = [*problems[:MAX_PROBLEMS_SHOWN], Problem(field=field, message=f"and {rest} more problems")]
     if problems:
         raise InputError(problems)
 
@@ -589,14 +537,15 @@ def _loaded_fields(scenario: Scenario, model: Any, plan: Any, options: SweepOpti
 # -------------------------------------------------------------------------------------------- rows file
 
 
-def rows_format(path: str) -> str:
-    """``jsonl`` or ``csv`` from the file name; InputError for anything else."""
+def rows_format(path: str, *, field: str) -> str:
+    """``jsonl`` or ``csv`` from the file name; InputError on ``field`` (the caller's name for the file) for
+    anything else."""
     suffix = Path(path).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix == ".csv":
         return "csv"
-    raise InputError(Problem(field="--out", message=f"'{path}': expected a .jsonl or .csv file name"))
+    raise InputError(Problem(field=field, message=f"'{path}': expected a .jsonl or .csv file name"))
 
 
 def _cell(value: Any) -> str:
@@ -663,10 +612,13 @@ class RowsFile:
         self.close()
 
 
-def resume_ids(path: str, kind: str, header: Sequence[str], digest: str) -> set[str]:
+def resume_ids(
+    path: str, kind: str, header: Sequence[str], digest: str, *, resume_field: str, out_field: str
+) -> set[str]:
     """The ids of the points a rows file already holds. A partial last line (from a kill mid-write) is cut
     off the file. InputError if the file was written by another sweep (other scenario, options or layout:
-    another ``run_digest`` or CSV header) or holds a line that is not a row."""
+    another ``run_digest`` or CSV header), naming ``resume_field`` (the caller's name for the request to
+    resume) and ``out_field`` (its name for the file), or if it holds a line that is not a row."""
     if not os.path.exists(path):
         return set()
     try:
@@ -683,7 +635,7 @@ def resume_ids(path: str, kind: str, header: Sequence[str], digest: str) -> set[
     except UnicodeDecodeError:
         raise InputError(Problem(file=path, message="not UTF-8 text: not a rows file of a sweep")) from None
     lines = text.splitlines()
-    other = "--resume: written by another sweep (another scenario, options or columns); use a new --out"
+    other = f"{resume_field}: written by another sweep (another scenario, options or columns); use a new {out_field}"
     done: set[str] = set()
     if kind == "csv":
         if not lines:

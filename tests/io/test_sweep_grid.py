@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,36 +24,15 @@ def _messages(exc: pytest.ExceptionInfo[InputError]) -> str:
     return "\n".join(str(p) for p in exc.value.problems)
 
 
-def test_set_values_are_typed_scalars() -> None:
-    """Integers stay integers, numbers in any Python spelling are floats, true/false are booleans, the rest
-    strings."""
-    axis = sweep.parse_set("deployment.link.bandwidth_gbit_per_s= 10, 2.5,1e3 ,true,h200")
-    assert axis.path == ("deployment", "link", "bandwidth_gbit_per_s")
-    assert axis.values == (10, 2.5, 1000.0, True, "h200")
-    assert [type(v) for v in axis.values] == [int, float, float, bool, str]
+#: The names a caller gives the request to resume and the rows file, as resume_ids's messages name them.
+_RESUME = {"resume_field": "resume", "out_field": "rows file"}
 
 
-@pytest.mark.parametrize(
-    ("option", "expected"),
-    [
-        ("a.b=nan", "must be a finite number"),
-        ("a.b=1,-inf", "must be a finite number"),
-        ("a.b=1,,2", "an empty value"),
-        ("a.b=", "an empty value"),
-        ("a.b=1,1", "given twice"),
-        ("a..b=1", "not a dotted field path"),
-        ("[0].a=1", "not a dotted field path"),
-        ("a.b", "expected PATH=VALUE"),
-        ("a.b=" + ",".join(str(i) for i in range(65)), "at most 64"),
-        ("a.b=" + "9" * 5000, "longer than 4096"),
-    ],
-)
-def test_malformed_set_options_are_input_errors(option: str, expected: str) -> None:
-    """A malformed --set is an InputError naming the option, never a crash."""
-    with pytest.raises(InputError) as exc:
-        sweep.parse_set(option)
-    assert expected in _messages(exc)
-    assert all(p.field is not None and p.field.startswith("--set") for p in exc.value.problems)
+def _axis(name: str, *values: Any) -> sweep.Axis:
+    """An axis as a caller parses one, its origin the caller's name for it (here ``axis NAME``)."""
+    path = sweep.parse_path(name)
+    assert path is not None
+    return sweep.Axis(path=path, values=values, origin=f"axis {name}")
 
 
 def test_paths_take_dots_and_list_indices() -> None:
@@ -65,19 +45,18 @@ def test_paths_take_dots_and_list_indices() -> None:
 
 def test_grid_is_the_product_and_is_bounded() -> None:
     """Points are the product of the axes; overlapping fields and grids over MAX_POINTS are refused."""
-    grid = sweep.make_grid([sweep.parse_set("a.b=1,2,3"), sweep.parse_set("c=x,y")])
+    grid = sweep.make_grid([_axis("a.b", 1, 2, 3), _axis("c", "x", "y")], field="the grid")
     assert grid.size == 6
     points = list(grid.points())
     assert points[0] == {"a.b": 1, "c": "x"} and points[-1] == {"a.b": 3, "c": "y"}
     with pytest.raises(InputError, match="overlaps"):
-        sweep.make_grid([sweep.parse_set("a.b=1"), sweep.parse_set("a.b.c=2")])
+        sweep.make_grid([_axis("a.b", 1), _axis("a.b.c", 2)], field="the grid")
     with pytest.raises(InputError, match="overlaps"):
-        sweep.make_grid([sweep.parse_set("a[1]=1"), sweep.parse_set("a.1=2")])
-    values = ",".join(str(i) for i in range(64))
-    with pytest.raises(InputError, match="262,144 points, at most 100,000"):
-        sweep.make_grid([sweep.parse_set(f"{k}={values}") for k in "abc"])
-    with pytest.raises(InputError, match="nothing to sweep"):
-        sweep.make_grid([])
+        sweep.make_grid([_axis("a[1]", 1), _axis("a.1", 2)], field="the grid")
+    with pytest.raises(InputError, match=r"^the grid: 64 x 64 x 64 = 262,144 points, at most 100,000"):
+        sweep.make_grid([_axis(k, *range(64)) for k in "abc"], field="the grid")
+    with pytest.raises(InputError, match=r"^the grid: nothing to sweep$"):
+        sweep.make_grid([], field="the grid")
 
 
 def test_edits_copy_create_and_index() -> None:
@@ -94,19 +73,19 @@ def test_edits_copy_create_and_index() -> None:
 
 
 def test_each_value_is_checked_by_the_scenario_loader(base: sweep.BaseScenario) -> None:
-    """Every value the loader would reject is reported against its --set, with the loader's message (and
-    suggestion), before any point runs."""
+    """Every value the loader would reject is reported against its axis's origin (the caller's name for the
+    field), with the loader's message (and suggestion), before any point runs."""
     axes = [
-        sweep.parse_set("deployment.link.bandwith_gbit_per_s=10"),
-        sweep.parse_set("deployment.local.instances=8,1"),
-        sweep.parse_set("deployment.prfaas.hardware=h200,h300"),
+        _axis("deployment.link.bandwith_gbit_per_s", 10),
+        _axis("deployment.local.instances", 8, 1),
+        _axis("deployment.prfaas.hardware", "h200", "h300"),
     ]
     with pytest.raises(InputError) as exc:
-        sweep.check_axes(base, axes)
+        sweep.check_axes(base, axes, field="the grid")
     text = _messages(exc)
-    assert "--set deployment.link.bandwith_gbit_per_s=10: unknown key 'bandwith_gbit_per_s' (did you mean" in text
-    assert "--set deployment.local.instances=1: must be >= 2" in text
-    assert "--set deployment.prfaas.hardware=h300: no hardware profile named 'h300'" in text
+    assert "axis deployment.link.bandwith_gbit_per_s=10: unknown key 'bandwith_gbit_per_s' (did you mean" in text
+    assert "axis deployment.local.instances=1: must be >= 2" in text
+    assert "axis deployment.prfaas.hardware=h300: no hardware profile named 'h300'" in text
     assert "instances=8:" not in text and "hardware=h200:" not in text
 
 
@@ -115,20 +94,21 @@ def test_valid_axes_pass(base: sweep.BaseScenario) -> None:
     sweep.check_axes(
         base,
         [
-            sweep.parse_set("deployment.link.bandwidth_gbit_per_s=10,25.5"),
-            sweep.parse_set("traffic.input_length.mu=9.5,9.9"),
-            sweep.parse_set("deployment.local.instances=8,16"),
-            sweep.parse_set("cost.gpu_usd_per_hour.h20=2,3"),
-            sweep.parse_set("cost.link.ports[1].usd_per_hour=3"),
+            _axis("deployment.link.bandwidth_gbit_per_s", 10, 25.5),
+            _axis("traffic.input_length.mu", 9.5, 9.9),
+            _axis("deployment.local.instances", 8, 16),
+            _axis("cost.gpu_usd_per_hour.h20", 2, 3),
+            _axis("cost.link.ports[1].usd_per_hour", 3),
         ],
+        field="the grid",
     )
 
 
 def test_point_scenario_has_the_edits(base: sweep.BaseScenario) -> None:
     """A point's scenario is the base with its values, validated into the frozen spec."""
     axes = (
-        sweep.parse_set("deployment.link.bandwidth_gbit_per_s=25"),
-        sweep.parse_set("deployment.local.instances=12"),
+        _axis("deployment.link.bandwidth_gbit_per_s", 25),
+        _axis("deployment.local.instances", 12),
     )
     scenario = sweep.load_point(
         base, axes, {"deployment.link.bandwidth_gbit_per_s": 25, "deployment.local.instances": 12}
@@ -156,8 +136,8 @@ def test_grid_file_is_validated_with_lines(tmp_path: Path, base: sweep.BaseScena
         "traffic.output_length",
         "slo.decode_tokens_per_s",
     ]
-    assert sweep.make_grid(axes).size == 4
-    sweep.check_axes(base, axes)
+    assert sweep.make_grid(axes, field="the grid").size == 4
+    sweep.check_axes(base, axes, field="the grid")
     bad = tmp_path / "bad.yaml"
     bad.write_text("set:\n  a..b: [1]\n  c: []\n  d: [1, .nan]\n  e: [2, 2]\n  f: 1\nextra: 1\n")
     with pytest.raises(InputError) as exc:
@@ -174,7 +154,7 @@ def test_grid_file_is_validated_with_lines(tmp_path: Path, base: sweep.BaseScena
     rejected = tmp_path / "rejected.yaml"
     rejected.write_text("set:\n  deployment.link.bandwidth_gbit_per_s:\n    - 10\n    - -4\n")
     with pytest.raises(InputError) as exc:
-        sweep.check_axes(base, sweep.load_grid_file(rejected))
+        sweep.check_axes(base, sweep.load_grid_file(rejected), field="the grid")
     assert "rejected.yaml:4 set.deployment.link.bandwidth_gbit_per_s[1]: must be > 0" in _messages(exc)
 
 
@@ -196,14 +176,14 @@ def test_resume_drops_a_partial_last_line(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
     rows = [{"point_id": f"p{i}", "run_digest": "d", "status": "ok"} for i in range(3)]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"point_id": "p3", "run_di')
-    assert sweep.resume_ids(str(out), "jsonl", [], "d") == {"p0", "p1", "p2"}
+    assert sweep.resume_ids(str(out), "jsonl", [], "d", **_RESUME) == {"p0", "p1", "p2"}
     assert out.read_text().endswith('"ok"}\n')
-    with pytest.raises(InputError, match="another sweep"):
-        sweep.resume_ids(str(out), "jsonl", [], "other")
+    with pytest.raises(InputError, match=r"rows\.jsonl:1: resume: written by another sweep .*; use a new rows file$"):
+        sweep.resume_ids(str(out), "jsonl", [], "other", **_RESUME)
     out.write_text("not json\n")
     with pytest.raises(InputError, match=r"rows\.jsonl:1: not a row"):
-        sweep.resume_ids(str(out), "jsonl", [], "d")
-    assert sweep.resume_ids(str(tmp_path / "absent.jsonl"), "jsonl", [], "d") == set()
+        sweep.resume_ids(str(out), "jsonl", [], "d", **_RESUME)
+    assert sweep.resume_ids(str(tmp_path / "absent.jsonl"), "jsonl", [], "d", **_RESUME) == set()
 
 
 def test_csv_rows_resume_and_stay_on_one_line(tmp_path: Path) -> None:
@@ -216,13 +196,13 @@ def test_csv_rows_resume_and_stay_on_one_line(tmp_path: Path) -> None:
         rows.write({"point_id": "p1", "run_digest": "d", "params": {"a": [1, 2]}, "status": "invalid", "reason": "r"})
     lines = out.read_text().splitlines()
     assert lines == ["point_id,run_digest,a,status,reason", "p0,d,x\\ny,ok,", 'p1,d,"[1,2]",invalid,r']
-    assert sweep.resume_ids(str(out), "csv", header, "d") == {"p0", "p1"}
+    assert sweep.resume_ids(str(out), "csv", header, "d", **_RESUME) == {"p0", "p1"}
     with pytest.raises(InputError, match="header differs"):
-        sweep.resume_ids(str(out), "csv", [*header, "more"], "d")
+        sweep.resume_ids(str(out), "csv", [*header, "more"], "d", **_RESUME)
 
 
 def test_rows_format_from_the_name() -> None:
     """Only .jsonl (or .ndjson) and .csv files are rows files."""
-    assert sweep.rows_format("a.JSONL") == "jsonl" and sweep.rows_format("b.csv") == "csv"
-    with pytest.raises(InputError, match="--out"):
-        sweep.rows_format("rows.json")
+    assert sweep.rows_format("a.JSONL", field="out") == "jsonl" and sweep.rows_format("b.csv", field="out") == "csv"
+    with pytest.raises(InputError, match=r"^out: 'rows\.json': expected a \.jsonl or \.csv"):
+        sweep.rows_format("rows.json", field="out")
