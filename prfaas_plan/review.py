@@ -24,7 +24,15 @@ from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, unit_prices
 from prfaas_plan.optimize.economics import CostComparison, cost_comparison
 from prfaas_plan.optimize.headroom import Failure, Tornado, n_minus_one, tornado
 from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matrix, pareto
-from prfaas_plan.optimize.sizing import BandwidthKnee, Carried, Sizing, bandwidth_knee, default_search_space, max_rate
+from prfaas_plan.optimize.sizing import (
+    SIZING_RESOLUTION_TOKENS,
+    BandwidthKnee,
+    Carried,
+    Sizing,
+    bandwidth_knee,
+    default_search_space,
+    max_rate,
+)
 from prfaas_plan.optimize.sizing import size as size_deployment
 from prfaas_plan.sim.closed_form import Traffic
 from prfaas_plan.sim.verify import LoadedCheck, VerifyOptions, check_loaded, check_plans
@@ -60,8 +68,12 @@ MATRIX_LOCAL = ("h20", "h100")
 #: The given deployment's neighbours on the cost-goodput plane: (ΔN_prfaas, ΔN_local), same hardware and link.
 #: Each costs one goodput search (about 0.5-1 s).
 FRONTIER_NEIGHBOURS = ((-1, 0), (1, 0), (2, 0), (0, -2), (0, 2), (1, 2), (2, 4))
-#: Simulated realisations of the sized deployment's P90 TTFT check (as the ``size`` command).
+#: Simulated realisations of the sized deployment's P90 TTFT check, and requests in each (the review
+#: simulates its own ``--verify-requests`` instead).
 SIZING_CHECK_REPLICATIONS = 3
+SIZING_CHECK_REQUESTS = 20_000
+#: How ``sizing_part`` checks the sized deployment unless told otherwise (the ``size`` command's check).
+SIZING_CHECK = VerifyOptions(replications=SIZING_CHECK_REPLICATIONS, requests=SIZING_CHECK_REQUESTS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,30 +311,60 @@ def loaded(
 
 
 def sizing_part(
-    model: StageModel, prices: UnitPrices, target: Target, traffic: Traffic, options: ReviewOptions, scv: float
+    model: StageModel,
+    prices: UnitPrices,
+    target: Target,
+    traffic: Traffic,
+    *,
+    decode_service_scv: float = 0.0,
+    bandwidths_bytes_per_s: Sequence[float] | None = None,
+    max_prfaas: int | None = None,
+    max_local: int | None = None,
+    resolution_tokens: float = SIZING_RESOLUTION_TOKENS,
+    knee_bandwidths_bytes_per_s: Sequence[float] | None = None,
+    verify: VerifyOptions = SIZING_CHECK,
 ) -> SizingPart:
-    """The ``size`` command's answer: the cheapest deployments for ``target`` over the default search space,
-    the given deployment's largest rate within the SLO, the bandwidth knee of the sized deployment and (with
-    simulation on) its P90 TTFT at the target rate."""
-    space = default_search_space(model, prices, target)
+    """The answer of the ``size`` command and of the review's sizing part, computed in one place.
+
+    The cheapest deployments for ``target`` over ``default_search_space`` (its link sizes, bytes/s, and
+    instance caps: given, or the defaults); the model's own deployment's largest rate within the SLO, its
+    threshold searched at ``resolution_tokens`` (tokens); the bandwidth knee of the sized PrfaaS-PD
+    deployment at ``knee_bandwidths_bytes_per_s`` (bytes/s; default: the search space's link sizes and the
+    model's link) and at the sized link itself; and, with ``verify.verify``, its P90 TTFT at the target rate
+    simulated as ``verify`` says. The knee and the check are None when no PrfaaS-PD deployment meets the
+    target; an empty sizing is returned, not raised (``Sizing.reasons`` says why)."""
+    space = default_search_space(
+        model, prices, target, bandwidths_bytes_per_s=bandwidths_bytes_per_s, max_prfaas=max_prfaas, max_local=max_local
+    )
     sizing = size_deployment(
         model,
         prices,
         target,
-        bandwidths_bytes_per_s=list(space.bandwidths_bytes_per_s),
+        bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
         max_prfaas=space.max_prfaas,
         max_local=space.max_local,
-        decode_service_scv=scv,
+        decode_service_scv=decode_service_scv,
     )
-    own = max_rate(model, target.ttft_slo_s, target.quantile, decode_service_scv=scv)
+    own = max_rate(
+        model,
+        target.ttft_slo_s,
+        target.quantile,
+        resolution_tokens=resolution_tokens,
+        decode_service_scv=decode_service_scv,
+    )
     best = sizing.prfaas_pd
     knee = check = None
     if best is not None:
         sized = replace(
             model, n_prfaas=best.n_prfaas, n_local=best.n_local, link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s
         )
-        knee = bandwidth_knee(sized, [*space.bandwidths_bytes_per_s, model.link_bandwidth_bytes_per_s], prices)
-        if options.verify.verify and best.threshold_tokens is not None:
+        links = (
+            [*space.bandwidths_bytes_per_s, model.link_bandwidth_bytes_per_s]
+            if knee_bandwidths_bytes_per_s is None
+            else list(knee_bandwidths_bytes_per_s)
+        )
+        knee = bandwidth_knee(sized, [*links, best.bandwidth_bytes_per_s], prices)
+        if verify.verify and best.threshold_tokens is not None:
             check = check_loaded(
                 sized,
                 best.threshold_tokens,
@@ -330,9 +372,10 @@ def sizing_part(
                 best.n_pd_decode,
                 target.rate_req_per_s,
                 traffic,
-                replications=SIZING_CHECK_REPLICATIONS,
-                requests=options.verify.requests,
-                seed=options.verify.seed,
+                replications=verify.replications,
+                requests=verify.requests,
+                seed=verify.seed,
+                tolerance=verify.tolerance,
             )
     return SizingPart(sizing=sizing, own=own, knee=knee, check=check)
 
@@ -494,7 +537,15 @@ def review(
     )
     sizing = part(
         "sizing",
-        lambda: sizing_part(model, prices, target, traffic, options, scv),  # type: ignore[arg-type]
+        lambda: sizing_part(
+            model,
+            prices,
+            target,  # type: ignore[arg-type]
+            traffic,
+            decode_service_scv=scv,
+            resolution_tokens=options.resolution_tokens,
+            verify=replace(options.verify, replications=SIZING_CHECK_REPLICATIONS),
+        ),
         no_target if target is None else None if priced else _missing_prices(prices),
     )
     cost = part(
@@ -592,6 +643,7 @@ def review(
 __all__ = [
     "CURVE_FRACTIONS",
     "SCHEMA_VERSION",
+    "SIZING_CHECK",
     "LoadCurve",
     "Loaded",
     "Review",
@@ -600,6 +652,7 @@ __all__ = [
     "SplitSweep",
     "ThresholdSweep",
     "review",
+    "sizing_part",
     "split_sweep",
     "threshold_sweep",
 ]

@@ -20,7 +20,8 @@ ScenarioArg = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 
-#: Link sizes listed in the knee table when the link has no price list (Gbit/s).
+#: Link sizes listed in the ``size`` command's knee table beside the sized link (Gbit/s): a fixed decade
+#: grid, so that the table spans the same range whatever link sizes the price list offers.
 KNEE_GRID_GBIT_PER_S = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 400.0)
 
 
@@ -126,11 +127,12 @@ def size(
     """
     from dataclasses import replace
 
-    from prfaas_plan.io.capacity_report import carried_to_dict, knee_to_dict, sizing_to_dict
+    from prfaas_plan.io.capacity_report import size_to_dict
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
-    from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS, bandwidth_knee, default_search_space, max_rate
-    from prfaas_plan.optimize.sizing import size as size_deployment
+    from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS
+    from prfaas_plan.review import SIZING_CHECK, sizing_part
+    from prfaas_plan.sim.closed_form import Traffic
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GBIT_PER_S
 
@@ -140,101 +142,28 @@ def size(
         spec = load_scenario(resolve_scenario_path(scenario))
         target = target_option(spec, rate, ttft_p90_s)
         prices = _priced(spec)
-        model = stage_model(spec)
-        space = default_search_space(
-            model,
+        part = sizing_part(
+            stage_model(spec),
             prices,
             target,
+            Traffic(output_lengths=spec.traffic.output_length),
+            decode_service_scv=spec.traffic.output_length.scv,
             bandwidths_bytes_per_s=None if given is None else [b * GBIT_PER_S for b in given],
             max_prfaas=max_prfaas,
             max_local=max_local,
-        )
-        sizing = size_deployment(
-            model,
-            prices,
-            target,
-            bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
-            max_prfaas=space.max_prfaas,
-            max_local=space.max_local,
-            decode_service_scv=spec.traffic.output_length.scv,
-        )
-        own = max_rate(
-            model,
-            target.ttft_slo_s,
-            target.quantile,
             resolution_tokens=SIZING_RESOLUTION_TOKENS,
-            decode_service_scv=spec.traffic.output_length.scv,
+            knee_bandwidths_bytes_per_s=[g * GBIT_PER_S for g in KNEE_GRID_GBIT_PER_S],
+            verify=replace(SIZING_CHECK, verify=verify),
         )
-        payload: dict[str, Any] = {"scenario": spec.name, "sizing": sizing_to_dict(sizing)}
-        payload["given_deployment"] = {
-            "n_prfaas": spec.prfaas.instances,
-            "n_local": spec.local.instances,
-            "link_bandwidth_gbit_per_s": spec.link.bandwidth_bytes_per_s / GBIT_PER_S,
-            "largest_rate_within_slo": carried_to_dict(own),
-        }
-        best = sizing.prfaas_pd
-        check = None
-        if best is not None:
-            sized = replace(
-                model,
-                n_prfaas=best.n_prfaas,
-                n_local=best.n_local,
-                link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s,
-            )
-            knee_links = sorted({best.bandwidth_bytes_per_s, *(g * GBIT_PER_S for g in KNEE_GRID_GBIT_PER_S)})
-            knee = bandwidth_knee(sized, knee_links, prices)
-            payload["bandwidth_knee"] = knee_to_dict(knee)
-            check = _simulated_p90(sized, best, target, spec) if verify else None
-            payload["simulation_check"] = check
-        if sizing.prfaas_pd is None and sizing.homogeneous_pd is None:
-            raise InfeasibleError(list(sizing.reasons))
+        payload = size_to_dict(spec, part)
+        if part.sizing.prfaas_pd is None and part.sizing.homogeneous_pd is None:
+            raise InfeasibleError(list(part.sizing.reasons))
     if json_output:
         emit(payload)
         return
     from prfaas_plan.cli.capacity_render import print_sizing
 
-    print_sizing(spec, sizing, payload, check)
-
-
-def _simulated_p90(model: Any, best: Any, target: Any, spec: Any) -> dict[str, Any] | None:
-    """P90 TTFT of the sized deployment at the target rate, closed form and simulation (95 % interval)."""
-    from prfaas_plan.sim.closed_form import Traffic
-    from prfaas_plan.sim.verify import check_loaded
-
-    check = check_loaded(
-        model,
-        best.threshold_tokens,
-        best.n_pd_prefill,
-        best.n_pd_decode,
-        target.rate_req_per_s,
-        Traffic(output_lengths=spec.traffic.output_length),
-        replications=3,
-        requests=20_000,
-    )
-    if check.simulated is None:
-        return None
-    figure = check.simulated.figures["overall"]["p90"]
-    closed = check.closed.ttft.p90_s if check.closed.ttft is not None else None
-    return {
-        "rate_req_per_s": target.rate_req_per_s,
-        "closed_form_p90_s": closed,
-        "simulated_p90_s": figure.value,
-        "simulated_p90_half_width_s": figure.half_width if math.isfinite(figure.half_width) else None,
-        "simulation_verdict": _verdict(figure.value, figure.half_width, target.ttft_slo_s),
-        "replications": check.simulated.replications,
-        "requests": check.simulated.requests,
-    }
-
-
-def _verdict(value: float, half_width: float, slo_s: float) -> str:
-    """'meets' when the whole 95 % interval is within the SLO, 'misses' when it is all beyond, else
-    'undecided' (the SLO lies inside the interval: more replications would tell)."""
-    spread = half_width if math.isfinite(half_width) else 0.0
-    if value + spread <= slo_s:
-        return "meets"
-    if value - spread > slo_s:
-        return "misses"
-    return "undecided"
+    print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
 
 
 def cost(

@@ -4,7 +4,7 @@ comparison (plain JSON-ready dictionaries; units in every key)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.optimize.baselines import HomogeneousShape
 from prfaas_plan.optimize.cost import CostBreakdown, TokenCost
@@ -15,6 +15,11 @@ from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import BandwidthKnee, Carried, Deployment, Sizing
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.units import GBIT_PER_S
+
+if TYPE_CHECKING:  # only for annotations: importing the review for them would cost every capacity command
+    from prfaas_plan.review import SizingPart
+    from prfaas_plan.sim.verify import LoadedCheck
+    from prfaas_plan.spec.scenario import Scenario
 
 
 def _finite(value: float | None) -> float | None:
@@ -117,6 +122,54 @@ def knee_to_dict(knee: BandwidthKnee) -> dict[str, Any]:
             for p in knee.points
         ],
     }
+
+
+def size_to_dict(scenario: Scenario, part: SizingPart) -> dict[str, Any]:
+    """The ``size`` command's answer: both sized deployments, the scenario's own deployment and its largest
+    rate within the SLO, and (when a PrfaaS-PD deployment was sized) the bandwidth knee and the simulation
+    check (``sizing_check_to_dict``; null with --no-verify)."""
+    payload: dict[str, Any] = {"scenario": scenario.name, "sizing": sizing_to_dict(part.sizing)}
+    payload["given_deployment"] = {
+        "n_prfaas": scenario.prfaas.instances,
+        "n_local": scenario.local.instances,
+        "link_bandwidth_gbit_per_s": scenario.link.bandwidth_bytes_per_s / GBIT_PER_S,
+        "largest_rate_within_slo": carried_to_dict(part.own),
+    }
+    if part.sizing.prfaas_pd is not None:
+        payload["bandwidth_knee"] = None if part.knee is None else knee_to_dict(part.knee)
+        payload["simulation_check"] = (
+            None if part.check is None else sizing_check_to_dict(part.check, part.sizing.target)
+        )
+    return payload
+
+
+def sizing_check_to_dict(check: LoadedCheck, target: Target) -> dict[str, Any] | None:
+    """The sized deployment's P90 TTFT at the target rate, closed form and simulation (95 % interval), with
+    ``simulation_verdict`` against the SLO; None when it was not simulated (an unstable closed form)."""
+    if check.simulated is None:
+        return None
+    figure = check.simulated.figures["overall"]["p90"]
+    closed = check.closed.ttft.p90_s if check.closed.ttft is not None else None
+    return {
+        "rate_req_per_s": target.rate_req_per_s,
+        "closed_form_p90_s": closed,
+        "simulated_p90_s": figure.value,
+        "simulated_p90_half_width_s": _finite(figure.half_width),
+        "simulation_verdict": _verdict(figure.value, figure.half_width, target.ttft_slo_s),
+        "replications": check.simulated.replications,
+        "requests": check.simulated.requests,
+    }
+
+
+def _verdict(value: float, half_width: float, slo_s: float) -> str:
+    """'meets' when the whole 95 % interval is within the SLO, 'misses' when it is all beyond, else
+    'undecided' (the SLO lies inside the interval: more replications would tell)."""
+    spread = half_width if math.isfinite(half_width) else 0.0
+    if value + spread <= slo_s:
+        return "meets"
+    if value - spread > slo_s:
+        return "misses"
+    return "undecided"
 
 
 def _shape(shape: HomogeneousShape) -> dict[str, Any]:
