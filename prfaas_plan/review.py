@@ -20,6 +20,7 @@ import numpy as np
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize import Comparison, GoodputComparison, compare, compare_goodput
+from prfaas_plan.optimize.carrier import Carried
 from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, unit_prices
 from prfaas_plan.optimize.economics import CostComparison, cost_comparison
 from prfaas_plan.optimize.headroom import Failure, Tornado, n_minus_one, tornado
@@ -27,7 +28,6 @@ from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matr
 from prfaas_plan.optimize.sizing import (
     SIZING_RESOLUTION_TOKENS,
     BandwidthKnee,
-    Carried,
     Sizing,
     bandwidth_knee,
     default_search_space,

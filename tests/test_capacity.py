@@ -164,13 +164,14 @@ def test_fluid_floors_never_exceed_what_a_carrying_deployment_needs(
     """The bounds the search prunes with and the large-space gap is reported from: for every (B, N_prfaas) of a
     small space, brute force finds no deployment with fewer local instances than the local floor that carries
     the target, and the cheapest that carries (its plan's egress included) costs at least the cost floor."""
-    from prfaas_plan.optimize import sizing
+    from prfaas_plan.optimize.carrier import Carrier, decode_floor
+    from prfaas_plan.optimize.fleet_search import fluid_floors
 
     prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=egress))
     target = Target(rate_req_per_s=rate, ttft_slo_s=6.0)
-    carrier = sizing._Carrier(paper_model, target, 256.0, 0.0)
-    decode = sizing.decode_floor(paper_model, rate)
-    floors = sizing._fluid_floors(carrier, prices, list(LINKS), SMALL["max_prfaas"], decode)
+    carrier = Carrier(paper_model, target, 256.0, 0.0)
+    decode = decode_floor(paper_model, rate)
+    floors = fluid_floors(carrier, prices, list(LINKS), SMALL["max_prfaas"], decode)
     for i, b in enumerate(LINKS):
         for n_prfaas in range(1, SMALL["max_prfaas"] + 1):
             for n_local in range(2, SMALL["max_local"] + 1):
@@ -197,7 +198,7 @@ def test_large_space_search_carries_and_lies_between_the_floor_and_the_optimum(
     """The pattern search used for large spaces, forced on a space the exact search also solves: its
     deployment carries the target, costs no less than the exact optimum, and the floor it reports is no
     more than that optimum (no egress charge, so a deployment's cost does not depend on its plan)."""
-    from prfaas_plan.optimize import sizing
+    from prfaas_plan.optimize import fleet_search
 
     prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=0.0))
     target = Target(rate_req_per_s=2.0, ttft_slo_s=6.0)
@@ -208,8 +209,8 @@ def test_large_space_search_carries_and_lies_between_the_floor_and_the_optimum(
         "homogeneous": False,
     }
     exact = size(paper_model, prices, target, **space)
-    monkeypatch.setattr(sizing, "EXACT_PRFAAS", 0)
-    monkeypatch.setattr(sizing, "FINISH_PRFAAS", 0)
+    monkeypatch.setattr(fleet_search, "EXACT_PRFAAS", 0)
+    monkeypatch.setattr(fleet_search, "FINISH_PRFAAS", 0)
     fast = size(paper_model, prices, target, **space)
     assert exact.prfaas_pd is not None and fast.prfaas_pd is not None
     assert exact.cost_floor_usd_per_hour is None

@@ -7,11 +7,12 @@ from typing import Any
 from rich.table import Table
 
 from prfaas_plan.cli.render import console
+from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.economics import CostComparison
 from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
 from prfaas_plan.optimize.robust import RobustPlan
-from prfaas_plan.optimize.sizing import Deployment, Sizing
+from prfaas_plan.optimize.sizing import Sizing
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
 

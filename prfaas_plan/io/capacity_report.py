@@ -7,12 +7,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.optimize.baselines import HomogeneousShape
+from prfaas_plan.optimize.carrier import Carried, Deployment
 from prfaas_plan.optimize.cost import CostBreakdown, TokenCost
 from prfaas_plan.optimize.economics import CostComparison, PlanCost, Priced
 from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
 from prfaas_plan.optimize.robust import RobustPlan
-from prfaas_plan.optimize.sizing import BandwidthKnee, Carried, Deployment, Sizing
+from prfaas_plan.optimize.sizing import BandwidthKnee, Sizing
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.units import GBIT_PER_S
 

@@ -26,9 +26,9 @@ from prfaas_plan.io.capacity_report import (
     target_to_dict,
 )
 from prfaas_plan.io.report import check_to_dict, comparison_to_dict, goodput_comparison_to_dict
+from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.headroom import Tornado
 from prfaas_plan.optimize.plans import PlanEvaluation
-from prfaas_plan.optimize.sizing import Deployment
 from prfaas_plan.review import SCHEMA_VERSION, Review
 from prfaas_plan.sim.verify import LoadedCheck
 from prfaas_plan.spec.cost import Target

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.cost import UnitPrices
 from prfaas_plan.optimize.plans import evaluate
-from prfaas_plan.optimize.sizing import Deployment, Sizing, default_search_space, size
+from prfaas_plan.optimize.sizing import Sizing, default_search_space, size
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel
 

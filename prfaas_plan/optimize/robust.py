@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from prfaas_plan.latency.goodput import plans_goodput
-from prfaas_plan.optimize.sizing import Carried, max_rate
+from prfaas_plan.optimize.carrier import Carried
+from prfaas_plan.optimize.sizing import max_rate
 from prfaas_plan.spec.dynamics import BandwidthProfile, BandwidthSteps, PeriodicBandwidth, RandomBandwidth
 from prfaas_plan.throughput import StageModel
 
