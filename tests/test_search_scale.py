@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.latency import best_goodput_plan, loaded_ttft
-from prfaas_plan.latency.goodput import _coarse_thresholds, best_plan_at_rate, goodput_brackets, goodput_rates
+from prfaas_plan.latency.goodput import (
+    _coarse_thresholds,
+    best_plan_at_rate,
+    goodput_brackets,
+    goodput_rates,
+    threshold_scan,
+)
 from prfaas_plan.latency.stages import erlang_c, ggc_wait
 from prfaas_plan.optimize import search
 from prfaas_plan.throughput import StageModel
@@ -162,3 +168,23 @@ def test_fixed_rate_search_finds_a_window_narrower_than_the_quantile_grid(paper_
     assert slack >= 0.0 and zero_load >= 0.9
     _, _, coarse, _ = best_plan_at_rate(model, 650.0, 5.0, 0.9, thresholds=_coarse_thresholds(model))
     assert coarse <= -0.9  # every plan of the usual grid is past its stability limit (scores at most -q)
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(loaded_stage_models(), st.integers(2, 96), st.floats(0.2, 0.9), st.floats(1.05, 3.0), st.floats(0.05, 1.2))
+def test_a_reused_threshold_scan_changes_nothing(
+    model: StageModel, n_local: int, q: float, slack: float, load: float
+) -> None:
+    """The fixed-rate search with a threshold scan made once for the link and SLO (as sizing reuses it across
+    instance counts) returns exactly what it returns computing its own; a scan for another link is refused."""
+    model = replace(model, n_local=n_local)
+    slo = _slo(model, q, slack)
+    _, _, top = best_goodput_plan(model, slo, thresholds=np.asarray(model.lengths.quantile(np.linspace(0, 1, 9))))
+    rate = max(top, 1e-3) * load
+    scan = threshold_scan(replace(model, n_local=2, n_prfaas=1), slo)
+    assert best_plan_at_rate(model, rate, slo, resolution_tokens=100.0, scan=scan) == best_plan_at_rate(
+        model, rate, slo, resolution_tokens=100.0
+    )
+    other = replace(model, link_bandwidth_bytes_per_s=2 * model.link_bandwidth_bytes_per_s)
+    with pytest.raises(ValueError, match="another link"):
+        best_plan_at_rate(other, rate, slo, scan=scan)

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.latency.distribution import GRID_POINTS, length_grid, positive_wait_cdf
-from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state
+from prfaas_plan.latency.stages import RouteMoments, route_moments, stability_limit_req_per_s, stage_state
 from prfaas_plan.latency.unloaded import (
     RouteLatency,
     largest_length_within,
@@ -450,18 +450,22 @@ def _coarse_thresholds(model: StageModel) -> Array:
 _FEASIBLE_SCAN = 257
 
 
-def _rate_thresholds(model: StageModel, rate: float, ttft_slo_s: float, quantile: float) -> tuple[Array, float]:
-    """The coarse thresholds of a fixed-rate search, and the best zero-load P(TTFT <= X) of the scan.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThresholdScan:
+    """The fine threshold scan of a fixed-rate search (``threshold_scan``): everything in it that depends on
+    neither the instance counts nor the rate, for one deployment's curves, link bandwidth and SLO, so that a
+    caller asking about many instance counts on one link computes it once."""
 
-    ``_COARSE_THRESHOLDS`` thresholds, evenly spaced in rank over those of a fine quantile scan at which some
-    plan can carry ``rate`` (the empty system meets the SLO, the PrfaaS pool and the link are stable at the
-    rate, and the local pool has room for the prefill and decode instances the rate needs); the usual coarse
-    grid when there is none (then nothing carries). The zero-load figure covers the whole scan, so that it
-    does not depend on the instance counts.
+    thresholds: Array
+    moments: RouteMoments
+    zero_load: Array
+    bandwidth_bytes_per_s: float
+    ttft_slo_s: float
 
-    On a large deployment the thresholds that carry a rate can form a window narrower than the spacing of
-    the usual grid (the PrfaaS pool needs t high, the SLO needs t low), which a search on that grid misses.
-    """
+
+def threshold_scan(model: StageModel, ttft_slo_s: float) -> ThresholdScan:
+    """``_FEASIBLE_SCAN`` quantile-spaced thresholds (plus one below every length and the longest), their route
+    moments and the empty system's P(TTFT <= X) at each."""
     lengths = model.lengths
     scan = np.unique(
         np.concatenate(
@@ -472,11 +476,32 @@ def _rate_thresholds(model: StageModel, rate: float, ttft_slo_s: float, quantile
             )
         )
     )
-    moments = route_moments(model, scan)
     route = route_latency(model)
     unloaded = local_mass_below(lengths, route, scan, ttft_slo_s)
     if route.offload_prefill is not None:
         unloaded = unloaded + offload_mass_below(lengths, route, scan, ttft_slo_s)
+    return ThresholdScan(
+        thresholds=scan,
+        moments=route_moments(model, scan),
+        zero_load=np.asarray(unloaded, dtype=np.float64),
+        bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+        ttft_slo_s=float(ttft_slo_s),
+    )
+
+
+def _rate_thresholds(model: StageModel, rate: float, quantile: float, scan: ThresholdScan) -> tuple[Array, float]:
+    """The coarse thresholds of a fixed-rate search, and the best zero-load P(TTFT <= X) of the scan.
+
+    ``_COARSE_THRESHOLDS`` thresholds, evenly spaced in rank over those of the scan at which some plan can
+    carry ``rate`` (the empty system meets the SLO, the PrfaaS pool and the link are stable at the rate, and
+    the local pool has room for the prefill and decode instances the rate needs); the usual coarse grid when
+    there is none (then nothing carries). The zero-load figure covers the whole scan, so that it does not
+    depend on the instance counts.
+
+    On a large deployment the thresholds that carry a rate can form a window narrower than the spacing of
+    the usual grid (the PrfaaS pool needs t high, the SLO needs t low), which a search on that grid misses.
+    """
+    moments, unloaded = scan.moments, scan.zero_load
     decode = float(np.floor(rate / model.decode_req_per_s_per_instance) + 1.0)
     local_need = rate * (1.0 - moments.offload_fraction) * moments.local_mean_s
     prefill = np.where(local_need > 0, np.floor(local_need) + 1.0, 0.0)
@@ -490,7 +515,7 @@ def _rate_thresholds(model: StageModel, rate: float, ttft_slo_s: float, quantile
     zero_load = float(np.max(unloaded))
     if not np.any(ok):
         return _coarse_thresholds(model), zero_load
-    feasible = scan[ok]
+    feasible = scan.thresholds[ok]
     picks = np.unique(np.round(np.linspace(0, feasible.size - 1, _COARSE_THRESHOLDS)).astype(np.int64))
     return feasible[picks], zero_load
 
@@ -589,6 +614,7 @@ def best_plan_at_rate(
     decode_service_scv: float = 0.0,
     thresholds: ArrayLike | None = None,
     exhaustive_splits: int = EXHAUSTIVE_SPLITS,
+    scan: ThresholdScan | None = None,
 ) -> tuple[float, int, float, float]:
     """(t, N_p, slack, best zero-load P(TTFT <= X)) of the plan with the most SLO margin at one rate: slack =
     P_Λ(TTFT <= X) - q, maximised over thresholds and splits N_p in 0..N_local-1. The model's deployment
@@ -601,6 +627,7 @@ def best_plan_at_rate(
     pool of at most ``exhaustive_splits`` local instances and a branch and bound over intervals of splits for
     a larger one (``_splits_at_rate``), then nested grids around the best threshold of the best two splits.
     A plan past its stability limit scores -1 - (q - P(TTFT <= X at zero load)), below every stable plan.
+    ``scan`` (``threshold_scan`` of a model with the same curves, link and SLO) saves recomputing it.
     """
     fixed = thresholds is not None
     rate = float(rate_req_per_s)
@@ -608,7 +635,11 @@ def best_plan_at_rate(
     if fixed:
         grid = np.asarray(thresholds, dtype=np.float64).ravel()
     else:
-        grid, scan_zero_load = _rate_thresholds(model, rate, ttft_slo_s, quantile)
+        if scan is None:
+            scan = threshold_scan(model, ttft_slo_s)
+        elif scan.bandwidth_bytes_per_s != model.link_bandwidth_bytes_per_s or scan.ttft_slo_s != ttft_slo_s:
+            raise ValueError("best_plan_at_rate: the threshold scan was made for another link or SLO")
+        grid, scan_zero_load = _rate_thresholds(model, rate, quantile, scan)
         seen.append(scan_zero_load)
 
     def plans(t: Array, n_p: Array, n_d: Array) -> Array:

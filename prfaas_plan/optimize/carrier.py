@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.latency import TtftSummary, loaded_ttft
-from prfaas_plan.latency.goodput import best_plan_at_rate, plans_goodput
+from prfaas_plan.latency.goodput import ThresholdScan, best_plan_at_rate, plans_goodput, threshold_scan
 from prfaas_plan.optimize.cost import (
     CostBreakdown,
     TokenCost,
@@ -84,7 +84,8 @@ class Carrier:
         self.scv = decode_service_scv
         self.cache: dict[tuple[int, int, float], Carried] = {}
         self.verified: dict[tuple[int, int, float], bool] = {}
-        self.fluid: dict[tuple[int, int, float], float] = {}
+        # The fixed-rate search's threshold scan, per link bandwidth (it does not depend on instance counts).
+        self.scans: dict[float, ThresholdScan] = {}
 
     @staticmethod
     def key(n_prfaas: int, n_local: int, bandwidth: float) -> tuple[int, int, float]:
@@ -104,8 +105,20 @@ class Carrier:
         model = self.deployed(n_prfaas, n_local, bandwidth)
         slo, q, rate = self.target.ttft_slo_s, self.target.quantile, self.target.rate_req_per_s
         fixed = [model.lengths.upper_tokens] if n_prfaas == 0 else None
+        scan = None
+        if fixed is None:
+            scan = self.scans.get(model.link_bandwidth_bytes_per_s)
+            if scan is None:
+                scan = self.scans[model.link_bandwidth_bytes_per_s] = threshold_scan(model, slo)
         t, n_p, slack, zero_load = best_plan_at_rate(
-            model, rate, slo, q, resolution_tokens=self.resolution_tokens, decode_service_scv=self.scv, thresholds=fixed
+            model,
+            rate,
+            slo,
+            q,
+            resolution_tokens=self.resolution_tokens,
+            decode_service_scv=self.scv,
+            thresholds=fixed,
+            scan=scan,
         )
         carries = slack >= 0.0
         result = Carried(
