@@ -51,7 +51,7 @@ def local_prefill_floor(need: Array) -> Array:
 def fluid_floors(
     carrier: Carrier, prices: UnitPrices, bandwidths: Sequence[float], max_prfaas: int, decode: int
 ) -> Floors:
-    """Lower bounds from the stability conditions alone, for every (B, N_prfaas) at once.
+    """Lower bounds from the stability conditions and the zero-load SLO, for every (B, N_prfaas) at once.
 
     A plan carries Λ only if it meets the SLO with no load and every stage is stable at Λ
     (``latency.stages``): with threshold t,
@@ -60,8 +60,11 @@ def fluid_floors(
     threshold grid each is bounded by its value at the cell's far end (the offload terms at t_i+1, the local
     term at t_i). A cell is possible for (B, N_prfaas) when both offload bounds are below them; the local floor
     is the decode floor plus the cell's fewest prefill instances, the cost floor adds the GPUs, the link's
-    fixed price and the egress bound, each minimised over the possible cells. Neither floor ever exceeds the
-    true minimum over the search (the grid only loosens it).
+    fixed price and the egress bound, each minimised over the possible cells. The egress priced at the target
+    is Λ · p · S_kv(E[L | L > t]) (``throughput.egress_bytes_per_s``), equal to Λ · E[S_kv(L); L > t] because
+    S_kv is affine in every profile and card (tokens times bytes per token, plus fixed state). Neither floor
+    ever exceeds the true minimum over the search (the grid only loosens it), provided the curves are
+    non-negative and non-decreasing in the length, as prefill times and cache sizes are.
     """
     model, rate = carrier.model, carrier.target.rate_req_per_s
     lengths = model.lengths
