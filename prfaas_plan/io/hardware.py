@@ -173,17 +173,19 @@ def load_hardware(path: Path) -> HardwareProfile:
         sec = root.sub(
             "kernel_shapes",
             required=("gemm_half_rows", "source"),
-            optional=("attention_half_context_tokens", "moe_load_skew"),
+            optional=("attention_half_context_tokens", "moe_load_skew", "memory_efficiency"),
         )
         half_rows = sec.number("gemm_half_rows", ge=0, le=MAX_TOKENS)
         half_context = sec.number("attention_half_context_tokens", ge=0, le=MAX_TOKENS, default=0.0)
         skew = sec.number("moe_load_skew", ge=0, le=MAX_MOE_LOAD_SKEW, default=0.0)
+        memory_efficiency = sec.number("memory_efficiency", gt=0, le=1) if sec.has("memory_efficiency") else None
         shapes_source = sec.string("source")
         if None not in (half_rows, half_context, skew, shapes_source):
             shapes = KernelShapes(
                 gemm_half_rows=float(half_rows or 0.0),
                 attention_half_context_tokens=float(half_context or 0.0),
                 moe_load_skew=float(skew or 0.0),
+                memory_efficiency=None if memory_efficiency is None else float(memory_efficiency),
                 source=str(shapes_source),
             )
     checker.raise_if_any()

@@ -56,6 +56,7 @@ def write_accelerator_profile(
             "gemm_half_rows": shapes.gemm_half_rows,
             "attention_half_context_tokens": shapes.attention_half_context_tokens,
             "moe_load_skew": shapes.moe_load_skew,
+            **({} if shapes.memory_efficiency is None else {"memory_efficiency": shapes.memory_efficiency}),
             "source": shapes.source,
         }
     text = header + yaml.safe_dump(document, sort_keys=False, width=100)

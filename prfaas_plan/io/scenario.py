@@ -209,6 +209,9 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None) -> RooflineParam
             gemm_half_rows=shapes.gemm_half_rows,
             attention_half_context_tokens=shapes.attention_half_context_tokens,
             moe_load_skew=shapes.moe_load_skew,
+            memory_efficiency=default.memory_efficiency
+            if shapes.memory_efficiency is None
+            else shapes.memory_efficiency,
             source=f"{default.source}; kernel shapes from the hardware profile ({shapes.source})",
         )
     if not sec.has("roofline"):

@@ -424,7 +424,9 @@ def machine_kernel_shapes(peaks: MachinePeaks, routing: RoutingStudy | None = No
         gemm_half_rows=peaks.gemm_half_rows,
         attention_half_context_tokens=peaks.attention_half_context_tokens,
         moe_load_skew=0.0 if routing is None else routing.skew,
+        memory_efficiency=peaks.memory_efficiency,
         source=f"measured by prfaas-plan validate kernel: float32 GEMMs of {SHAPE_ROWS[0]}-{SHAPE_ROWS[-1]} rows "
         f"against the large GEMM's rate; attention-core products at {ATTENTION_CONTEXTS[0]}-"
-        f"{ATTENTION_CONTEXTS[-1]} keys per query (reference.machine){skew}",
+        f"{ATTENTION_CONTEXTS[-1]} keys per query; one-row products reading the timed card's weights against "
+        f"the dot product's rate (reference.machine){skew}",
     )

@@ -73,6 +73,9 @@ class KernelShapes:
     source: str
     attention_half_context_tokens: float = 0.0
     moe_load_skew: float = 0.0
+    #: Sustained fraction of the profile's memory bandwidth that one-row products reach reading weights
+    #: (``RooflineParams.memory_efficiency``); None where not measured (the serving default applies).
+    memory_efficiency: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,6 +3,7 @@ and the reference kernel's routing against the load model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,10 @@ def test_kernel_shapes_survive_a_profile_round_trip(tmp_path: Path) -> None:
     path = write_accelerator_profile(ACCELERATOR, tmp_path / "m.yaml", "note", shapes)
     loaded = load_hardware(path)
     assert loaded.kernel_shapes == shapes
+    measured = replace(shapes, memory_efficiency=0.5825)
+    assert load_hardware(write_accelerator_profile(ACCELERATOR, tmp_path / "e.yaml", "", measured)).kernel_shapes == (
+        measured
+    )
     assert load_hardware(write_accelerator_profile(ACCELERATOR, tmp_path / "n.yaml")).kernel_shapes is None
 
 
@@ -79,6 +84,8 @@ def test_kernel_shapes_survive_a_profile_round_trip(tmp_path: Path) -> None:
         ("moe_load_skew", "-0.5", "must be >= 0"),
         ("moe_load_skew", "lots", "expected a number"),
         ("attention_half_tokens", "3", "unknown key"),
+        ("memory_efficiency", "1.5", "must be <= 1"),
+        ("memory_efficiency", "0", "must be > 0"),
     ],
 )
 def test_bad_kernel_shapes_are_named_with_file_line_and_field(
@@ -135,7 +142,9 @@ def test_a_pools_roofline_takes_the_shapes_its_hardware_profile_measured(tmp_pat
     from tests.conftest import REPO
 
     h20 = load(REPO / "hardware_profiles" / "h20.yaml").accelerator
-    shapes = KernelShapes(gemm_half_rows=12.5, attention_half_context_tokens=40.0, moe_load_skew=0.25, source="t")
+    shapes = KernelShapes(
+        gemm_half_rows=12.5, attention_half_context_tokens=40.0, moe_load_skew=0.25, memory_efficiency=0.6, source="t"
+    )
     write_accelerator_profile(h20, tmp_path / "measured-h20.yaml", "", shapes)
     text = (REPO / "workloads" / "paper-case-study-roofline.yaml").read_text()
     lines = text.splitlines()
@@ -146,7 +155,9 @@ def test_a_pools_roofline_takes_the_shapes_its_hardware_profile_measured(tmp_pat
     scenario = load_scenario(tmp_path / "s.yaml")
     params = scenario.local.roofline
     assert (params.gemm_half_rows, params.attention_half_context_tokens, params.moe_load_skew) == (12.5, 40.0, 0.25)
+    assert params.memory_efficiency == 0.6
     assert scenario.prfaas.roofline.attention_half_context_tokens == RooflineParams().attention_half_context_tokens
+    assert scenario.prfaas.roofline.memory_efficiency == RooflineParams().memory_efficiency
     overridden = "\n".join(lines).replace(
         f"hardware: {tmp_path / 'measured-h20.yaml'}",
         f"hardware: {tmp_path / 'measured-h20.yaml'}\n    roofline: {{gemm_half_rows: 3.0}}",
