@@ -16,6 +16,7 @@ prefill traffic). Egress at Λ is Λ · p · S_kv(l_long) (the transfer term of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -74,6 +75,12 @@ class StageModel:
 def decode_rate_req_per_s(max_batch: int, step_time_s: float, output_tokens_mean: float) -> float:
     """Θ_pd-d of one decode instance (Eq. 5 with N_d = 1): BS_max / (T_decode · L_out), req/s."""
     return max_batch / (step_time_s * output_tokens_mean)
+
+
+def decode_floor(model: StageModel, rate_req_per_s: float) -> int:
+    """Fewest local decode instances that keep up with ``rate_req_per_s``: N_d with N_d · Θ_pd-d(1) > Λ
+    (Eq. 5; the decode stage's stability condition)."""
+    return math.floor(rate_req_per_s / model.decode_req_per_s_per_instance) + 1
 
 
 def stage_model(scenario: Scenario) -> StageModel:

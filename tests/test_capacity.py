@@ -164,8 +164,9 @@ def test_fluid_floors_never_exceed_what_a_carrying_deployment_needs(
     """The bounds the search prunes with and the large-space gap is reported from: for every (B, N_prfaas) of a
     small space, brute force finds no deployment with fewer local instances than the local floor that carries
     the target, and the cheapest that carries (its plan's egress included) costs at least the cost floor."""
-    from prfaas_plan.optimize.carrier import Carrier, decode_floor
+    from prfaas_plan.optimize.carrier import Carrier
     from prfaas_plan.optimize.fleet_search import fluid_floors
+    from prfaas_plan.throughput import decode_floor
 
     prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=egress))
     target = Target(rate_req_per_s=rate, ttft_slo_s=6.0)

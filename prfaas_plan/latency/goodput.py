@@ -29,7 +29,7 @@ from prfaas_plan.latency.unloaded import (
     offload_mass_below,
     route_latency,
 )
-from prfaas_plan.throughput import STAGES, StageModel
+from prfaas_plan.throughput import STAGES, StageModel, decode_floor
 
 Array = NDArray[np.float64]
 
@@ -502,7 +502,7 @@ def _rate_thresholds(model: StageModel, rate: float, quantile: float, scan: Thre
     the usual grid (the PrfaaS pool needs t high, the SLO needs t low), which a search on that grid misses.
     """
     moments, unloaded = scan.moments, scan.zero_load
-    decode = float(np.floor(rate / model.decode_req_per_s_per_instance) + 1.0)
+    decode = float(decode_floor(model, rate))
     local_need = rate * (1.0 - moments.offload_fraction) * moments.local_mean_s
     prefill = np.where(local_need > 0, np.floor(local_need) + 1.0, 0.0)
     _, stage = stability_limit_req_per_s(model, moments, np.maximum(prefill, 1.0), np.asarray(decode))

@@ -11,7 +11,6 @@ the target rate and at its goodput.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -200,11 +199,6 @@ def _quantile_of(law: TtftSummary, quantile: float) -> float:
     if quantile not in levels:
         raise ValueError(f"sizing supports the 0.5, 0.9 and 0.99 TTFT quantiles, got {quantile}")
     return levels[quantile]
-
-
-def decode_floor(model: StageModel, rate_req_per_s: float) -> int:
-    """Fewest local instances that can decode ``rate_req_per_s``: N_d with N_d · Θ_pd-d(1) > Λ (Eq. 5)."""
-    return math.floor(rate_req_per_s / model.decode_req_per_s_per_instance) + 1
 
 
 def smallest_local(

@@ -98,12 +98,12 @@ def fluid_floors(
     count = np.searchsorted(by_offload, n_prfaas * (1 + _FLOOR_RTOL), side="left")
     local = np.empty((len(bandwidths), max_prfaas), dtype=np.int64)
     cost = np.empty((len(bandwidths), max_prfaas), dtype=np.float64)
+    none = count == 0
+    at = np.maximum(count - 1, 0)
     for i, b in enumerate(bandwidths):
         possible = (cell_egress[order] < b * (1 + _FLOOR_RTOL)) & meets_slo[i, order]
         best_local = np.minimum.accumulate(np.where(possible, cell_local[order], np.inf))
         best_cost = np.minimum.accumulate(np.where(possible, cell_cost[order], np.inf))
-        none = count == 0
-        at = np.maximum(count - 1, 0)
         row_local = np.where(none, np.inf, best_local[at])
         local[i] = np.where(np.isfinite(row_local), row_local, float(_NO_PLAN)).astype(np.int64)
         cost[i] = (
@@ -261,9 +261,9 @@ def _pattern_search(
 def cheapest(
     carrier: Carrier,
     prices: UnitPrices,
-    bandwidths: list[float],
+    ascending: list[float],
+    floors: Floors,
     decode: int,
-    max_prfaas: int,
     max_local: int,
 ) -> tuple[tuple[int, int, float] | None, float | None]:
     """The cheapest (N_prfaas, N_local, B) whose search goodput carries the target, and None when it is the
@@ -272,9 +272,9 @@ def cheapest(
     otherwise a pattern search from the fluid optimum (``_pattern_search``), falling back to the exact
     search when it finds nothing, and finished by the exact search over the (B, N_prfaas) whose floor is
     below its answer when those span at most ``FINISH_PRFAAS`` PrfaaS counts and ``EXACT_LINKS`` link sizes
-    (then the answer is exact too)."""
-    ascending = sorted(bandwidths)
-    floors = fluid_floors(carrier, prices, ascending, max_prfaas, decode)
+    (then the answer is exact too). ``ascending``: the link sizes in ascending order; ``floors``: their
+    ``fluid_floors`` (unchanged between the caller's verification rounds, so computed once)."""
+    max_prfaas = floors.cost.shape[1]
     if max_prfaas > EXACT_PRFAAS or len(ascending) > EXACT_LINKS:
         best = _pattern_search(carrier, prices, ascending, floors, max_local)
         if best.found is None:

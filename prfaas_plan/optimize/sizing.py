@@ -32,17 +32,17 @@ from numpy.typing import NDArray
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency.goodput import best_goodput_plan, plans_goodput
-from prfaas_plan.optimize.carrier import Carried, Carrier, Deployment, decode_floor, priced_deployment, smallest_local
+from prfaas_plan.optimize.carrier import Carried, Carrier, Deployment, priced_deployment, smallest_local
 from prfaas_plan.optimize.cost import (
     UnitPrices,
     link_fixed_usd_per_hour,
     link_options,
 )
-from prfaas_plan.optimize.fleet_search import cheapest, local_prefill_floor
+from prfaas_plan.optimize.fleet_search import cheapest, fluid_floors, local_prefill_floor
 from prfaas_plan.optimize.plans import CO_BINDING_RTOL
 from prfaas_plan.optimize.search import best_plan
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.throughput import STAGES, StageModel, routing, stage_bounds, stage_throughputs
+from prfaas_plan.throughput import STAGES, StageModel, decode_floor, routing, stage_bounds, stage_throughputs
 
 Array = NDArray[np.float64]
 
@@ -138,14 +138,15 @@ def size(
         else:
             homog = priced_deployment(carrier, prices, 0, n, 0.0, "homogeneous-pd", final=True)
 
-    bandwidths = sorted(set(float(b) for b in bandwidths_bytes_per_s), reverse=True)
+    ascending = sorted(set(float(b) for b in bandwidths_bytes_per_s))
     best: Deployment | None = None
     cost_floor: float | None = None
     if floor > max_local:
         reasons.append(f"pd_decode: carrying {target.rate_req_per_s:g} req/s needs at least {floor} local instances")
     else:
+        floors = fluid_floors(carrier, prices, ascending, max_prfaas, decode)
         for _ in range(_MAX_VERIFY_ROUNDS):
-            found, cost_floor = cheapest(carrier, prices, bandwidths, decode, max_prfaas, max_local)
+            found, cost_floor = cheapest(carrier, prices, ascending, floors, decode, max_local)
             if found is None or carrier.verify(*found):
                 break
         else:
@@ -162,7 +163,7 @@ def size(
         target=target,
         prfaas_pd=best,
         homogeneous_pd=homog,
-        bandwidths_bytes_per_s=tuple(sorted(bandwidths)),
+        bandwidths_bytes_per_s=tuple(ascending),
         max_prfaas=max_prfaas,
         max_local=max_local,
         evaluations=len(carrier.cache),

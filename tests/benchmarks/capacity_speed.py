@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,7 @@ def _run(args: list[str], scratch: Path) -> tuple[float, float, int, str]:
     return wall, peak, done.returncode, done.stdout
 
 
-def _sized(stdout: str) -> dict[str, object]:
+def _sized(stdout: str) -> dict[str, Any]:
     """The sized PrfaaS-PD pools of a ``size --json`` run, the search used and its gap to the floor."""
     try:
         sizing = json.loads(stdout)["sizing"]
@@ -103,9 +104,8 @@ def main() -> None:
         extra = ""
         if "n_local" in sized:
             gap = sized["gap_to_floor"]
-            extra = (
-                f"  {sized['n_prfaas']} PrfaaS + {sized['n_local']} local, {sized['search']} search"
-                + ("" if gap is None else f", {100 * float(gap):.1f} % above the floor")  # type: ignore[arg-type]
+            extra = f"  {sized['n_prfaas']} PrfaaS + {sized['n_local']} local, {sized['search']} search" + (
+                "" if gap is None else f", {100 * float(gap):.1f} % above the floor"
             )
         print(f"{name:45s} {wall:7.2f} s  {peak:7.0f} MiB  exit {status}{extra}", flush=True)
     if args.out is not None:
