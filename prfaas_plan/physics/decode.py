@@ -25,13 +25,20 @@ class DecodeCapacity:
     context_tokens: float
 
 
+def decode_overhead_s(arch: Architecture, params: RooflineParams) -> float:
+    """What the engine adds to a decode step's kernels, seconds: ``decode_step_overhead_s`` plus
+    ``decode_layer_overhead_s`` per decoder layer (``RooflineParams``)."""
+    return params.decode_step_overhead_s + arch.n_layers * params.decode_layer_overhead_s
+
+
 def decode_step_time(
     arch: Architecture, instance: Instance, params: RooflineParams, batch: NDArray[np.float64], context_tokens: float
 ) -> RooflineTime:
     """The priced decode step for ``batch`` sequences of ``context_tokens`` each, with its parts; the overhead
-    is ``params.decode_step_overhead_s``."""
+    is ``decode_overhead_s``. Routed experts read the weights of the distinct experts the batch touches,
+    E(1 - (1 - k/E)^B) per layer in expectation (``physics.ops``)."""
     ops = forward_ops(arch, cached=context_tokens, new=1.0, batch=batch, decode=True)
-    return roofline_time(ops, arch, instance, params, batch, overhead_s=params.decode_step_overhead_s)
+    return roofline_time(ops, arch, instance, params, batch, overhead_s=decode_overhead_s(arch, params))
 
 
 def decode_step_seconds(

@@ -54,7 +54,15 @@ def prefill_time(
     memory, communication and overhead parts (``RooflineTime``)."""
     new = np.asarray(lengths, dtype=np.float64)
     ops = forward_ops(arch, cached=cached, new=new)
-    return roofline_time(ops, arch, instance, params, new, overhead_s=serving_overhead_s(arch, params, new))
+    return roofline_time(
+        ops,
+        arch,
+        instance,
+        params,
+        new,
+        overhead_s=serving_overhead_s(arch, params, new),
+        passes=prefill_chunks(params, new),
+    )
 
 
 def prefill_seconds(

@@ -128,7 +128,8 @@ def shape_factor(op: Op, instance: Instance, params: RooflineParams) -> Array:
     busiest GPU's load over the mean (module docstring)."""
     if op.name in ATTENTION_OPS:
         return attention_penalty(op.context, params.attention_half_context_tokens)
-    factor = shape_penalty(op.rows, params.gemm_half_rows)
+    half_rows = params.expert_gemm_half_rows if op.routing is not None and params.expert_gemm_half_rows > 0 else 0.0
+    factor = shape_penalty(op.rows, half_rows or params.gemm_half_rows)
     if params.expert_parallel and op.routing is not None and instance.gpus > 1:
         r = op.routing
         factor = factor * imbalance_factor(r.tokens, r.experts, r.active, instance.gpus, params.moe_load_skew)
@@ -141,6 +142,15 @@ def op_peak_flop_per_s(op: Op, arch: Architecture, instance: Instance) -> float:
     if op.name in ATTENTION_OPS:
         return instance.flop_per_s(attention_dtype(arch))
     return instance.flop_per_s(compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights")))
+
+
+def op_efficiency(op: Op, arch: Architecture, params: RooflineParams) -> float:
+    """The fraction of peak ``op``'s matmuls reach before shape effects: ``attention_efficiency`` for attention
+    cores, else the GEMM efficiency of the compute dtype of the weight group it multiplies by
+    (``RooflineParams.gemm_efficiency``)."""
+    if op.name in ATTENTION_OPS:
+        return params.attention_efficiency
+    return params.gemm_efficiency(compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights")))
 
 
 def missing_peak(arch: Architecture, accelerator: Accelerator) -> str | None:
@@ -213,16 +223,38 @@ def time_splits(priced: RooflineTime, tokens: Array) -> tuple[TimeSplit, ...]:
     )
 
 
-def communication_s(arch: Architecture, instance: Instance, tokens: Array, params: RooflineParams) -> Array:
-    """Tensor-parallel all-reduce time: 2 per layer of tokens x hidden activations (module docstring)."""
+def moe_layers(arch: Architecture) -> tuple[int, int]:
+    """(MoE layers, top-k of their routing) of ``arch`` (0, 0 for a dense model; the largest top-k when groups
+    differ)."""
+    layers = sum(g.count for g in arch.layers if g.ffn.kind != "dense")
+    top_k = max((g.ffn.active_experts for g in arch.layers if g.ffn.kind != "dense"), default=0)
+    return layers, top_k
+
+
+def communication_s(
+    arch: Architecture, instance: Instance, tokens: Array, params: RooflineParams, passes: Array | float = 1.0
+) -> Array:
+    """Collective time of a forward pass over ``tokens`` tokens split into ``passes`` forward passes (prefill
+    chunks; 1 for a decode step), alpha-beta: tensor-parallel all-reduces, 2 per layer per pass, each
+    ``all_reduce_latency_s`` plus its ring bytes 2(g-1)/g x tokens x hidden over the per-direction link rate x
+    e_n; with ``expert_parallel``, the MoE layers' dispatch and combine all-to-alls, 2 per MoE layer per pass,
+    each ``all_to_all_latency_s`` plus the (g-1)/g of tokens x top-k x hidden activations that leave a GPU.
+    Nothing on one GPU or an accelerator without a scale-up link."""
     g = instance.gpus
     link = instance.accelerator.scale_up_bandwidth_bytes_per_s
+    t = np.asarray(tokens, dtype=np.float64)
     if g <= 1 or link is None:
-        return np.zeros_like(np.asarray(tokens, dtype=np.float64))
-    per_direction = link / 2
-    message = np.asarray(tokens, dtype=np.float64) * arch.hidden_size * ACTIVATION_BYTES
-    per_all_reduce = 2 * (g - 1) / g * message / (per_direction * params.communication_efficiency)
-    return 2 * arch.n_layers * per_all_reduce
+        return np.zeros_like(t)
+    per_direction = link / 2 * params.communication_efficiency
+    n_passes = np.asarray(passes, dtype=np.float64)
+    message = t * arch.hidden_size * ACTIVATION_BYTES
+    ring = 2 * (g - 1) / g * message / per_direction
+    total = 2 * arch.n_layers * (ring + n_passes * params.all_reduce_latency_s)
+    layers, top_k = moe_layers(arch)
+    if params.expert_parallel and layers:
+        routed = t * top_k * arch.hidden_size * ACTIVATION_BYTES * (g - 1) / g
+        total = total + 2 * layers * (routed / per_direction + n_passes * params.all_to_all_latency_s)
+    return np.asarray(total, dtype=np.float64)
 
 
 def _sum(terms: list[Array]) -> Array:
@@ -237,18 +269,17 @@ def roofline_time(
     tokens: Array,
     *,
     overhead_s: float | Array | None = None,
+    passes: float | Array = 1.0,
 ) -> RooflineTime:
     """Price ``ops`` (from physics.ops.forward_ops) on ``instance`` (module docstring). The overhead is
     ``params.overhead_s`` (one per pass) unless ``overhead_s`` is given: a prefill passes its serving
-    overhead (``physics.prefill.serving_overhead_s``), a decode step ``params.decode_step_overhead_s``."""
+    overhead (``physics.prefill.serving_overhead_s``) and its chunk count as ``passes`` (each pass pays the
+    collectives' latency), a decode step its per-step overhead (``physics.decode.decode_overhead_s``)."""
     overhead = params.overhead_s if overhead_s is None else overhead_s
     bytes_rate = instance.bytes_per_s * params.memory_efficiency
     compute = [
         op.matmul_flops
-        / (
-            op_peak_flop_per_s(op, arch, instance)
-            * (params.attention_efficiency if op.name in ATTENTION_OPS else params.compute_efficiency)
-        )
+        / (op_peak_flop_per_s(op, arch, instance) * op_efficiency(op, arch, params))
         * shape_factor(op, instance, params)
         for op in ops
     ]
@@ -256,7 +287,7 @@ def roofline_time(
     compute_won = [np.where(c >= m, c, 0.0) for c, m in zip(compute, memory, strict=True)]
     memory_won = [np.where(c >= m, 0.0, m) for c, m in zip(compute, memory, strict=True)]
     compute_part, memory_part = _sum(compute_won), _sum(memory_won)
-    comm = communication_s(arch, instance, tokens, params)
+    comm = communication_s(arch, instance, tokens, params, passes)
     return RooflineTime(
         total_s=np.asarray(overhead + compute_part + memory_part + comm, dtype=np.float64),
         compute_bound_s=_sum(compute),

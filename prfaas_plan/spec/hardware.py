@@ -132,6 +132,17 @@ class RooflineParams:
     causal prefill is exactly this factor at the mean context. The default, 318 tokens, is FlashAttention-3's
     causal forward on H100 (``hardware_profiles/serving/defaults.yaml``, ``kernel_shapes``).
 
+    Engine terms (``EngineProfile``, ``physics.engine``; all 0 in the paper-fitted defaults, which fold them
+    into the two prefill overheads): ``decode_layer_overhead_s`` once per decoder layer per decode step (kernel
+    launches and synchronisation that CUDA graphs shrink but do not remove), ``all_reduce_latency_s`` the fixed
+    latency (alpha) of each tensor-parallel all-reduce on top of its bytes over the link (beta), two per layer
+    per forward pass, ``all_to_all_latency_s`` that of each expert-parallel dispatch or combine (two per MoE
+    layer per forward pass, with ``expert_parallel``). ``dtype_compute_efficiency`` gives the GEMM efficiency
+    of named compute dtypes (the engine's figure for the accelerator's generation: ``physics.engine``),
+    overriding ``compute_efficiency`` for them. ``expert_gemm_half_rows`` is the small-M curve of the routed
+    experts' grouped GEMMs (tokens per touched expert at which they reach half their large-M rate; 0: the
+    dense ``gemm_half_rows`` applies).
+
     MoE load: with ``expert_parallel`` the routed experts are spread over the instance's GPUs (E/g each)
     instead of tensor-sharded, and the expert GEMMs last as long as the busiest GPU's share of the routed
     tokens (``physics.moe_load``); ``moe_load_skew`` is the hottest expert's excess share over the mean
@@ -148,6 +159,11 @@ class RooflineParams:
     layer_overhead_s: float = 0.00195
     prefill_chunk_tokens: float = 8192.0  # a whole number of tokens; float so overrides type as the rest
     decode_step_overhead_s: float = 0.0
+    decode_layer_overhead_s: float = 0.0
+    all_reduce_latency_s: float = 0.0
+    all_to_all_latency_s: float = 0.0
+    dtype_compute_efficiency: tuple[tuple[str, float], ...] = ()
+    expert_gemm_half_rows: float = 0.0
     gemm_half_rows: float = 0.0
     attention_half_context_tokens: float = 318.0
     moe_load_skew: float = 0.0
@@ -162,8 +178,17 @@ class RooflineParams:
             overhead_s=0.0,
             layer_overhead_s=0.0,
             decode_step_overhead_s=0.0,
+            decode_layer_overhead_s=0.0,
             source=f"kernel only ({self.source})",
         )
+
+    def gemm_efficiency(self, dtype: str) -> float:
+        """The GEMM efficiency for weights multiplied in ``dtype``: its entry in ``dtype_compute_efficiency``,
+        else ``compute_efficiency``."""
+        for name, value in self.dtype_compute_efficiency:
+            if name == dtype:
+                return value
+        return self.compute_efficiency
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,3 +217,75 @@ class ServingDefaults:
     # The attention curve's published points: causal sequence lengths and achieved FLOP/s (kernel_shapes).
     attention_sequence_tokens: tuple[float, ...] = ()
     attention_flop_per_s: tuple[float, ...] = ()
+
+
+#: The accelerator generations an engine profile prices GEMM efficiency by (``EngineProfile``).
+GENERATIONS = ("ampere", "ada", "hopper", "blackwell", "cdna3", "other")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineProfile:
+    """What a serving engine adds to the kernels' roofline, and the fractions of peak its kernels reach
+    (``hardware_profiles/serving/engines/*.yaml``; ``physics.engine`` turns it into ``RooflineParams``).
+
+    Prefill: ``request_overhead_s`` once per request, ``prefill_layer_overhead_s`` once per decoder layer per
+    chunk of ``prefill_chunk_tokens``. Decode: ``decode_step_overhead_s`` once per step and
+    ``decode_layer_overhead_s`` once per decoder layer per step, with CUDA graphs (the ``*_eager_*`` pair
+    without them). Collectives: alpha of each all-reduce and all-to-all (``RooflineParams``). Kernels:
+    ``gemm_efficiency`` maps (generation, dtype) to the dense GEMMs' fraction of peak, missing dtypes falling
+    back to the generation's bf16 figure and missing generations to ``other``; ``attention_efficiency`` and
+    ``expert_gemm_half_rows`` as ``RooflineParams``. ``sources`` names a source for every term (key: the
+    term's name); ``fitted_on`` lists the corpus measurement ids the fitted terms came from."""
+
+    key: str
+    name: str
+    request_overhead_s: float
+    prefill_layer_overhead_s: float
+    prefill_chunk_tokens: float
+    decode_step_overhead_s: float
+    decode_layer_overhead_s: float
+    decode_step_overhead_eager_s: float
+    decode_layer_overhead_eager_s: float
+    all_reduce_latency_s: float
+    all_to_all_latency_s: float
+    attention_efficiency: float
+    expert_gemm_half_rows: float
+    gemm_efficiency: tuple[tuple[str, str, float], ...]
+    sources: tuple[tuple[str, str], ...] = ()
+    fitted: tuple[str, ...] = ()
+    fitted_on: tuple[str, ...] = ()
+    file: str = ""
+
+    def gemm_efficiency_of(self, generation: str, dtype: str) -> float:
+        """The GEMM efficiency of ``dtype`` on ``generation``: its entry, else that generation's bf16 entry,
+        else the ``other`` generation's (the loader requires ``other``/bf16)."""
+        table = {(g, d): e for g, d, e in self.gemm_efficiency}
+        for key in ((generation, dtype), (generation, "bf16"), ("other", dtype), ("other", "bf16")):
+            if key in table:
+                return table[key]
+        raise KeyError(f"engine {self.key} has no GEMM efficiency for {generation} {dtype} nor other bf16")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CorpusMeasurement:
+    """One published serving measurement (``hardware_profiles/serving/corpus/*.yaml``): a batch-1 prefill of
+    ``tokens`` input tokens, or a decode step of ``batch`` sequences at ``tokens`` of context, in seconds."""
+
+    id: str
+    source: str
+    engine: str
+    engine_version: str
+    model: str
+    hardware: str
+    gpus: int
+    tensor_parallel: int
+    expert_parallel: int
+    weights_dtype: str
+    kv_dtype: str
+    cuda_graphs: bool
+    phase: Literal["prefill", "decode"]
+    batch: int
+    tokens: float
+    measured_s: float
+    metric: str = ""
+    derivation: str = ""
