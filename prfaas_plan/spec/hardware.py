@@ -232,8 +232,9 @@ class EngineProfile:
     chunk of ``prefill_chunk_tokens``. Decode: ``decode_step_overhead_s`` once per step and
     ``decode_layer_overhead_s`` once per decoder layer per step, with CUDA graphs (the ``*_eager_*`` pair
     without them). Collectives: alpha of each all-reduce and all-to-all (``RooflineParams``). Kernels:
-    ``gemm_efficiency`` maps (generation, dtype) to the dense GEMMs' fraction of peak, missing dtypes falling
-    back to the generation's bf16 figure and missing generations to ``other``; ``attention_efficiency`` and
+    ``gemm_efficiency`` maps (generation, dtype) to a prior of the dense GEMMs' fraction of peak, missing dtypes
+    falling back to the generation's bf16 figure and missing generations to ``other``, scaled by the fitted
+    ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and
     ``expert_gemm_half_rows`` as ``RooflineParams``. ``sources`` names a source for every term (key: the
     term's name); ``fitted_on`` lists the corpus measurement ids the fitted terms came from."""
 
@@ -251,18 +252,20 @@ class EngineProfile:
     attention_efficiency: float
     expert_gemm_half_rows: float
     gemm_efficiency: tuple[tuple[str, str, float], ...]
+    gemm_efficiency_scale: float = 1.0
     sources: tuple[tuple[str, str], ...] = ()
     fitted: tuple[str, ...] = ()
     fitted_on: tuple[str, ...] = ()
     file: str = ""
 
     def gemm_efficiency_of(self, generation: str, dtype: str) -> float:
-        """The GEMM efficiency of ``dtype`` on ``generation``: its entry, else that generation's bf16 entry,
-        else the ``other`` generation's (the loader requires ``other``/bf16)."""
+        """The GEMM efficiency of ``dtype`` on ``generation``: its prior entry (else that generation's bf16
+        entry, else the ``other`` generation's; the loader requires ``other``/bf16) times
+        ``gemm_efficiency_scale``, at most 1."""
         table = {(g, d): e for g, d, e in self.gemm_efficiency}
         for key in ((generation, dtype), (generation, "bf16"), ("other", dtype), ("other", "bf16")):
             if key in table:
-                return table[key]
+                return min(1.0, table[key] * self.gemm_efficiency_scale)
         raise KeyError(f"engine {self.key} has no GEMM efficiency for {generation} {dtype} nor other bf16")
 
 
@@ -282,7 +285,7 @@ class CorpusMeasurement:
     expert_parallel: int
     weights_dtype: str
     kv_dtype: str
-    cuda_graphs: bool
+    cuda_graphs: bool | None  # None: the source does not say
     phase: Literal["prefill", "decode"]
     batch: int
     tokens: float

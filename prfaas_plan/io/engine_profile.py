@@ -1,0 +1,253 @@
+"""Engine profiles (``hardware_profiles/serving/engines/*.yaml``), the accelerator generations they price GEMM
+efficiency by (``hardware_profiles/serving/generations.yaml``) and the public measurement corpus they are fitted
+on (``hardware_profiles/serving/corpus/*.yaml``): loaders that name file, line and field of every problem, and
+the writer that records a fit's values in an engine profile."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.limits import MAX_GPUS_PER_INSTANCE, MAX_STEP_S, MAX_TOKENS
+from prfaas_plan.io.paths import builtin_root, display_path
+from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml, suggest
+from prfaas_plan.spec.hardware import GENERATIONS, CorpusMeasurement, EngineProfile
+
+ENGINES_DIR = ("hardware_profiles", "serving", "engines")
+GENERATIONS_FILE = ("hardware_profiles", "serving", "generations.yaml")
+CORPUS_FILE = ("hardware_profiles", "serving", "corpus", "public-measurements.yaml")
+
+#: Every term of an engine profile: (name, lower bound, upper bound). Seconds unless named otherwise.
+TERMS: tuple[tuple[str, float, float], ...] = (
+    ("request_overhead_s", 0.0, MAX_STEP_S),
+    ("prefill_layer_overhead_s", 0.0, 1.0),
+    ("prefill_chunk_tokens", 1.0, MAX_TOKENS),
+    ("decode_step_overhead_s", 0.0, 1.0),
+    ("decode_layer_overhead_s", 0.0, 0.1),
+    ("decode_step_overhead_eager_s", 0.0, 1.0),
+    ("decode_layer_overhead_eager_s", 0.0, 0.1),
+    ("all_reduce_latency_s", 0.0, 0.01),
+    ("all_to_all_latency_s", 0.0, 0.01),
+    ("attention_efficiency", 1e-3, 1.0),
+    ("expert_gemm_half_rows", 0.0, 1e6),
+)
+DTYPES = ("bf16", "fp8", "fp4")
+
+
+def engines_dir() -> Path:
+    """The built-in engine profiles' folder."""
+    return builtin_root().joinpath(*ENGINES_DIR)
+
+
+def builtin_engines() -> tuple[str, ...]:
+    """Names of the built-in engine profiles (``sglang``, ``vllm``, ``trtllm``)."""
+    return tuple(sorted(p.stem for p in engines_dir().glob("*.yaml")))
+
+
+def engine_path(name: str, field: str = "engine") -> Path:
+    """An engine given by built-in name or by the path of a YAML profile; an unknown name is an InputError on
+    ``field``."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    candidate = engines_dir() / f"{name}.yaml"
+    if candidate.is_file():
+        return candidate
+    known = builtin_engines()
+    raise InputError(
+        Problem(field=field, message=f"no engine named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
+    )
+
+
+def load_named_engine(name: str, field: str = "engine") -> EngineProfile:
+    """A built-in engine profile by name, or a custom one by YAML path."""
+    return load_engine_profile(engine_path(name, field))
+
+
+def load_engine_profile(path: Path) -> EngineProfile:
+    """Read one engine profile: every term a ``{value, source}`` pair, the GEMM efficiency table by generation
+    and dtype with its fitted scale, and what the fit used."""
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    root = checker.root(required=("engine", "terms", "gemm_efficiency"), optional=("fit",))
+    head = root.sub("engine", required=("key", "name", "source"))
+    key, name = head.string("key"), head.string("name")
+    head.string("source")
+    terms = root.sub("terms", required=tuple(t for t, _, _ in TERMS))
+    values: dict[str, float] = {}
+    sources: list[tuple[str, str]] = []
+    for term, low, high in TERMS:
+        sec = terms.sub(term, required=("value", "source"))
+        value = sec.number("value", ge=low, le=high, integer=term == "prefill_chunk_tokens")
+        source = sec.string("source")
+        if value is not None:
+            values[term] = value
+        if source is not None:
+            sources.append((term, source))
+    gemm = root.sub("gemm_efficiency", required=("scale", "prior", "source"))
+    scale = gemm.number("scale", gt=0, le=10)
+    gemm_source = gemm.string("source")
+    prior = gemm.sub("prior", required=("other",), optional=GENERATIONS)
+    table: list[tuple[str, str, float]] = []
+    for generation in GENERATIONS:
+        if not prior.has(generation):
+            continue
+        row = prior.sub(generation, required=("bf16",), optional=DTYPES)
+        for dtype in DTYPES:
+            efficiency = row.number(dtype, gt=0, le=1) if row.has(dtype) else None
+            if efficiency is not None:
+                table.append((generation, dtype, efficiency))
+    fitted: tuple[str, ...] = ()
+    fitted_on: tuple[str, ...] = ()
+    if root.has("fit"):
+        fit = root.sub("fit", required=("fitted", "fitted_on", "corpus", "source"))
+        fit.string("corpus")
+        fit.string("source")
+        fitted = _strings(fit, "fitted")
+        fitted_on = _strings(fit, "fitted_on")
+        unknown = [f for f in fitted if f not in values and f != "gemm_efficiency_scale"]
+        if unknown:
+            checker.report((*fit.path, "fitted"), f"names no term: {', '.join(unknown)}")
+    checker.raise_if_any()
+    assert key is not None and name is not None and gemm_source is not None
+    return EngineProfile(
+        key=key,
+        name=name,
+        gemm_efficiency=tuple(table),
+        gemm_efficiency_scale=float(scale or 1.0),
+        sources=(*sources, ("gemm_efficiency", gemm_source)),
+        fitted=fitted,
+        fitted_on=fitted_on,
+        file=doc.file,
+        **values,
+    )
+
+
+def _strings(sec: Section, key: str) -> tuple[str, ...]:
+    raw = sec.raw(key)
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        sec.checker.report((*sec.path, key), "expected a list of strings")
+        return ()
+    return tuple(raw)
+
+
+def write_engine_fit(
+    path: Path, values: Mapping[str, float], fitted_on: Sequence[str], corpus: str, source: str
+) -> None:
+    """Record a fit in an engine profile: each fitted term's ``value`` (``gemm_efficiency_scale`` is the GEMM
+    table's ``scale``), and the ``fit`` section naming the terms, the corpus ids fitted on and the corpus."""
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    for term, value in values.items():
+        if term == "gemm_efficiency_scale":
+            data["gemm_efficiency"]["scale"] = round(float(value), 4)
+        else:
+            data["terms"][term]["value"] = float(f"{float(value):.4g}")
+    data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}
+    path.write_text(yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+
+
+def load_generations(path: Path | None = None) -> dict[str, str]:
+    """Accelerator key -> generation (``hardware_profiles/serving/generations.yaml``)."""
+    path = path or builtin_root().joinpath(*GENERATIONS_FILE)
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    root = checker.root(required=("generations", "source"))
+    root.string("source")
+    table = root.sub("generations", optional=tuple(str(k) for k in (root.raw("generations") or {})))
+    out = {str(k): v for k in table.data if (v := table.string(str(k), choices=GENERATIONS)) is not None}
+    checker.raise_if_any()
+    return out
+
+
+_MEASUREMENT_KEYS = (
+    "id",
+    "source",
+    "engine",
+    "engine_version",
+    "model",
+    "hardware",
+    "gpus",
+    "tensor_parallel",
+    "weights_dtype",
+    "kv_dtype",
+    "cuda_graphs",
+    "phase",
+    "batch",
+    "measured_s",
+)
+_MEASUREMENT_OPTIONAL = ("expert_parallel", "input_tokens", "context_tokens", "metric", "derivation", "note")
+
+
+def load_corpus(path: Path | None = None) -> tuple[CorpusMeasurement, ...]:
+    """The public measurement corpus: its ``sources`` (each with an ``id``) and ``measurements``; a prefill
+    gives ``input_tokens``, a decode ``context_tokens``; every measurement names a listed source.
+    ``cuda_graphs`` may be ``unknown`` (None), ``expert_parallel`` defaults to 1, a dtype may be ``unknown``."""
+    path = path or builtin_root().joinpath(*CORPUS_FILE)
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    root = checker.root(required=("sources", "measurements"), optional=("source", "notes", "schema"))
+    source_ids: set[str] = set()
+    for _, item in root.items("sources"):
+        if isinstance(item, Mapping) and isinstance(item.get("id"), str):
+            source_ids.add(item["id"])
+    out: list[CorpusMeasurement] = []
+    seen: set[str] = set()
+    for item_path, item in root.items("measurements"):
+        sec = Section(checker, item_path, item, required=_MEASUREMENT_KEYS, optional=_MEASUREMENT_OPTIONAL)
+        ident, source = sec.string("id"), sec.string("source")
+        strings = {k: sec.string(k) for k in ("engine", "engine_version", "model", "hardware")}
+        weights, kv = sec.string("weights_dtype"), sec.string("kv_dtype")
+        gpus = sec.number("gpus", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
+        tp = sec.number("tensor_parallel", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
+        ep = sec.number("expert_parallel", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True, default=1)
+        graphs: bool | None = None
+        if sec.raw("cuda_graphs") != "unknown":
+            graphs = sec.boolean("cuda_graphs", default=True)
+            if graphs is None:
+                continue
+        phase = sec.string("phase", choices=("prefill", "decode"))
+        batch = sec.number("batch", ge=1, le=1e6, integer=True)
+        token_key = "input_tokens" if phase == "prefill" else "context_tokens"
+        if phase is not None and not sec.has(token_key):
+            checker.report(item_path, f"a {phase} measurement needs '{token_key}'")
+        tokens = sec.number(token_key, ge=1, le=MAX_TOKENS)
+        measured = sec.number("measured_s", gt=0, le=MAX_STEP_S)
+        if source is not None and source_ids and source not in source_ids:
+            checker.report((*item_path, "source"), f"'{source}' is not among the listed sources")
+        if ident is not None and ident in seen:
+            checker.report((*item_path, "id"), f"duplicate id '{ident}'")
+        if ident is not None:
+            seen.add(ident)
+        fields = (ident, source, *strings.values(), weights, kv, gpus, tp, ep, phase, batch, tokens, measured)
+        if any(v is None for v in fields):
+            continue
+        out.append(
+            CorpusMeasurement(
+                id=str(ident),
+                source=str(source),
+                engine=str(strings["engine"]),
+                engine_version=str(strings["engine_version"]),
+                model=str(strings["model"]),
+                hardware=str(strings["hardware"]),
+                gpus=int(gpus or 1),
+                tensor_parallel=int(tp or 1),
+                expert_parallel=int(ep or 1),
+                weights_dtype=str(weights),
+                kv_dtype=str(kv),
+                cuda_graphs=graphs,
+                phase="prefill" if phase == "prefill" else "decode",
+                batch=int(batch or 1),
+                tokens=float(tokens or 1),
+                measured_s=float(measured or 0),
+                metric=str(sec.raw("metric") or ""),
+                derivation=str(sec.raw("derivation") or ""),
+            )
+        )
+    checker.raise_if_any()
+    return tuple(out)

@@ -1,0 +1,151 @@
+"""The engine profiles against the public measurement corpus, cross-validated: prints every point's ratio.
+
+Each engine's fitted terms (``physics.corpus_fit.FIT_TERMS``) are fitted on that engine's measurements in
+``hardware_profiles/serving/corpus/public-measurements.yaml``; each source's points are predicted by terms fitted
+without that source (leave-one-source-out). The held-out ratios are the error to quote; the in-sample column is
+what the shipped profile (fitted on everything) gives, which is not a validation.
+
+Run: python3 tests/benchmarks/corpus_cv.py            (the report, Markdown)
+     python3 tests/benchmarks/corpus_cv.py --write    (also record the all-source fit in the engine profiles)
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from prfaas_plan.io.engine_profile import (  # noqa: E402
+    CORPUS_FILE,
+    engines_dir,
+    load_corpus,
+    load_generations,
+    load_named_engine,
+    write_engine_fit,
+)
+from prfaas_plan.io.names import load_named_hardware, load_named_model  # noqa: E402
+from prfaas_plan.physics.corpus_fit import (  # noqa: E402
+    FIT_TERMS,
+    CorpusCase,
+    EngineFit,
+    HeldOutPoint,
+    cross_validate_engine,
+    factor_stats,
+)
+from prfaas_plan.physics.engine import with_dtypes  # noqa: E402
+from prfaas_plan.physics.roofline import Instance  # noqa: E402
+from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile  # noqa: E402
+
+CORPUS = REPO.joinpath(*CORPUS_FILE)
+ENGINES = ("sglang", "vllm", "trtllm")
+
+
+def _dtype(name: str) -> str | None:
+    return None if name == "unknown" else ("bf16" if name == "fp16" else name)
+
+
+def case_of(m: CorpusMeasurement, generations: dict[str, str]) -> CorpusCase:
+    """A measurement with its card (served in the measured dtypes; ``unknown`` keeps the card's, fp16 is priced
+    as bf16), its instance (the tensor- or expert-parallel group that serves one request) and generation. A
+    measurement that does not say whether CUDA graphs were on is priced with them (the engines' default)."""
+    card = load_named_model(m.model)
+    assert card.architecture is not None, m.model
+    arch = with_dtypes(card.architecture, _dtype(m.weights_dtype), _dtype(m.kv_dtype))
+    accelerator = load_named_hardware(m.hardware).accelerator
+    instance = Instance(accelerator=accelerator, gpus=max(m.tensor_parallel, m.expert_parallel))
+    measurement = m if m.cuda_graphs is not None else replace(m, cuda_graphs=True)
+    return CorpusCase(
+        measurement=measurement, arch=arch, instance=instance, generation=generations.get(m.hardware, "other")
+    )
+
+
+def study(corpus: Path = CORPUS) -> dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]:
+    """Per engine: its profile as shipped, the fit on all its measurements and every held-out point."""
+    generations = load_generations()
+    cases = [case_of(m, generations) for m in load_corpus(corpus)]
+    out = {}
+    for key in ENGINES:
+        mine = [c for c in cases if c.measurement.engine == key]
+        if not mine:
+            continue
+        engine = load_named_engine(key)
+        fit, points = cross_validate_engine(mine, _priors(engine))
+        out[key] = (engine, fit, points)
+    return out
+
+
+def _priors(engine: EngineProfile) -> EngineProfile:
+    """The profile with its fitted terms back at their priors: what a refit starts from and regularises to.
+    The priors are the built-in constants of ``PRIORS`` (the values each term's source gives)."""
+    return replace(engine, **PRIORS[engine.key])  # type: ignore[arg-type]
+
+
+#: Each engine's priors of the fitted terms (their sources: the engine profile's `source:` of each term).
+PRIORS: dict[str, dict[str, float]] = {
+    key: {
+        "gemm_efficiency_scale": 1.0,
+        "request_overhead_s": request,
+        "prefill_layer_overhead_s": 1.0e-4,
+        "decode_step_overhead_s": 2.0e-3,
+        "decode_layer_overhead_s": 2.0e-5,
+    }
+    for key, request in (("sglang", 0.1), ("vllm", 0.015), ("trtllm", 0.008))
+}
+
+
+def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]] | None = None) -> str:
+    """The cross-validation table per engine and phase, then every point."""
+    results = results if results is not None else study()
+    lines = [
+        "## Leave-one-source-out cross-validation (held-out predicted / measured)",
+        "",
+        "| engine | phase | points | sources | median factor | within 2x |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, (_, _, points) in results.items():
+        for phase in ("prefill", "decode"):
+            mine = [p for p in points if p.phase == phase]
+            if not mine:
+                continue
+            median, within = factor_stats([p.ratio for p in mine])
+            sources = len({p.source for p in mine})
+            lines.append(f"| {key} | {phase} | {len(mine)} | {sources} | {median:.2f} | {within:.0%} |")
+    every = [p for _, _, pts in results.values() for p in pts]
+    median, within = factor_stats([p.ratio for p in every])
+    lines += [f"| all | both | {len(every)} | | {median:.2f} | {within:.0%} |", "", "## Fitted terms (all sources)", ""]
+    for key, (_, fit, _) in results.items():
+        terms = ", ".join(f"{t} {fit.values[t]:.4g}" for t in FIT_TERMS if t in fit.values)
+        lines.append(f"- {key}: {terms}")
+    lines += ["", "## Every point", "", "| id | source | phase | measured s | held-out ratio | in-sample ratio |"]
+    lines.append("|---|---|---|---|---|---|")
+    for p in every:
+        lines.append(
+            f"| {p.id} | {p.source} | {p.phase} | {p.measured_s:.4g} | {p.ratio:.2f} | "
+            f"{p.in_sample_s / p.measured_s:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def write(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]) -> None:
+    """Record each engine's all-source fit in its profile."""
+    for key, (_, fit, _) in results.items():
+        write_engine_fit(
+            engines_dir() / f"{key}.yaml",
+            fit.values,
+            fit.fitted_on,
+            "hardware_profiles/serving/corpus/public-measurements.yaml",
+            "least squares on log(predicted / measured) over the ids below with weak priors "
+            "(prfaas_plan/physics/corpus_fit.py); refit by tests/benchmarks/corpus_cv.py --write; held-out error "
+            "by leave-one-source-out in the same script's report",
+        )
+
+
+if __name__ == "__main__":
+    found = study()
+    print(markdown(found))
+    if "--write" in sys.argv[1:]:
+        write(found)
