@@ -92,10 +92,11 @@ class _Pieces:
 
 
 def case_params(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None = None) -> RooflineParams:
-    """The roofline parameters ``engine`` prices ``case`` with (its generation, CUDA graphs, expert parallelism)."""
+    """The roofline parameters ``engine`` prices ``case`` with (its generation, CUDA graphs unless the source
+    says they were off, expert parallelism)."""
     m = case.measurement
     return engine_params(
-        engine, case.generation, cuda_graphs=m.cuda_graphs, expert_parallel=m.expert_parallel > 1, base=base
+        engine, case.generation, cuda_graphs=m.cuda_graphs is not False, expert_parallel=m.expert_parallel > 1, base=base
     )
 
 
@@ -124,7 +125,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         batch = np.asarray([float(m.batch)])
         ops = forward_ops(arch, cached=m.tokens, new=1.0, batch=batch, decode=True)
         comm = float(communication_s(arch, instance, batch, params)[0])
-        graphs = m.cuda_graphs
+        graphs = m.cuda_graphs is not False  # unknown: the engines' default, CUDA graphs on
         counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers)]) if graphs else np.zeros(4)
         eager = 0.0 if graphs else params.decode_step_overhead_s + arch.n_layers * params.decode_layer_overhead_s
     rate = instance.bytes_per_s * params.memory_efficiency
