@@ -1,0 +1,294 @@
+"""Engine-aware serving physics: engine profiles priced into the roofline, monotonicity laws, the fit refitting
+its own synthetic measurements, and the loaders' errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.errors import InputError
+from prfaas_plan.io.engine_profile import builtin_engines, load_engine_profile, load_named_engine
+from prfaas_plan.io.hardware import load_hardware
+from prfaas_plan.io.names import load_named_model
+from prfaas_plan.physics.corpus_fit import (
+    FIT_TERMS,
+    CorpusCase,
+    _pieces,
+    _predict_pieces,
+    engine_theta,
+    fit_engine,
+    predict,
+)
+from prfaas_plan.physics.decode import decode_step_seconds
+from prfaas_plan.physics.engine import engine_params, with_dtypes
+from prfaas_plan.physics.ops import forward_ops
+from prfaas_plan.physics.prefill import prefill_seconds
+from prfaas_plan.physics.roofline import Instance, communication_s
+from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile, RooflineParams
+from prfaas_plan.spec.model import Architecture
+from tests.conftest import REPO, examples
+from tests.strategies import architectures
+
+H200 = load_hardware(REPO / "hardware_profiles" / "h200.yaml").accelerator
+A100 = load_hardware(REPO / "hardware_profiles" / "a100-80gb.yaml").accelerator
+INSTANCE = Instance(accelerator=H200, gpus=8)
+SETTINGS = settings(max_examples=examples(25), deadline=None)
+SGLANG = load_named_engine("sglang")
+LENGTHS = np.array([1.0, 128.0, 1_000.0, 8_192.0, 8_193.0, 32_000.0])
+BATCHES = np.arange(1.0, 257.0)
+
+#: Terms that only add time (overheads and collective latencies), with a scale to grow them by.
+ADDITIVE = (
+    "overhead_s",
+    "layer_overhead_s",
+    "decode_step_overhead_s",
+    "decode_layer_overhead_s",
+    "all_reduce_latency_s",
+    "all_to_all_latency_s",
+)
+
+
+def test_builtin_engines_load_with_a_source_for_every_term() -> None:
+    assert set(builtin_engines()) >= {"sglang", "vllm", "trtllm"}
+    for key in ("sglang", "vllm", "trtllm"):
+        engine = load_named_engine(key)
+        named = {term for term, source in engine.sources if source.strip()}
+        assert {"request_overhead_s", "decode_layer_overhead_s", "all_reduce_latency_s", "gemm_efficiency"} <= named
+
+
+def test_engine_params_price_generation_and_dtype() -> None:
+    """Hopper FP8 weights run at the engine's Hopper FP8 figure, BF16 at its BF16 one; an unknown generation
+    falls back to `other`."""
+    hopper = engine_params(SGLANG, "hopper")
+    assert hopper.gemm_efficiency("fp8") == SGLANG.gemm_efficiency_of("hopper", "fp8")
+    assert hopper.gemm_efficiency("bf16") == SGLANG.gemm_efficiency_of("hopper", "bf16")
+    assert engine_params(SGLANG, "nonesuch").compute_efficiency == SGLANG.gemm_efficiency_of("other", "bf16")
+    eager = engine_params(SGLANG, "hopper", cuda_graphs=False)
+    assert eager.decode_layer_overhead_s == SGLANG.decode_layer_overhead_eager_s
+
+
+def test_fp8_weights_change_the_gemm_time_by_the_dtype_efficiency() -> None:
+    """The same card in fp8 and bf16 on a part with an fp8 rate: the fp8 GEMM time follows the fp8 efficiency."""
+    arch = load_named_model("llama-3.1-8b").architecture
+    assert arch is not None
+    one = Instance(accelerator=H200, gpus=1)
+    base = RooflineParams().kernel_only
+    slow = replace(base, dtype_compute_efficiency=(("fp8", 0.2),))
+    fast = replace(base, dtype_compute_efficiency=(("fp8", 0.8),))
+    fp8 = with_dtypes(arch, "fp8")
+    long = np.array([32_000.0])
+    assert prefill_seconds(fp8, one, slow, long)[0] > prefill_seconds(fp8, one, fast, long)[0]
+    bf16 = with_dtypes(arch, "bf16")  # bf16 weights do not read the fp8 entry
+    assert prefill_seconds(bf16, one, slow, long)[0] == prefill_seconds(bf16, one, fast, long)[0]
+
+
+def test_alpha_beta_collectives() -> None:
+    """Each all-reduce adds its latency: 2 per layer per pass; all-to-alls only under expert parallelism."""
+    arch = load_named_model("qwen3-235b-a22b").architecture
+    assert arch is not None
+    tokens = np.array([1_000.0])
+    bare = communication_s(arch, INSTANCE, tokens, RooflineParams())
+    alpha = replace(RooflineParams(), all_reduce_latency_s=1e-5, all_to_all_latency_s=3e-5)
+    with_alpha = communication_s(arch, INSTANCE, tokens, alpha, 3.0)
+    assert with_alpha[0] - bare[0] == pytest.approx(2 * arch.n_layers * 3.0 * 1e-5)
+    ep = communication_s(arch, INSTANCE, tokens, replace(alpha, expert_parallel=True), 3.0)
+    assert ep[0] > with_alpha[0] + 2 * arch.n_layers * 3.0 * 3e-5 * 0.999
+    assert communication_s(arch, Instance(accelerator=H200, gpus=1), tokens, alpha)[0] == 0.0
+
+
+def test_decode_reads_the_experts_a_batch_touches() -> None:
+    """Batch 1 reads k experts' weights per MoE layer; a large batch approaches all E of them."""
+    arch = load_named_model("qwen3-235b-a22b").architecture
+    assert arch is not None
+    moe = next(g.ffn for g in arch.layers if g.ffn.kind == "moe")
+
+    def expert_bytes(batch: float) -> float:
+        ops = forward_ops(arch, cached=1_000.0, new=1.0, batch=np.array([batch]), decode=True)
+        return float(next(op for op in ops if op.name == "moe.experts").weight_bytes[0])
+
+    per_expert = expert_bytes(1.0) / moe.active_experts
+    assert expert_bytes(1.0) == pytest.approx(per_expert * moe.active_experts)
+    touched = moe.experts * (1 - (1 - moe.active_experts / moe.experts) ** 64)
+    assert expert_bytes(64.0) == pytest.approx(per_expert * touched)
+    assert expert_bytes(4096.0) == pytest.approx(per_expert * moe.experts, rel=1e-6)
+
+
+def _params(draw_scale: list[float]) -> RooflineParams:
+    base = engine_params(SGLANG, "hopper")
+    return replace(base, **{k: getattr(base, k) * s + 1e-5 * s for k, s in zip(ADDITIVE, draw_scale, strict=True)})
+
+
+@SETTINGS
+@given(
+    architectures(),
+    st.lists(st.floats(0.0, 4.0), min_size=len(ADDITIVE), max_size=len(ADDITIVE)),
+    st.sampled_from(ADDITIVE),
+    st.floats(1e-6, 0.05),
+    st.booleans(),
+)
+def test_more_engine_overhead_never_speeds_anything_up(
+    arch: Architecture, scales: list[float], term: str, extra: float, expert_parallel: bool
+) -> None:
+    """Growing any overhead or collective latency never shortens a prefill or a decode step."""
+    params = replace(_params(scales), expert_parallel=expert_parallel)
+    more = replace(params, **{term: getattr(params, term) + extra})
+    assert np.all(prefill_seconds(arch, INSTANCE, more, LENGTHS) >= prefill_seconds(arch, INSTANCE, params, LENGTHS))
+    for context in (100.0, 30_000.0):
+        step = decode_step_seconds(arch, INSTANCE, params, BATCHES, context)
+        assert np.all(decode_step_seconds(arch, INSTANCE, more, BATCHES, context) >= step)
+
+
+@SETTINGS
+@given(
+    architectures(),
+    st.lists(st.floats(0.0, 4.0), min_size=len(ADDITIVE), max_size=len(ADDITIVE)),
+    st.floats(10.0, 100_000.0),
+    st.booleans(),
+)
+def test_a_larger_decode_batch_never_shortens_a_step(
+    arch: Architecture, scales: list[float], context: float, expert_parallel: bool
+) -> None:
+    params = replace(_params(scales), expert_parallel=expert_parallel, expert_gemm_half_rows=64.0)
+    steps = decode_step_seconds(arch, INSTANCE, params, BATCHES, context)
+    assert np.all(np.diff(steps) >= -1e-12 * steps[1:]), steps
+
+
+# ------------------------------------------------------------------ the fit refits its own synthetic corpus
+
+
+def _measurement(
+    i: int, phase: str, model: str, hardware: str, gpus: int, batch: int, tokens: float
+) -> CorpusMeasurement:
+    return CorpusMeasurement(
+        id=f"synthetic-{i}",
+        source=f"synthetic-source-{i % 3}",
+        engine="sglang",
+        engine_version="synthetic",
+        model=model,
+        hardware=hardware,
+        gpus=gpus,
+        tensor_parallel=gpus,
+        expert_parallel=1,
+        weights_dtype="fp8" if i % 2 else "bf16",
+        kv_dtype="bf16",
+        cuda_graphs=True,
+        phase=phase,  # type: ignore[arg-type]
+        batch=batch,
+        tokens=tokens,
+        measured_s=1.0,
+    )
+
+
+def _synthetic_cases() -> list[CorpusCase]:
+    cases = []
+    plan = [
+        ("prefill", "llama-3.1-8b", "h100", 1, 1, 128.0),
+        ("prefill", "llama-3.1-8b", "a100-80gb", 1, 1, 2_048.0),
+        ("prefill", "llama-3.1-70b", "h200", 4, 1, 16_000.0),
+        ("prefill", "qwen3-235b-a22b", "h200", 8, 1, 1_000.0),
+        ("prefill", "qwen3-235b-a22b", "h200", 8, 1, 9_000.0),
+        ("prefill", "llama-3.1-70b", "h100", 8, 1, 64_000.0),
+        ("decode", "llama-3.1-8b", "h100", 1, 1, 1_000.0),
+        ("decode", "llama-3.1-70b", "h200", 4, 64, 2_000.0),
+        ("decode", "qwen3-235b-a22b", "h200", 8, 4, 4_000.0),
+        ("decode", "qwen3-235b-a22b", "h200", 8, 256, 1_000.0),
+        ("decode", "llama-3.1-8b", "a100-80gb", 1, 512, 500.0),
+    ]
+    gen = {"h100": "hopper", "h200": "hopper", "a100-80gb": "ampere"}
+    hw = {"h100": load_hardware(REPO / "hardware_profiles" / "h100.yaml").accelerator, "h200": H200, "a100-80gb": A100}
+    for i, (phase, model, hardware, gpus, batch, tokens) in enumerate(plan):
+        m = _measurement(i, phase, model, hardware, gpus, batch, tokens)
+        arch = load_named_model(model).architecture
+        assert arch is not None
+        cases.append(
+            CorpusCase(
+                measurement=m,
+                arch=with_dtypes(arch, m.weights_dtype),
+                instance=Instance(accelerator=hw[hardware], gpus=gpus),
+                generation=gen[hardware],
+            )
+        )
+    return cases
+
+
+CASES = _synthetic_cases()
+
+
+def test_the_fit_prices_as_the_roofline_does() -> None:
+    """The fit's pre-priced pieces give the same time as the physics path for every case."""
+    engine = replace(SGLANG, gemm_efficiency_scale=0.9, decode_layer_overhead_s=3e-5)
+    for case in CASES:
+        fast = _predict_pieces(_pieces(case, engine, None), engine_theta(engine))
+        assert fast == pytest.approx(predict(case, engine), rel=1e-9), case.measurement.id
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(
+    st.floats(0.5, 1.5),
+    st.floats(0.005, 0.3),
+    st.floats(2e-5, 5e-4),
+    st.floats(5e-4, 0.01),
+    st.floats(5e-6, 2e-4),
+)
+def test_a_fit_refits_its_own_synthetic_measurements(
+    scale: float, request_s: float, chunk_s: float, step_s: float, layer_s: float
+) -> None:
+    """Measurements priced by known terms, fitted from other starting priors without regularisation: the fit
+    finds the terms again and reproduces every measurement."""
+    truth = replace(
+        SGLANG,
+        gemm_efficiency_scale=scale,
+        request_overhead_s=request_s,
+        prefill_layer_overhead_s=chunk_s,
+        decode_step_overhead_s=step_s,
+        decode_layer_overhead_s=layer_s,
+    )
+    cases = [replace(c, measurement=replace(c.measurement, measured_s=predict(c, truth))) for c in CASES]
+    fit = fit_engine(cases, SGLANG, prior_weight=0.0)
+    assert set(fit.values) == set(FIT_TERMS)
+    refit = fit.apply(SGLANG)
+    for case in cases:
+        assert predict(case, refit) == pytest.approx(case.measurement.measured_s, rel=1e-4)
+    assert fit.values["request_overhead_s"] == pytest.approx(request_s, rel=2e-2, abs=1e-4)
+    assert fit.values["decode_step_overhead_s"] == pytest.approx(step_s, rel=5e-2, abs=5e-5)
+
+
+def test_a_phase_without_measurements_keeps_its_priors() -> None:
+    prefill_only = [c for c in CASES if c.measurement.phase == "prefill"]
+    fit = fit_engine(prefill_only, SGLANG)
+    assert "decode_step_overhead_s" not in fit.values and "request_overhead_s" in fit.values
+    assert fit.apply(SGLANG).decode_step_overhead_s == SGLANG.decode_step_overhead_s
+
+
+# ------------------------------------------------------------------ loaders
+
+
+def test_unknown_engine_is_named() -> None:
+    with pytest.raises(InputError, match=r"no engine named .sglnag.*sglang"):
+        load_named_engine("sglnag")
+
+
+def test_a_term_without_source_is_refused(tmp_path: Path) -> None:
+    text = (REPO / "hardware_profiles" / "serving" / "engines" / "vllm.yaml").read_text()
+    broken = tmp_path / "custom.yaml"
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("request_overhead_s:"))
+    source_line = next(i for i in range(at + 1, len(lines)) if lines[i].strip().startswith("source:"))
+    end = source_line + 1
+    while end < len(lines) and lines[end].startswith(" " * 6):
+        end += 1
+    broken.write_text("\n".join(lines[:source_line] + lines[end:]) + "\n")
+    with pytest.raises(InputError, match=r"request_overhead_s.*source"):
+        load_engine_profile(broken)
+
+
+def test_a_custom_profile_loads_by_path(tmp_path: Path) -> None:
+    custom = tmp_path / "mine.yaml"
+    custom.write_text((REPO / "hardware_profiles" / "serving" / "engines" / "trtllm.yaml").read_text())
+    engine: EngineProfile = load_named_engine(str(custom))
+    assert engine.key == "trtllm" and engine.file.endswith("mine.yaml")
