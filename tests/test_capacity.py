@@ -239,8 +239,8 @@ def test_generous_caps_on_a_small_target_still_give_the_exact_optimum(paper_mode
 def test_sized_deployment_meets_its_target_in_the_planner_and_in_simulation(
     paper_model: StageModel, paper_scenario: Scenario
 ) -> None:
-    from prfaas_plan.sim.closed_form import Traffic
-    from prfaas_plan.sim.verify import check_loaded
+    from prfaas_plan.studies.closed_form import Traffic
+    from prfaas_plan.studies.verify import check_loaded
 
     target = Target(rate_req_per_s=1.0, ttft_slo_s=6.0)
     d = size(paper_model, PRICES, target, bandwidths_bytes_per_s=LINKS, homogeneous=False, **SMALL).prfaas_pd
@@ -352,8 +352,8 @@ def test_tornado_moves_goodput_the_expected_way(paper_model: StageModel) -> None
 
 
 def test_matrix_in_worker_processes_equals_the_serial_matrix(paper_scenario: Scenario) -> None:
-    from prfaas_plan.io.matrix import matrix_inputs
     from prfaas_plan.optimize.matrix import hardware_matrix
+    from prfaas_plan.studies.matrix_inputs import matrix_inputs
 
     target = Target(rate_req_per_s=1.0, ttft_slo_s=6.0)
     cells = matrix_inputs(paper_scenario, ["h200", "mi300x"], ["h100"])

@@ -17,20 +17,14 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.io.report import loaded_to_dict
-from prfaas_plan.latency import (
-    best_goodput_plan,
-    loaded_ttft,
-    plan_goodput,
-    route_moments,
-    stability_limit_req_per_s,
-    stage_state,
-)
+from prfaas_plan.latency import loaded_ttft, plan_goodput, route_moments, stability_limit_req_per_s, stage_state
 from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law
 from prfaas_plan.latency.goodput import goodput_rates
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn
 from prfaas_plan.latency.stages import RouteMoments, StageState, erlang_c, ggc_wait
 from prfaas_plan.latency.unloaded import route_latency, route_mean_s, unloaded_ttft
+from prfaas_plan.optimize.goodput_search import best_goodput_plan
+from prfaas_plan.report.plans import loaded_to_dict
 from prfaas_plan.throughput import STAGES, StageModel
 from tests import queueing_oracles as queueing
 from tests.conftest import examples, run_cli

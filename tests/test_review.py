@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.names import resolve_scenario_path
-from prfaas_plan.io.review_writer import check_review_dir, write_review_dir
 from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.optimize import evaluate
-from prfaas_plan.review import ReviewOptions, review, split_sweep, threshold_sweep
-from prfaas_plan.sim.verify import VerifyOptions
+from prfaas_plan.report.review_dir import check_review_dir, write_review_dir
 from prfaas_plan.spec.cost import Target
+from prfaas_plan.studies.review import ReviewOptions, review, split_sweep, threshold_sweep
+from prfaas_plan.studies.verify import VerifyOptions
 from prfaas_plan.throughput import stage_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def test_unpriced_scenario_skips_the_money(paper: Any) -> None:
 
 def test_json_is_strict_and_versioned(untargeted: Any) -> None:
     """review.json has a schema version, no NaN or infinity, and null for every skipped part."""
-    from prfaas_plan.io.review_report import review_to_dict
+    from prfaas_plan.report.review_data import review_to_dict
 
     payload = review_to_dict(untargeted)
     text = json.dumps(payload, allow_nan=False)
@@ -135,8 +135,8 @@ def test_json_is_strict_and_versioned(untargeted: Any) -> None:
 def test_tables_csv_and_markdown(untargeted: Any) -> None:
     """Every table is a CSV with one header and a row per entry; report.md opens with the summary and names
     each table's provenance and CSV."""
-    from prfaas_plan.io.review_markdown import report_markdown
-    from prfaas_plan.io.review_report import review_tables, table_csv
+    from prfaas_plan.report.review_data import review_tables, table_csv
+    from prfaas_plan.report.review_markdown import report_markdown
 
     tables = review_tables(untargeted)
     names = [t.name for t in tables]
@@ -154,7 +154,7 @@ def test_tables_csv_and_markdown(untargeted: Any) -> None:
 
 def test_figures_are_pngs(untargeted: Any) -> None:
     """The figures the parts allow are drawn (no frontier or tornado here), each a PNG."""
-    from prfaas_plan.cli.plots import review_figures
+    from prfaas_plan.report.figures import review_figures
 
     figures = review_figures(untargeted)
     assert [f.name for f in figures] == [
@@ -237,7 +237,7 @@ def test_interrupted_write_leaves_nothing_and_keeps_the_old_review(tmp_path: Pat
 
 def test_command_refuses_a_full_directory_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A non-empty -o is refused with exit 2 before the review runs."""
-    import prfaas_plan.review as library
+    import prfaas_plan.studies.review as library
 
     def boom(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("the review ran")
@@ -327,9 +327,9 @@ def _imported(path: Path) -> set[str]:
 
 def test_review_layers() -> None:
     """The library review sits between io and cli: it imports no cli, typer, rich or matplotlib; the io
-    modules draw nothing; matplotlib is imported only by cli/plots.py."""
+    modules draw nothing; matplotlib is imported only by report/figures.py."""
     package = ROOT / "prfaas_plan"
-    modules = ("review.py", "io/review_report.py", "io/review_markdown.py", "io/review_writer.py")
+    modules = ("studies/review.py", "report/review_data.py", "report/review_markdown.py", "report/review_dir.py")
     for path in (package / m for m in modules):
         for name in _imported(path):
             root = name.split(".")[0]

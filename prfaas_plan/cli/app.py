@@ -180,8 +180,9 @@ def optimize(
     Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5
     """
     from prfaas_plan.cli import latency_render as lat
-    from prfaas_plan.io.report import add_loaded, comparison_to_dict, goodput_comparison_to_dict
     from prfaas_plan.optimize import compare, compare_goodput
+    from prfaas_plan.report.plans import add_loaded, comparison_to_dict, goodput_comparison_to_dict
+    from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
     with _handled(json_output):
@@ -200,11 +201,11 @@ def optimize(
             check_goodput_pools(spec.prfaas.instances, spec.local.instances)
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
-            check = lat.verified_goodput(model, best, traffic, options)
+            check = under_load_study.verified_goodput(model, best, traffic, options)
             payload = goodput_comparison_to_dict(spec, best, check, model)
         else:
             result = compare(model, *pools, resolution_tokens)
-            view = lat.under_load(model, result, spec, rate, load, curve, traffic, options, label)
+            view = under_load_study.under_load(model, result, spec, rate, load, curve, traffic, options, label)
             payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
@@ -246,8 +247,9 @@ def evaluate(
     Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5 --load 0.7 --curve
     """
     from prfaas_plan.cli import latency_render as lat
-    from prfaas_plan.io.report import add_loaded, comparison_to_dict
     from prfaas_plan.optimize import Comparison, plan_comparison
+    from prfaas_plan.report.plans import add_loaded, comparison_to_dict
+    from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
     with _handled(json_output):
@@ -276,7 +278,7 @@ def evaluate(
             n_pd_prefill,
             n_pd_decode,
         )
-        view = lat.under_load(model, result, spec, rate, load, curve, traffic, options, label)
+        view = under_load_study.under_load(model, result, spec, rate, load, curve, traffic, options, label)
         payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
@@ -314,61 +316,22 @@ def _print_comparison(
 def _traffic(
     model: Any, spec: Any, trace: str | None, prefix_cache: bool, loaded: bool
 ) -> tuple[Any, Any, str | None, dict[str, Any] | None]:
-    """The stage model and the offered traffic: the scenario's, or a trace's (its lengths replace the
-    scenario's length distribution, as in ``simulate``). Returns (model, traffic, trace label or None, the
-    prefix-cache summary or None).
+    """The stage model, the offered traffic, the trace label and the prefix-cache summary for the report
+    (``studies.traffic.offered_traffic``)."""
+    from prfaas_plan.report.dynamics import replay_to_dict
+    from prfaas_plan.studies.traffic import offered_traffic
 
-    With a trace and the scenario's ``dynamics.prefix_cache``, the trace is first replayed through the
-    finite caches (``sim.dynamic_study.plan_with_caches``): the plan sees the incremental lengths they leave,
-    and the summary holds the hit rates for the report."""
-    from dataclasses import replace
-
-    from prfaas_plan.sim.closed_form import Traffic
-
-    caches = spec.dynamics.caches if spec.dynamics is not None else None
-    if trace is None:
-        if prefix_cache:
-            raise InputError(Problem(field="--prefix-cache", message="applies only with --trace"))
-        summary = None
-        if caches is not None:
-            summary = {
-                "note": "dynamics.prefix_cache is replayed on traces only (--trace); the scenario's lengths "
-                "are taken as uncached"
-            }
-        return model, Traffic(output_lengths=spec.traffic.output_length), None, summary
-    from prfaas_plan.io.traces import read_trace, resolve_trace_path
-    from prfaas_plan.sim.study import trace_model
-
-    replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache)
-    if loaded and not (replay.n_requests >= 2 and float(replay.arrival_s[-1] - replay.arrival_s[0]) > 0):
-        raise InputError(
-            Problem(
-                file=replay.source,
-                message="figures under load rescale the trace to a rate, which needs two distinct arrival times",
-            )
-        )
-    if caches is not None:
-        if prefix_cache:
-            raise InputError(
-                Problem(
-                    field="--prefix-cache",
-                    message="the scenario's dynamics.prefix_cache models finite caches; drop --prefix-cache "
-                    "(an infinite cache)",
-                )
-            )
-        from prfaas_plan.io.dynamics import replay_to_dict
-        from prfaas_plan.sim.dynamic_study import plan_with_caches
-
-        cached_model, _, cache_replay = plan_with_caches(
-            model, replay, caches, threshold_tokens=None, n_pd_prefill=None, n_pd_decode=None
-        )
-        cached = replace(replay, cached_tokens=cache_replay.cached_tokens)
-        return cached_model, Traffic(trace=cached), trace, replay_to_dict(cache_replay)
-    return trace_model(model, replay), Traffic(trace=replay), trace, None
+    offered = offered_traffic(model, spec, trace, prefix_cache=prefix_cache, loaded=loaded)
+    summary: dict[str, Any] | None = None
+    if offered.cache_replay is not None:
+        summary = replay_to_dict(offered.cache_replay)
+    elif offered.note is not None:
+        summary = {"note": offered.note}
+    return offered.model, offered.traffic, offered.trace_label, summary
 
 
 def _verify_options(verify: bool, replications: int, requests: int, seed: int) -> Any:
-    from prfaas_plan.sim.verify import VerifyOptions
+    from prfaas_plan.studies.verify import VerifyOptions
 
     return VerifyOptions(verify=verify, replications=replications, requests=requests, seed=seed)
 
@@ -392,8 +355,8 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
 
     Example: prfaas-plan fit paper-case-study-roofline
     """
-    from prfaas_plan.io.report import fit_report_to_dict
     from prfaas_plan.physics.pools import pool_fit_reports
+    from prfaas_plan.report.plans import fit_report_to_dict
 
     with _handled(json_output):
         spec = _scenario(scenario, None, None, None)

@@ -127,12 +127,12 @@ def size(
     """
     from dataclasses import replace
 
-    from prfaas_plan.io.capacity_report import size_to_dict
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS
-    from prfaas_plan.review import SIZING_CHECK, sizing_part
-    from prfaas_plan.sim.closed_form import Traffic
+    from prfaas_plan.report.capacity import size_to_dict
+    from prfaas_plan.studies.closed_form import Traffic
+    from prfaas_plan.studies.review import SIZING_CHECK, sizing_part
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GBIT_PER_S
 
@@ -178,11 +178,11 @@ def cost(
 
     Example: prfaas-plan cost
     """
-    from prfaas_plan.io.capacity_report import cost_comparison_to_dict
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize import search
     from prfaas_plan.optimize.economics import cost_comparison
+    from prfaas_plan.report.capacity import cost_comparison_to_dict
     from prfaas_plan.throughput import stage_model
 
     with handled(json_output):
@@ -234,11 +234,11 @@ def matrix(
     """
     from dataclasses import replace
 
-    from prfaas_plan.io.capacity_report import matrix_to_dict
-    from prfaas_plan.io.matrix import matrix_inputs
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.matrix import hardware_matrix
+    from prfaas_plan.report.capacity import matrix_to_dict
+    from prfaas_plan.studies.matrix_inputs import matrix_inputs
 
     with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
@@ -290,10 +290,10 @@ def headroom(
 
     Example: prfaas-plan headroom --rate 2 --ttft-p90-s 5
     """
-    from prfaas_plan.io.capacity_report import headroom_to_dict
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.headroom import n_minus_one, tornado
+    from prfaas_plan.report.capacity import headroom_to_dict
     from prfaas_plan.throughput import stage_model
 
     with handled(json_output):

@@ -131,7 +131,7 @@ def check_goodput_pools(prfaas_instances: int, local_instances: int) -> None:
 def check_output(path: str, flag: str) -> None:
     """Check before any work that ``path`` can be written (see ``io.records.check_writable``); a problem
     names the flag."""
-    from prfaas_plan.io.records import check_writable
+    from prfaas_plan.report.records import check_writable
 
     try:
         check_writable(path)

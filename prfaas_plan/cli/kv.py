@@ -71,8 +71,8 @@ def kv(
     override the defaults, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
     """
     from prfaas_plan.io.names import pool_for
-    from prfaas_plan.io.report import kv_rows_to_dict
     from prfaas_plan.physics.table3 import kv_rows
+    from prfaas_plan.report.plans import kv_rows_to_dict
 
     with handled():
         check_finite(

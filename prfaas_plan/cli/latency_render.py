@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
-from prfaas_plan.sim.closed_form import Traffic
-from prfaas_plan.sim.verify import GoodputCheck, LoadedCheck, VerifyOptions
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.throughput import STAGES, StageModel
+from prfaas_plan.studies.under_load import UnderLoad
+from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
+from prfaas_plan.throughput import STAGES
 
 if TYPE_CHECKING:  # rich is imported only when a table is drawn (--json never pays for it)
     from rich.console import Console
@@ -68,83 +67,6 @@ def goodput_slo(
     if problems:
         raise InputError(problems)
     return slo if objective == "goodput" else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnderLoad:
-    """What ``--rate``/``--load``/``--curve`` asked for: every plan at one load (``checks``: closed form, its
-    validity and, for the plan, the simulation beside it), and the plan's curve with each point's validity."""
-
-    checks: dict[str, LoadedCheck] | None
-    curve: list[LoadedTtft] | None
-    curve_validity: list[Validity] | None
-    label: str
-    traffic_label: str
-
-    @property
-    def loaded(self) -> dict[str, LoadedTtft] | None:
-        """The closed-form figures of each plan."""
-        return None if self.checks is None else {k: c.closed for k, c in self.checks.items()}
-
-
-def under_load(
-    model: StageModel,
-    comparison: Comparison,
-    scenario: Scenario,
-    rate: float | None,
-    load: float | None,
-    curve: bool,
-    traffic: Traffic | None = None,
-    options: VerifyOptions | None = None,
-    trace_label: str | None = None,
-) -> UnderLoad:
-    """Score the comparison's plans under the requested load (the library calls behind the options): the
-    closed form for every plan, and the simulation beside it for the plan unless ``options.verify`` is off."""
-    from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
-    from prfaas_plan.sim.closed_form import closed_loaded
-    from prfaas_plan.sim.verify import check_plans
-
-    offered = traffic if traffic is not None else Traffic(output_lengths=scenario.traffic.output_length)
-    settings = options if options is not None else VerifyOptions()
-    plans = {
-        "plan": comparison.plan,
-        "homogeneous_pd": comparison.homogeneous_pd,
-        "naive_heterogeneous": comparison.naive_heterogeneous,
-    }
-    checks = None
-    label = ""
-    if rate is not None or load is not None:
-        args = {
-            key: (
-                plan.n_prfaas,
-                _threshold_of(model, plan),
-                plan.n_pd_prefill,
-                plan.n_pd_decode,
-                rate if rate is not None else (load or 0.0) * plan.throughput_req_per_s,
-            )
-            for key, plan in plans.items()
-        }
-        checks = check_plans(model, args, offered, settings)
-        label = f"{rate:g} req/s" if rate is not None else f"{load:.0%} of each plan's Λ_max"
-    points = None
-    validity = None
-    if curve:
-        plan = comparison.plan
-        sized = replace(model, n_prfaas=plan.n_prfaas)
-        t = _threshold_of(model, plan)
-        scored = [
-            closed_loaded(sized, t, plan.n_pd_prefill, plan.n_pd_decode, f * plan.throughput_req_per_s, offered)
-            for f in LOAD_CURVE_FRACTIONS
-        ]
-        points = [s[0] for s in scored]
-        validity = [s[2] for s in scored]
-    traffic_label = f"trace {trace_label}" if trace_label else f"{model.arrival.process} arrivals"
-    return UnderLoad(checks=checks, curve=points, curve_validity=validity, label=label, traffic_label=traffic_label)
-
-
-def _threshold_of(model: StageModel, plan: PlanEvaluation) -> float:
-    """The plan's threshold; the top of the length range when nothing is offloaded (homogeneous PD)."""
-    return plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
 
 
 def _s(value: float | None) -> str:
@@ -320,33 +242,6 @@ def _threshold(plan: PlanEvaluation) -> str:
     if plan.offload_fraction >= 1.0:
         return "0 (offload all)"
     return f"{plan.threshold_tokens:,.0f}"
-
-
-def verified_goodput(
-    model: StageModel, comparison: GoodputComparison, traffic: Traffic, options: VerifyOptions
-) -> GoodputCheck | None:
-    """The goodput plan's goodput found again by simulation (None with --no-verify)."""
-    if not options.verify:
-        return None
-    from prfaas_plan.sim.verify import simulated_goodput
-
-    evaluation = comparison.plan
-    plan = evaluation.plan
-    sized = replace(model, n_prfaas=plan.n_prfaas)
-    return simulated_goodput(
-        sized,
-        _threshold_of(model, plan),
-        plan.n_pd_prefill,
-        plan.n_pd_decode,
-        comparison.ttft_slo_s,
-        comparison.quantile,
-        evaluation.goodput.rate_req_per_s,
-        evaluation.goodput.stability_limit_req_per_s,
-        traffic,
-        replications=min(options.replications, 3),
-        requests=options.requests,
-        seed=options.seed,
-    )
 
 
 def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None) -> Table:

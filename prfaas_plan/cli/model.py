@@ -37,8 +37,8 @@ def import_config(
     Example: prfaas-plan model import ~/models/Qwen3-235B-A22B/config.json --out workloads/models/qwen3-235b.yaml
     """
     from prfaas_plan.errors import InputError
-    from prfaas_plan.io.card_writer import write_card
-    from prfaas_plan.io.hf_import import card_yaml, import_hf_config
+    from prfaas_plan.io.hf_import import import_hf_config
+    from prfaas_plan.report.card import card_yaml, write_card
 
     with handled():
         if out is not None:
@@ -74,8 +74,8 @@ def show(
 
     Example: prfaas-plan model show qwen3.5-397b-a17b
     """
-    from prfaas_plan.io.card_writer import card_summary
     from prfaas_plan.io.names import load_named_model
+    from prfaas_plan.report.card import card_summary
 
     with handled():
         summary = card_summary(load_named_model(card, "CARD"))

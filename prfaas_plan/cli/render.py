@@ -82,7 +82,7 @@ def comparison_table(
         f"{scenario.local.gpus}×{scenario.local.hardware_key} local PD, {bandwidth:g} Gbit/s link",
         title_justify="left",
     )
-    from prfaas_plan.io.report import homogeneous_shape_dict, plan_cost_dict
+    from prfaas_plan.report.plans import homogeneous_shape_dict, plan_cost_dict
 
     shape = homogeneous_shape_dict(scenario)
     table.add_column("")

@@ -63,13 +63,13 @@ def review(
     Example: prfaas-plan review qwen3.5-capacity --quick --no-verify -o /tmp/qwen-review
     """
     from prfaas_plan.io.names import resolve_scenario_path
-    from prfaas_plan.io.review_markdown import report_markdown
-    from prfaas_plan.io.review_report import review_tables, review_to_dict, table_csv
-    from prfaas_plan.io.review_writer import check_review_dir, write_review_dir
     from prfaas_plan.io.scenario import load_scenario
-    from prfaas_plan.review import ReviewOptions
-    from prfaas_plan.review import review as run_review
-    from prfaas_plan.sim.verify import VerifyOptions
+    from prfaas_plan.report.review_data import review_tables, review_to_dict, table_csv
+    from prfaas_plan.report.review_dir import check_review_dir, write_review_dir
+    from prfaas_plan.report.review_markdown import report_markdown
+    from prfaas_plan.studies.review import ReviewOptions
+    from prfaas_plan.studies.review import review as run_review
+    from prfaas_plan.studies.verify import VerifyOptions
 
     with handled():
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
@@ -87,7 +87,7 @@ def review(
         )
         cells = None
         if pairs is not None:
-            from prfaas_plan.io.matrix import matrix_inputs
+            from prfaas_plan.studies.matrix_inputs import matrix_inputs
 
             cells = matrix_inputs(spec, *pairs)
         result = run_review(
@@ -98,7 +98,7 @@ def review(
             progress=_progress(json_output),
             matrix_cells=cells,
         )
-        from prfaas_plan.cli.plots import review_figures
+        from prfaas_plan.report.figures import review_figures
 
         figures = review_figures(result)
         tables = review_tables(result)

@@ -14,7 +14,7 @@ from prfaas_plan.cli.common import check_bandwidth, check_finite, check_instance
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from prfaas_plan.sim.study import Study
+    from prfaas_plan.studies.simulate import Study
 
 #: A progress bar is drawn (on a terminal) for runs of at least this many requests.
 PROGRESS_MIN_REQUESTS = 200_000
@@ -87,13 +87,14 @@ def simulate(
 
     from prfaas_plan.cli.common import apply_overrides
     from prfaas_plan.errors import InputError, Problem
-    from prfaas_plan.io.dynamics import dynamics_to_dict
     from prfaas_plan.io.names import resolve_scenario_path
-    from prfaas_plan.io.records import study_to_dict, write_records_csv
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
-    from prfaas_plan.sim.dynamic_study import plan_with_caches
-    from prfaas_plan.sim.study import choose_plan, offered_rate, run_study, trace_model
+    from prfaas_plan.report.dynamics import dynamics_to_dict
+    from prfaas_plan.report.records import study_to_dict, write_records_csv
+    from prfaas_plan.studies.dynamic import plan_with_caches
+    from prfaas_plan.studies.planning import choose_plan, trace_model
+    from prfaas_plan.studies.simulate import offered_rate, run_study
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GIB
 

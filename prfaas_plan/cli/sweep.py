@@ -27,9 +27,10 @@ MAX_DEFAULT_WORKERS = 32
 TASKS_PER_WORKER = 4
 #: What a worker runs for a point, imported once by the process the local workers fork from.
 _WORKER_MODULES = (
-    "prfaas_plan.io.sweep",
+    "prfaas_plan.report.sweep_rows",
+    "prfaas_plan.io.sweep_grid",
     "prfaas_plan.io.scenario",
-    "prfaas_plan.io.report",
+    "prfaas_plan.report.plans",
     "prfaas_plan.throughput",
     "prfaas_plan.optimize.search",
 )
@@ -135,7 +136,7 @@ def sweep(
     Example: prfaas-plan sweep --set deployment.link.bandwidth_gbit_per_s=10,25,100 -o bw.jsonl --goodput --ttft-p90-s 5
     Example: prfaas-plan sweep my.yaml --grid sweep.yaml -o rows.jsonl --resume --engine dask --scheduler tcp://10.0.0.1:8786
     """
-    from prfaas_plan.optimize.sweep import SweepOptions
+    from prfaas_plan.studies.sweep_point import SweepOptions
 
     with handled():
         check_finite({"--ttft-p90-s": ttft_p90_s, "--resolution-tokens": resolution_tokens, "--load": load})
@@ -181,38 +182,41 @@ def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: 
     """Parse the grid, load the base scenario, check every value through the loader and the rows file, and
     list the points not already in it. Every input error is raised here, before any point runs."""
     from prfaas_plan.cli.sweep_grid import SET, grid_from_options
-    from prfaas_plan.io import sweep as io_sweep
+    from prfaas_plan.io import sweep_grid
     from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.report import sweep_rows
 
-    kind = io_sweep.rows_format(out, field="--out")
+    kind = sweep_rows.rows_format(out, field="--out")
     the_grid = grid_from_options(sets, grid)
-    base, spec = io_sweep.load_base(resolve_scenario_path(scenario))
+    base, spec = sweep_grid.load_base(resolve_scenario_path(scenario))
     _check_goodput_slo(options, spec.slo.ttft_p90_s, the_grid)
-    io_sweep.check_axes(base, the_grid.axes, field=SET)
-    header = io_sweep.columns(the_grid.axes, options)
-    digest = io_sweep.run_digest(base, options)
+    sweep_grid.check_axes(base, the_grid.axes, field=SET)
+    header = sweep_rows.columns(the_grid.axes, options)
+    digest = sweep_rows.run_digest(base, options)
     check_output(out, "--out")
     if not resume and os.path.exists(out) and os.path.getsize(out) > 0:
         raise InputError(Problem(field="--out", message=f"{out} exists: --resume continues it; or choose another"))
     done = (
-        io_sweep.resume_ids(out, kind, header, digest, resume_field="--resume", out_field="--out") if resume else set()
+        sweep_rows.resume_ids(out, kind, header, digest, resume_field="--resume", out_field="--out")
+        if resume
+        else set()
     )
     tasks = [
-        io_sweep.PointTask(base=base, axes=the_grid.axes, params=point, options=options, digest=digest)
+        sweep_rows.PointTask(base=base, axes=the_grid.axes, params=point, options=options, digest=digest)
         for point in the_grid.points()
-        if io_sweep.point_id(point) not in done
+        if sweep_rows.point_id(point) not in done
     ]
     return _Plan(tasks=tasks, points=the_grid.size, out=out, kind=kind, header=header, resume=resume)
 
 
 def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | None) -> dict[str, Any]:
     """Run the plan's tasks on the engine, streaming each row to the rows file; the summary."""
-    from prfaas_plan.io import sweep as io_sweep
+    from prfaas_plan.report import sweep_rows
 
     start = time.perf_counter()
     counts: dict[str, int] = {}
     parallel = 0
-    with io_sweep.RowsFile(plan.out, plan.kind, plan.header, append=plan.resume) as rows, ExitStack() as stack:
+    with sweep_rows.RowsFile(plan.out, plan.kind, plan.header, append=plan.resume) as rows, ExitStack() as stack:
 
         def record(row: dict[str, Any]) -> None:
             rows.write(row)
@@ -224,7 +228,7 @@ def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | Non
                 iter(plan.tasks),
                 len(plan.tasks),
                 executor,
-                io_sweep.run_point,
+                sweep_rows.run_point,
                 record,
                 window=TASKS_PER_WORKER * parallel,
             )

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.sweep import (
+from prfaas_plan.io.sweep_grid import (
     MAX_VALUES_PER_AXIS,
     Axis,
     Grid,

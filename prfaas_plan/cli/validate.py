@@ -58,8 +58,8 @@ def kernel(
     import numpy as np
 
     from prfaas_plan.io.hardware import load_hardware
-    from prfaas_plan.io.profile_writer import write_accelerator_profile
     from prfaas_plan.reference import checks, machine, timing
+    from prfaas_plan.report.profile import write_accelerator_profile
 
     with handled():
         if profile_out is not None:

@@ -272,21 +272,3 @@ def import_hf_config(path: Path, *, name: str | None = None, display: str | None
         notes=tuple(notes),
         unmapped=tuple(_unmapped([root, *ctx.children])),
     )
-
-
-def card_yaml(imported: ImportedCard) -> str:
-    """The imported card as YAML text with its layer placement, judgement calls and unmapped fields as comments."""
-    from prfaas_plan.io.card_writer import render_card
-
-    header = (
-        f"{imported.card.name}: imported from {imported.config_file} "
-        f"(model_type {imported.family}) by `prfaas-plan model import`. Check the figures against the release and "
-        "add parameters_b / active_parameters_b from the model's own publication.",
-    )
-    return render_card(
-        imported.card,
-        header=header,
-        group_notes=imported.group_notes,
-        notes=imported.notes,
-        unmapped=[(u.field, u.value, u.reason) for u in imported.unmapped],
-    )

@@ -1,19 +1,40 @@
 """Time to first token and goodput under load: every stage as a queue, composed into a TTFT distribution.
 
 ``stages``: per-stage queueing (G/G/c prefill pools, a processor-sharing link, decode-slot admission);
-``distribution``: the TTFT law and ``loaded_ttft``; ``goodput``: the largest rate within a TTFT SLO.
+``distribution``: the TTFT law and ``loaded_ttft``; ``goodput``: the largest rate within a TTFT SLO (the search
+over plans is ``optimize.goodput_search``).
 """
 
-from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, loaded_ttft
-from prfaas_plan.latency.goodput import Goodput, best_goodput_plan, goodput_rates, plan_goodput, plans_goodput
-from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state, stage_utilization
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from prfaas_plan._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, loaded_ttft
+    from prfaas_plan.latency.goodput import Goodput, goodput_rates, plan_goodput, plans_goodput
+    from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state, stage_utilization
+
+_EXPORTS = {
+    "Goodput": "prfaas_plan.latency.goodput",
+    "LoadedTtft": "prfaas_plan.latency.distribution",
+    "ROUTES": "prfaas_plan.latency.distribution",
+    "TtftSummary": "prfaas_plan.latency.distribution",
+    "goodput_rates": "prfaas_plan.latency.goodput",
+    "loaded_ttft": "prfaas_plan.latency.distribution",
+    "plan_goodput": "prfaas_plan.latency.goodput",
+    "plans_goodput": "prfaas_plan.latency.goodput",
+    "route_moments": "prfaas_plan.latency.stages",
+    "stability_limit_req_per_s": "prfaas_plan.latency.stages",
+    "stage_state": "prfaas_plan.latency.stages",
+    "stage_utilization": "prfaas_plan.latency.stages",
+}
 __all__ = [
     "ROUTES",
     "Goodput",
     "LoadedTtft",
     "TtftSummary",
-    "best_goodput_plan",
     "goodput_rates",
     "loaded_ttft",
     "plan_goodput",
@@ -23,3 +44,4 @@ __all__ = [
     "stage_state",
     "stage_utilization",
 ]
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

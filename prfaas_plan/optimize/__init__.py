@@ -2,26 +2,54 @@
 (the global threshold and split search), ``baselines`` (homogeneous PD, naive offload) and ``under_load``
 (closed-form TTFT at a rate, the load curve, the goodput objective)."""
 
-from prfaas_plan.optimize.baselines import (
-    best_split_without_offload,
-    compare,
-    evaluate_given,
-    homogeneous_model,
-    plan_comparison,
-)
-from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
-from prfaas_plan.optimize.search import ThresholdSearch, best_thresholds, search
-from prfaas_plan.optimize.under_load import (
-    LOAD_CURVE_FRACTIONS,
-    GoodputComparison,
-    GoodputEvaluation,
-    compare_goodput,
-    goodput_evaluation,
-    loaded_comparison,
-    loaded_plan,
-    ttft_curve,
-)
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from prfaas_plan._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from prfaas_plan.optimize.baselines import (
+        best_split_without_offload,
+        compare,
+        evaluate_given,
+        homogeneous_model,
+        plan_comparison,
+    )
+    from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
+    from prfaas_plan.optimize.search import ThresholdSearch, best_thresholds, search
+    from prfaas_plan.optimize.under_load import (
+        LOAD_CURVE_FRACTIONS,
+        GoodputComparison,
+        GoodputEvaluation,
+        compare_goodput,
+        goodput_evaluation,
+        loaded_comparison,
+        loaded_plan,
+        ttft_curve,
+    )
+
+_EXPORTS = {
+    "Comparison": "prfaas_plan.optimize.plans",
+    "GoodputComparison": "prfaas_plan.optimize.under_load",
+    "GoodputEvaluation": "prfaas_plan.optimize.under_load",
+    "LOAD_CURVE_FRACTIONS": "prfaas_plan.optimize.under_load",
+    "PlanEvaluation": "prfaas_plan.optimize.plans",
+    "ThresholdSearch": "prfaas_plan.optimize.search",
+    "best_split_without_offload": "prfaas_plan.optimize.baselines",
+    "best_thresholds": "prfaas_plan.optimize.search",
+    "compare": "prfaas_plan.optimize.baselines",
+    "compare_goodput": "prfaas_plan.optimize.under_load",
+    "evaluate": "prfaas_plan.optimize.plans",
+    "evaluate_given": "prfaas_plan.optimize.baselines",
+    "goodput_evaluation": "prfaas_plan.optimize.under_load",
+    "homogeneous_model": "prfaas_plan.optimize.baselines",
+    "loaded_comparison": "prfaas_plan.optimize.under_load",
+    "loaded_plan": "prfaas_plan.optimize.under_load",
+    "plan_comparison": "prfaas_plan.optimize.baselines",
+    "search": "prfaas_plan.optimize.search",
+    "ttft_curve": "prfaas_plan.optimize.under_load",
+}
 __all__ = [
     "LOAD_CURVE_FRACTIONS",
     "Comparison",
@@ -43,3 +71,4 @@ __all__ = [
     "search",
     "ttft_curve",
 ]
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.latency import TtftSummary, loaded_ttft
-from prfaas_plan.latency.goodput import ThresholdScan, best_plan_at_rate, plans_goodput, threshold_scan
+from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.optimize.cost import (
     CostBreakdown,
     TokenCost,
@@ -25,6 +25,7 @@ from prfaas_plan.optimize.cost import (
     deployment_cost,
     token_cost,
 )
+from prfaas_plan.optimize.goodput_search import ThresholdScan, best_plan_at_rate, threshold_scan
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.latency.goodput import best_goodput_plan, plans_goodput
+from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.optimize.carrier import Carried, Carrier, Deployment, priced_deployment, smallest_local
 from prfaas_plan.optimize.cost import (
     UnitPrices,
@@ -39,6 +39,7 @@ from prfaas_plan.optimize.cost import (
     link_options,
 )
 from prfaas_plan.optimize.fleet_search import cheapest, fluid_floors, local_prefill_floor
+from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import CO_BINDING_RTOL
 from prfaas_plan.optimize.search import best_plan
 from prfaas_plan.spec.cost import Target

@@ -6,16 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.latency import (
-    Goodput,
-    LoadedTtft,
-    best_goodput_plan,
-    loaded_ttft,
-    plan_goodput,
-    plans_goodput,
-    stage_utilization,
-)
+from prfaas_plan.latency import Goodput, LoadedTtft, loaded_ttft, plan_goodput, plans_goodput, stage_utilization
 from prfaas_plan.optimize.baselines import best_split_without_offload, homogeneous_model
+from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
 from prfaas_plan.optimize.search import search
 from prfaas_plan.throughput import (

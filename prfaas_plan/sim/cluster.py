@@ -42,11 +42,11 @@ from prfaas_plan.spec.dynamics import InstanceLoss, RoleControl, ThresholdContro
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GIB
 
-# Event kinds (handler indices).
-_ARRIVAL, _PREFILL_DONE, _LINK_DONE, _KV_READY, _DECODE_DONE, _BANDWIDTH = range(6)
+# Event kinds (handler indices); the dynamic cluster (sim.dynamic_cluster) adds its own after these.
+ARRIVAL, PREFILL_DONE, LINK_DONE, KV_READY, DECODE_DONE, BANDWIDTH = range(6)
 # Request states, indices into STATES.
-_Q_PRFAAS, _Q_LOCAL, _S_PRFAAS, _S_LOCAL, _TRANSFER, _Q_DECODE, _S_DECODE = range(len(STATES))
-_DONE = -1
+Q_PRFAAS, Q_LOCAL, S_PRFAAS, S_LOCAL, TRANSFER, Q_DECODE, S_DECODE = range(len(STATES))
+DONE = -1
 #: The progress callback is told the number of arrivals every this many arrivals.
 PROGRESS_EVERY = 8192
 
@@ -109,28 +109,7 @@ class ClusterConfig:
         return problems
 
 
-def simulate(
-    config: ClusterConfig,
-    workload: Workload,
-    *,
-    horizon_s: float = math.inf,
-    progress: Callable[[int], None] | None = None,
-) -> SimResult:
-    """Run the cluster on a workload until every request has finished or until ``horizon_s``.
-
-    Deterministic: the workload carries all randomness. ``progress`` (optional) is called with the number
-    of arrivals so far, every ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed
-    traffic without servers or a request can never be admitted to decode.
-    """
-    if config.dynamic or workload.moves_caches:
-        from prfaas_plan.sim.dynamic_cluster import DynamicCluster
-
-        return DynamicCluster(config, workload, progress).run(horizon_s)
-    cluster = _Cluster(config, workload, progress)
-    return cluster.run(horizon_s)
-
-
-class _Cluster:
+class Cluster:
     """Mutable state of one run. Handlers are methods; per-request data live in flat arrays."""
 
     def __init__(self, config: ClusterConfig, workload: Workload, progress: Callable[[int], None] | None) -> None:
@@ -222,21 +201,21 @@ class _Cluster:
 
     def on_arrival(self, now: float, i: int) -> None:
         if i + 1 < self.n:
-            self.schedule(self.arrival[i + 1], _ARRIVAL, i + 1)
+            self.schedule(self.arrival[i + 1], ARRIVAL, i + 1)
         if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
             self.progress(i + 1)
         route = self.offload[i]
         if self.free[route]:
             self.free[route] -= 1
-            self._move(now, _DONE, _S_PRFAAS if route else _S_LOCAL)
+            self._move(now, DONE, S_PRFAAS if route else S_LOCAL)
             self._start_prefill(now, i, route)
         else:
             self.queues[route].append(i)
-            self._move(now, _DONE, _Q_PRFAAS if route else _Q_LOCAL)
+            self._move(now, DONE, Q_PRFAAS if route else Q_LOCAL)
 
     def _start_prefill(self, now: float, i: int, route: int) -> None:
         self.prefill_start[i] = now
-        self.schedule(now + self.service[i], _PREFILL_DONE, i)
+        self.schedule(now + self.service[i], PREFILL_DONE, i)
         if route and self.layerwise:
             self._start_transfer(now, i)
 
@@ -246,24 +225,24 @@ class _Cluster:
         queue = self.queues[route]
         if queue:
             j = queue.popleft()
-            self._move(now, _Q_PRFAAS if route else _Q_LOCAL, _S_PRFAAS if route else _S_LOCAL)
+            self._move(now, Q_PRFAAS if route else Q_LOCAL, S_PRFAAS if route else S_LOCAL)
             self._start_prefill(now, j, route)
         else:
             self.free[route] += 1
-        source = _S_PRFAAS if route else _S_LOCAL
+        source = S_PRFAAS if route else S_LOCAL
         if route:
             if self.layerwise:
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
-                    self._move(now, source, _TRANSFER)
+                    self._move(now, source, TRANSFER)
                 else:
                     self._ready(now, i, source)
             else:
-                self._move(now, source, _TRANSFER)
+                self._move(now, source, TRANSFER)
                 self._start_transfer(now, i)
         elif self.rdma_bytes_per_s is not None:
-            self._move(now, source, _TRANSFER)
-            self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, _KV_READY, i)
+            self._move(now, source, TRANSFER)
+            self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, KV_READY, i)
         else:
             self._ready(now, i, source)
 
@@ -276,7 +255,7 @@ class _Cluster:
         self.link_generation += 1
         finish = self.link.next_finish_s(now)
         if finish < math.inf:
-            self.schedule(finish, _LINK_DONE, self.link_generation)
+            self.schedule(finish, LINK_DONE, self.link_generation)
 
     def on_link_done(self, now: float, generation: int) -> None:
         if generation != self.link_generation:
@@ -286,11 +265,11 @@ class _Cluster:
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
                     continue  # transferred before its prefill ended (still in prefill)
-            self._ready(now, i, _TRANSFER)
+            self._ready(now, i, TRANSFER)
         self._reschedule_link(now)
 
     def on_kv_ready(self, now: float, i: int) -> None:
-        self._ready(now, i, _TRANSFER)
+        self._ready(now, i, TRANSFER)
 
     def on_bandwidth(self, now: float, step: int) -> None:
         self.link.set_bandwidth(now, self.config.bandwidth_profile[step][1])
@@ -300,10 +279,10 @@ class _Cluster:
         """The KV cache of request i is at the decode cluster: admit it or queue it."""
         self.kv_ready[i] = now
         if not self.decode_queue and self._try_admit(now, i):
-            self._move(now, source, _S_DECODE)
+            self._move(now, source, S_DECODE)
         else:
             self.decode_queue.append(i)
-            self._move(now, source, _Q_DECODE)
+            self._move(now, source, Q_DECODE)
 
     def _try_admit(self, now: float, i: int) -> bool:
         if self.capacity is None:
@@ -321,12 +300,12 @@ class _Cluster:
             self.instance_room[best] -= need
             self.instance_of[i] = best
         self.decode_start[i] = now
-        self.schedule(now + self.hold[i], _DECODE_DONE, i)
+        self.schedule(now + self.hold[i], DECODE_DONE, i)
         return True
 
     def on_decode_done(self, now: float, i: int) -> None:
         self.completed += 1
-        self._move(now, _S_DECODE, _DONE)
+        self._move(now, S_DECODE, DONE)
         if self.capacity is None:
             self.decode_free += 1
         else:
@@ -336,16 +315,16 @@ class _Cluster:
         queue = self.decode_queue
         while queue and self._try_admit(now, queue[0]):
             queue.popleft()
-            self._move(now, _Q_DECODE, _S_DECODE)
+            self._move(now, Q_DECODE, S_DECODE)
 
     # -- the run ------------------------------------------------------------------------------------------
 
     def run(self, horizon_s: float) -> SimResult:
         engine, config = self.engine, self.config
         if self.n:
-            engine.schedule(self.arrival[0], _ARRIVAL, 0)
+            engine.schedule(self.arrival[0], ARRIVAL, 0)
         for step, (start_s, _) in enumerate(config.bandwidth_profile[1:], start=1):
-            engine.schedule(start_s, _BANDWIDTH, step)
+            engine.schedule(start_s, BANDWIDTH, step)
         engine.run(self._handlers(), horizon_s)
         end_s = engine.now_s
         self.link.advance_to(end_s)

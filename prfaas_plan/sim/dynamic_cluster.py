@@ -1,5 +1,5 @@
 """The cluster as it runs in a changing world: lost and restored instances, and the dual-timescale scheduler
-(PrfaaS paper §3.4.3). The static fast path (``cluster._Cluster``) is untouched; this subclass replaces the
+(PrfaaS paper §3.4.3). The static fast path (``cluster.Cluster``) is untouched; this subclass replaces the
 prefill and decode handlers and adds events. Decode slots are pooled (no per-instance KV admission here).
 
 **Losing instances: the policy for in-flight work** (the paper says nothing; digest §5.2 item 14).
@@ -51,23 +51,23 @@ from dataclasses import replace
 import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.sim.cluster import _ARRIVAL as _ARRIVAL_KIND
-from prfaas_plan.sim.cluster import _DECODE_DONE as _DECODE_DONE_KIND
 from prfaas_plan.sim.cluster import (
-    _DONE,
-    _PREFILL_DONE,
-    _Q_DECODE,
-    _Q_LOCAL,
-    _Q_PRFAAS,
-    _S_DECODE,
-    _S_LOCAL,
-    _S_PRFAAS,
-    _TRANSFER,
+    ARRIVAL,
+    DECODE_DONE,
+    DONE,
+    KV_READY,
+    PREFILL_DONE,
     PROGRESS_EVERY,
+    Q_DECODE,
+    Q_LOCAL,
+    Q_PRFAAS,
+    S_DECODE,
+    S_LOCAL,
+    S_PRFAAS,
+    TRANSFER,
+    Cluster,
     ClusterConfig,
-    _Cluster,
 )
-from prfaas_plan.sim.cluster import _KV_READY as _KV_READY_KIND
 from prfaas_plan.sim.link import SharedLink
 from prfaas_plan.sim.records import SimResult
 from prfaas_plan.sim.scheduler import best_split, best_threshold
@@ -78,12 +78,12 @@ _LOSS, _RESTORE, _CONTROL, _ROLES, _CONVERTED, _REVERSE_DONE = range(6, 12)
 #: The scheduler needs at least this many recent arrivals before it trusts a window: with fewer, the window's
 #: quantiles move in steps of more than 2 % of probability, coarser than the hysteresis can absorb.
 MIN_WINDOW_REQUESTS = 50
-_QUEUED = (_Q_LOCAL, _Q_PRFAAS)
-_SERVED = (_S_LOCAL, _S_PRFAAS)
+_QUEUED = (Q_LOCAL, Q_PRFAAS)
+_SERVED = (S_LOCAL, S_PRFAAS)
 
 
-class DynamicCluster(_Cluster):
-    """``_Cluster`` with instance losses, restores and the dual-timescale scheduler (module docstring)."""
+class DynamicCluster(Cluster):
+    """``Cluster`` with instance losses, restores and the dual-timescale scheduler (module docstring)."""
 
     def __init__(self, config: ClusterConfig, workload: Workload, progress: Callable[[int], None] | None) -> None:
         super().__init__(config, workload, progress)
@@ -166,7 +166,7 @@ class DynamicCluster(_Cluster):
 
     def on_arrival(self, now: float, i: int) -> None:
         if i + 1 < self.n:
-            self.schedule(self.arrival[i + 1], _ARRIVAL_KIND, i + 1)
+            self.schedule(self.arrival[i + 1], ARRIVAL, i + 1)
         if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
             self.progress(i + 1)
         self.arrived_so_far = i + 1
@@ -182,7 +182,7 @@ class DynamicCluster(_Cluster):
             # The prefix crosses the link first; the request waits for it in its pool's queue state.
             self.offload[i] = target
             self.waiting_prefix[i] = 1
-            self._move(now, _DONE, _QUEUED[target])
+            self._move(now, DONE, _QUEUED[target])
             self.moved_bytes += size
             if target:
                 self.reverse.start(now, size, i)
@@ -190,7 +190,7 @@ class DynamicCluster(_Cluster):
             else:
                 self._start_transfer_bytes(now, size, i)
             return
-        self._enqueue(now, i, target, _DONE)
+        self._enqueue(now, i, target, DONE)
 
     def _start_transfer_bytes(self, now: float, size: float, i: int) -> None:
         self.link.start(now, size, i)
@@ -203,8 +203,8 @@ class DynamicCluster(_Cluster):
         target = self._pool_for(route)
         if target != route:
             self.rerouted += 1
-            self._move(now, _QUEUED[route], _DONE)
-            self._enqueue(now, i, target, _DONE)
+            self._move(now, _QUEUED[route], DONE)
+            self._enqueue(now, i, target, DONE)
         else:
             self._enqueue(now, i, route, _QUEUED[route])
 
@@ -219,7 +219,7 @@ class DynamicCluster(_Cluster):
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
                     continue
-            self._ready(now, i, _TRANSFER)
+            self._ready(now, i, TRANSFER)
         self._reschedule_link(now)
 
     def _reschedule_reverse(self, now: float) -> None:
@@ -243,7 +243,7 @@ class DynamicCluster(_Cluster):
     def _start_prefill(self, now: float, i: int, route: int) -> None:
         self.prefill_start[i] = now
         self.serving[route][i] = None
-        self.schedule(now + self.svc[route][i], _PREFILL_DONE, i + self.n * self.epoch[i])
+        self.schedule(now + self.svc[route][i], PREFILL_DONE, i + self.n * self.epoch[i])
         if route and self.layerwise:
             self._start_transfer(now, i)
 
@@ -276,15 +276,15 @@ class DynamicCluster(_Cluster):
             if self.layerwise:
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
-                    self._move(now, source, _TRANSFER)
+                    self._move(now, source, TRANSFER)
                 else:
                     self._ready(now, i, source)
             else:
-                self._move(now, source, _TRANSFER)
+                self._move(now, source, TRANSFER)
                 self._start_transfer(now, i)
         elif self.rdma_bytes_per_s is not None:
-            self._move(now, source, _TRANSFER)
-            self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, _KV_READY_KIND, i)
+            self._move(now, source, TRANSFER)
+            self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, KV_READY, i)
         else:
             self._ready(now, i, source)
 
@@ -297,7 +297,7 @@ class DynamicCluster(_Cluster):
         if math.isnan(self.decode_start[i]):
             self.decode_start[i] = now  # a resumed request keeps its first admission (its TTFT)
         self.decoding[i] = now
-        self.schedule(now + self.hold[i], _DECODE_DONE_KIND, i + self.n * self.epoch[i])
+        self.schedule(now + self.hold[i], DECODE_DONE, i + self.n * self.epoch[i])
         return True
 
     def on_decode_done(self, now: float, arg: int) -> None:
@@ -308,7 +308,7 @@ class DynamicCluster(_Cluster):
         del self.decoding[i]
         self.completed += 1
         self.finish[i] = now
-        self._move(now, _S_DECODE, _DONE)
+        self._move(now, S_DECODE, DONE)
         if self.decode_absorb:
             self.decode_absorb -= 1
             if not self.decode_absorb:
@@ -321,7 +321,7 @@ class DynamicCluster(_Cluster):
         queue = self.decode_queue
         while queue and self._try_admit(now, queue[0]):
             queue.popleft()
-            self._move(now, _Q_DECODE, _S_DECODE)
+            self._move(now, Q_DECODE, S_DECODE)
 
     def _resume(self, now: float, i: int) -> None:
         """Request i lost its decode instance: re-prefill input + generated tokens, then decode the rest."""
@@ -336,7 +336,7 @@ class DynamicCluster(_Cluster):
         self.svc[0][i] = float(model.local_prefill(length))
         self.svc[1][i] = float(model.prfaas_prefill(length))
         self.kv[i] = float(model.kv_bytes(length))
-        self._enqueue(now, i, self._pool_for(0), _S_DECODE, front=True)
+        self._enqueue(now, i, self._pool_for(0), S_DECODE, front=True)
 
     # -- faults -----------------------------------------------------------------------------------------
 
@@ -383,8 +383,8 @@ class DynamicCluster(_Cluster):
                 while queue:
                     i = queue.popleft()
                     self.rerouted += 1
-                    self._move(now, _QUEUED[route], _DONE)
-                    self._enqueue(now, i, 1 - route, _DONE)
+                    self._move(now, _QUEUED[route], DONE)
+                    self._enqueue(now, i, 1 - route, DONE)
         self.lost[k] = count
 
     def on_restore(self, now: float, k: int) -> None:

@@ -27,12 +27,13 @@ from prfaas_plan.io.traces import read_trace, resolve_trace_path
 from prfaas_plan.lengths import Fixed
 from prfaas_plan.optimize import search
 from prfaas_plan.sim.arrivals import Diurnal, Poisson
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.faults import fault_impact
 from prfaas_plan.sim.records import SimResult
-from prfaas_plan.sim.study import trace_model
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.workload import Workload, synthetic_workload, trace_workload
 from prfaas_plan.spec.dynamics import InstanceLoss, RoleControl, ThresholdControl
+from prfaas_plan.studies.planning import trace_model
 from prfaas_plan.throughput import StageModel, stage_model
 from tests.conftest import PAPER_SCENARIO
 

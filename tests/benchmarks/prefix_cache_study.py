@@ -23,8 +23,8 @@ from prfaas_plan.io.traces import read_trace
 from prfaas_plan.lengths import Empirical
 from prfaas_plan.optimize import search
 from prfaas_plan.sim.prefix_cache import CacheReplay, replay_caches
-from prfaas_plan.sim.study import trace_model
 from prfaas_plan.spec.dynamics import ClusterCache, PrefixCaches
+from prfaas_plan.studies.planning import trace_model
 from prfaas_plan.throughput import stage_model
 from prfaas_plan.units import GB, GBIT_PER_S
 from tests.conftest import PAPER_SCENARIO, TRACES

@@ -55,8 +55,8 @@ def _point(operation: str, instances: int, root: Path, scale_link: bool) -> dict
     from dataclasses import replace
 
     from prfaas_plan.io.scenario import load_scenario
-    from prfaas_plan.latency import best_goodput_plan
     from prfaas_plan.optimize import compare, compare_goodput, search
+    from prfaas_plan.optimize.goodput_search import best_goodput_plan
     from prfaas_plan.throughput import stage_model
 
     scenario = load_scenario(root / "workloads" / "paper-case-study.yaml")

@@ -17,8 +17,9 @@ from dataclasses import replace
 
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from prfaas_plan.latency import best_goodput_plan, loaded_ttft
+from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.optimize import compare_goodput
+from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 from tests.conftest import REPO

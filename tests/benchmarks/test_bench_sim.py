@@ -28,10 +28,11 @@ from prfaas_plan.io.traces import read_trace
 from prfaas_plan.lengths import Fixed
 from prfaas_plan.optimize import search
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.link_profile import bandwidth_steps
 from prfaas_plan.sim.prefix_cache import CacheReplay, replay_caches
 from prfaas_plan.sim.records import SimResult
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.workload import synthetic_workload
 from prfaas_plan.spec.dynamics import (
     ClusterCache,

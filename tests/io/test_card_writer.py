@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.io.card_writer import write_card
+from prfaas_plan.report.card import write_card
 
 
 def test_missing_directory_names_the_path(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.io.card_writer import write_card
 from prfaas_plan.io.hf_families import FAMILIES
-from prfaas_plan.io.hf_import import card_yaml, import_hf_config
+from prfaas_plan.io.hf_import import import_hf_config
 from prfaas_plan.io.models import load_model_card
 from prfaas_plan.physics.memory import kv_bytes_per_token, linear_state_bytes, window_bytes
+from prfaas_plan.report.card import card_yaml, write_card
 from prfaas_plan.spec.model import Architecture
 from tests.conftest import REPO, run_cli
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.hardware import load_hardware
-from prfaas_plan.io.profile_writer import write_accelerator_profile
 from prfaas_plan.physics.moe_load import busiest_load
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.roofline import Instance, roofline_time, shape_penalty
@@ -22,6 +21,7 @@ from prfaas_plan.reference.kernel import moe_block
 from prfaas_plan.reference.machine import SHAPE_ROWS, fit_half_rows, measure_routing
 from prfaas_plan.reference.model import build_model
 from prfaas_plan.reference.shrink import shrink_architecture
+from prfaas_plan.report.profile import write_accelerator_profile
 from prfaas_plan.spec.hardware import Accelerator, KernelShapes, RooflineParams
 from tests.conftest import examples
 from tests.strategies_models import one_of_each

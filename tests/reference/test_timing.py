@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from prfaas_plan.io.hardware import load_hardware
-from prfaas_plan.io.profile_writer import write_accelerator_profile
 from prfaas_plan.physics.memory import parameter_count
 from prfaas_plan.reference import conditions, machine, timing
 from prfaas_plan.reference.model import build_model, check_reference_size
 from prfaas_plan.reference.shrink import shrink_architecture
+from prfaas_plan.report.profile import write_accelerator_profile
 from prfaas_plan.spec.hardware import Accelerator
 from tests.conftest import REPO
 from tests.strategies_models import one_of_each

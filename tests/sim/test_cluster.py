@@ -13,8 +13,9 @@ from prfaas_plan.errors import InputError
 from prfaas_plan.lengths import Fixed
 from prfaas_plan.optimize import PlanEvaluation, search
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.records import COLUMNS, STATES, Records, SimResult
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import occupancy, state_intervals
 from prfaas_plan.sim.workload import Workload, synthetic_workload
 from prfaas_plan.throughput import StageModel

@@ -15,10 +15,11 @@ from prfaas_plan.errors import InputError
 from prfaas_plan.lengths import Empirical, Fixed
 from prfaas_plan.optimize import search
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.dynamic_cluster import DynamicCluster
 from prfaas_plan.sim.faults import fault_impact
 from prfaas_plan.sim.link_profile import bandwidth_steps, ou_log_bandwidth, periodic, with_outages
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.scheduler import best_threshold
 from prfaas_plan.sim.workload import Workload, synthetic_workload
 from prfaas_plan.spec.dynamics import (

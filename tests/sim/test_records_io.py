@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.io.records import DERIVED, write_records_csv
-from prfaas_plan.sim.cluster import simulate
+from prfaas_plan.report.records import DERIVED, write_records_csv
 from prfaas_plan.sim.records import COLUMNS, Records
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.workload import Workload
 from tests.sim.helpers import all_offloaded, queue_model
 

@@ -13,8 +13,8 @@ import pytest
 
 from prfaas_plan.io.names import resolve_scenario_path
 from prfaas_plan.io.scenario import load_scenario
-from prfaas_plan.sim.closed_form import Traffic
-from prfaas_plan.sim.verify import simulate_ttft
+from prfaas_plan.studies.closed_form import Traffic
+from prfaas_plan.studies.verify import simulate_ttft
 from prfaas_plan.throughput import stage_model
 from tests.conftest import run_cli
 

@@ -11,8 +11,9 @@ import pytest
 
 from prfaas_plan.lengths import Fixed, LengthDistribution
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.records import Records
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import confidence_half_width, replicate
 from prfaas_plan.sim.workload import synthetic_workload
 from tests.queueing_oracles import mmc_wait_mean_s

@@ -18,11 +18,12 @@ import pytest
 from prfaas_plan.lengths import Fixed
 from prfaas_plan.optimize import PlanEvaluation, best_split_without_offload, evaluate, homogeneous_model, search
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.closed_form import ClosedForm, closed_form
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import Summary, summarize
 from prfaas_plan.sim.workload import synthetic_workload
 from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.studies.closed_form import ClosedForm, closed_form
 from prfaas_plan.throughput import StageModel
 
 PLANS = ("prfaas-pd", "homogeneous-pd", "naive-heterogeneous")

@@ -7,7 +7,8 @@ import pytest
 
 from prfaas_plan.io.traces import read_trace
 from prfaas_plan.optimize import search
-from prfaas_plan.sim.study import run_study, trace_model
+from prfaas_plan.studies.planning import trace_model
+from prfaas_plan.studies.simulate import run_study
 from prfaas_plan.throughput import StageModel
 from tests.conftest import TRACES
 

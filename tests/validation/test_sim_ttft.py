@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.optimize import search
-from prfaas_plan.sim.study import run_study
+from prfaas_plan.studies.simulate import run_study
 from prfaas_plan.throughput import StageModel
 from tests.strategies import stage_models
 

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.report import plan_to_dict
+from prfaas_plan.report.plans import plan_to_dict
 from prfaas_plan.sim.records import COLUMNS, Records
-from prfaas_plan.sim.study import Study
 from prfaas_plan.sim.summary import Estimate, TtftStats
+from prfaas_plan.studies.simulate import Study
 from prfaas_plan.units import GBIT_PER_S
 
 #: Rows formatted and written per chunk: bounded memory however long the run.

@@ -16,7 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prfaas_plan.io.capacity_report import (
+from prfaas_plan.optimize.carrier import Deployment
+from prfaas_plan.optimize.headroom import Tornado
+from prfaas_plan.optimize.plans import PlanEvaluation
+from prfaas_plan.report.capacity import (
     carried_to_dict,
     cost_comparison_to_dict,
     headroom_to_dict,
@@ -25,13 +28,10 @@ from prfaas_plan.io.capacity_report import (
     sizing_to_dict,
     target_to_dict,
 )
-from prfaas_plan.io.report import check_to_dict, comparison_to_dict, goodput_comparison_to_dict
-from prfaas_plan.optimize.carrier import Deployment
-from prfaas_plan.optimize.headroom import Tornado
-from prfaas_plan.optimize.plans import PlanEvaluation
-from prfaas_plan.review import SCHEMA_VERSION, Review
-from prfaas_plan.sim.verify import LoadedCheck
+from prfaas_plan.report.plans import check_to_dict, comparison_to_dict, goodput_comparison_to_dict
 from prfaas_plan.spec.cost import Target
+from prfaas_plan.studies.review import SCHEMA_VERSION, Review
+from prfaas_plan.studies.verify import LoadedCheck
 from prfaas_plan.units import GBIT_PER_S
 
 #: Provenance kinds, in the order a label is searched for them.

@@ -12,9 +12,9 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.optimize import PlanEvaluation
 from prfaas_plan.sim.link_profile import bandwidth_steps
 from prfaas_plan.sim.prefix_cache import CacheReplay, replay_caches
-from prfaas_plan.sim.study import choose_plan, trace_model
 from prfaas_plan.spec.dynamics import Dynamics, PrefixCaches
 from prfaas_plan.spec.trace import Trace
+from prfaas_plan.studies.planning import choose_plan, trace_model
 from prfaas_plan.throughput import StageModel
 
 #: Lengths (tokens) between which the KV curve's slope gives the bytes per cached token: the Mooncake

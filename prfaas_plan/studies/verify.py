@@ -29,10 +29,11 @@ import numpy as np
 
 from prfaas_plan.latency import LoadedTtft
 from prfaas_plan.latency.profile import Validity
-from prfaas_plan.sim.closed_form import Traffic, closed_loaded, workload_for
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import confidence_half_width
 from prfaas_plan.sim.workload import Workload, trace_workload
+from prfaas_plan.studies.closed_form import Traffic, closed_loaded, workload_for
 from prfaas_plan.throughput import StageModel
 
 #: Replications and requests per replication of a verification (CLI defaults).

@@ -34,10 +34,10 @@ from prfaas_plan.optimize.sizing import (
     max_rate,
 )
 from prfaas_plan.optimize.sizing import size as size_deployment
-from prfaas_plan.sim.closed_form import Traffic
-from prfaas_plan.sim.verify import LoadedCheck, VerifyOptions, check_loaded, check_plans
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.studies.closed_form import Traffic
+from prfaas_plan.studies.verify import LoadedCheck, VerifyOptions, check_loaded, check_plans
 from prfaas_plan.throughput import (
     STAGES,
     StageModel,

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from prfaas_plan.review import Review
+from prfaas_plan.studies.review import Review
 from prfaas_plan.units import GBIT_PER_S
 
 #: Figure size (inches; the legend takes the right quarter) and resolution (dots per inch): legible in a

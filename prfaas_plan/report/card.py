@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.hf_import import ImportedCard
 from prfaas_plan.io.models import ATTENTION_FIELDS, FFN_FIELDS
 from prfaas_plan.physics.memory import kv_bytes_per_token, linear_state_bytes, parameter_count, window_bytes
 from prfaas_plan.spec.model import Attention, Ffn, LayerGroup
@@ -192,3 +193,19 @@ def card_summary(card: ModelCard) -> dict[str, Any]:
         }
     )
     return out
+
+
+def card_yaml(imported: ImportedCard) -> str:
+    """The imported card as YAML text with its layer placement, judgement calls and unmapped fields as comments."""
+    header = (
+        f"{imported.card.name}: imported from {imported.config_file} "
+        f"(model_type {imported.family}) by `prfaas-plan model import`. Check the figures against the release and "
+        "add parameters_b / active_parameters_b from the model's own publication.",
+    )
+    return render_card(
+        imported.card,
+        header=header,
+        group_notes=imported.group_notes,
+        notes=imported.notes,
+        unmapped=[(u.field, u.value, u.reason) for u in imported.unmapped],
+    )

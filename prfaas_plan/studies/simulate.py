@@ -12,16 +12,17 @@ import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.lengths import Empirical, Fixed, LengthDistribution
-from prfaas_plan.optimize import PlanEvaluation, evaluate_given, search
+from prfaas_plan.optimize import PlanEvaluation
 from prfaas_plan.sim.arrivals import arrival_process
-from prfaas_plan.sim.closed_form import ClosedForm, Traffic, closed_form
-from prfaas_plan.sim.cluster import ClusterConfig, simulate
+from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.prefix_cache import CacheReplay
 from prfaas_plan.sim.records import SimResult
+from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import Summary, summarize
 from prfaas_plan.sim.workload import Workload, check_request_count, synthetic_workload, trace_workload
 from prfaas_plan.spec.dynamics import Dynamics
 from prfaas_plan.spec.trace import Trace
+from prfaas_plan.studies.closed_form import ClosedForm, Traffic, closed_form
 from prfaas_plan.throughput import StageModel
 
 #: Offered load (fraction of Λ_max) when neither a rate nor a load is given for synthetic traffic.
@@ -54,42 +55,6 @@ def _check_horizon(model: StageModel, workload: Workload, threshold_tokens: floa
         "116 days) a run may cover: egress is tallied in 1 s bins; offer a higher rate, fewer requests or a "
         "faster link"
     )
-
-
-def trace_model(model: StageModel, trace: Trace) -> StageModel:
-    """The stage model of a trace's traffic: its uncached input lengths (empirical), its mean output length
-    and its measured arrival variability: the index of dispersion of counts over windows of 100 mean gaps
-    (``Trace.count_dispersion``), which estimates the SCV a renewal model should use without the inflation
-    that batch-logged timestamps give the raw gap SCV; the gap SCV when the trace is too short for windows,
-    and 1 when neither is defined."""
-    outputs = trace.output_tokens
-    mean_output = float(np.mean(outputs))
-    if not mean_output > 0:
-        raise InputError(Problem(file=trace.source, message="every request has 0 output tokens: nothing to decode"))
-    scv = trace.count_dispersion()
-    if not math.isfinite(scv):
-        scv = trace.interarrival_scv
-    return replace(
-        model,
-        lengths=Empirical(values=trace.uncached_tokens),
-        output_tokens_mean=mean_output,
-        interarrival_scv=scv if math.isfinite(scv) and scv > 0 else 1.0,
-    )
-
-
-def choose_plan(
-    model: StageModel, threshold_tokens: float | None, n_pd_prefill: int | None, n_pd_decode: int | None
-) -> PlanEvaluation:
-    """The plan ``optimize`` chooses (all three None), or the given one (all three set; N_p + N_d may leave
-    local instances idle, never exceed the pool)."""
-    given = (threshold_tokens, n_pd_prefill, n_pd_decode)
-    if all(v is None for v in given):
-        return search(model)
-    if threshold_tokens is None or n_pd_prefill is None or n_pd_decode is None:
-        raise InputError(
-            Problem(field="threshold/n_pd_prefill/n_pd_decode", message="give all three, or none to optimise")
-        )
-    return evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
 
 
 def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float | None) -> float | None:
@@ -196,7 +161,7 @@ def run_study(
         if seed != 0:
             # Seed 0 replays the trace as recorded; any other seed a circular block-bootstrap resample of it
             # (``verify.bootstrap_workload``), and the closed form is set beside that same realisation.
-            from prfaas_plan.sim.verify import BOOTSTRAP_BLOCKS, bootstrap_workload
+            from prfaas_plan.studies.verify import BOOTSTRAP_BLOCKS, bootstrap_workload
 
             workload = bootstrap_workload(workload, np.random.default_rng(seed))
             if workload.n_requests == 0:
@@ -231,7 +196,7 @@ def run_study(
     )
     if dynamics is not None:
         # Imported here: dynamic_study builds on this module (choose_plan, trace_model).
-        from prfaas_plan.sim.dynamic_study import dynamic_fields
+        from prfaas_plan.studies.dynamic import dynamic_fields
 
         last_s = float(workload.arrival_s[-1]) if workload.n_requests else 0.0
         fields = dynamic_fields(dynamics, model, last_arrival_s=last_s, seed=seed)

@@ -18,9 +18,9 @@ from prfaas_plan.spec.cost import Target
 from prfaas_plan.units import GBIT_PER_S
 
 if TYPE_CHECKING:  # only for annotations: importing the review for them would cost every capacity command
-    from prfaas_plan.review import SizingPart
-    from prfaas_plan.sim.verify import LoadedCheck
     from prfaas_plan.spec.scenario import Scenario
+    from prfaas_plan.studies.review import SizingPart
+    from prfaas_plan.studies.verify import LoadedCheck
 
 
 def _finite(value: float | None) -> float | None:

@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prfaas_plan.io.review_report import Table, provenance_kind
-from prfaas_plan.review import SCHEMA_VERSION, Review
+from prfaas_plan.report.review_data import Table, provenance_kind
+from prfaas_plan.studies.review import SCHEMA_VERSION, Review
 from prfaas_plan.units import GBIT_PER_S
 
 

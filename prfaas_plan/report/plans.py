@@ -10,8 +10,8 @@ from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.physics.pools import FitReport
 from prfaas_plan.physics.table3 import KvRow
-from prfaas_plan.sim.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.spec.scenario import Scenario
+from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S, MIB
 

@@ -1,0 +1,1 @@
+"""Writes outputs only: Markdown, CSV, JSON, PNG figures and simulation records, atomically and under a lock."""

@@ -1,0 +1,32 @@
+"""Run the cluster on a workload: the static cluster (``sim.cluster``), or the dynamic one
+(``sim.dynamic_cluster``: lost and restored instances, the dual-timescale scheduler, caches that move) when
+the configuration or the workload asks for it. Neither cluster module imports the other's caller."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from prfaas_plan.sim.cluster import Cluster, ClusterConfig
+from prfaas_plan.sim.dynamic_cluster import DynamicCluster
+from prfaas_plan.sim.records import SimResult
+from prfaas_plan.sim.workload import Workload
+
+
+def simulate(
+    config: ClusterConfig,
+    workload: Workload,
+    *,
+    horizon_s: float = math.inf,
+    progress: Callable[[int], None] | None = None,
+) -> SimResult:
+    """Run the cluster on a workload until every request has finished or until ``horizon_s``.
+
+    Deterministic: the workload carries all randomness. ``progress`` (optional) is called with the number
+    of arrivals so far, every ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed
+    traffic without servers or a request can never be admitted to decode.
+    """
+    if config.dynamic or workload.moves_caches:
+        return DynamicCluster(config, workload, progress).run(horizon_s)
+    cluster = Cluster(config, workload, progress)
+    return cluster.run(horizon_s)

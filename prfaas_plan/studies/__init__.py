@@ -1,0 +1,1 @@
+"""Workflows that combine the layers: plan, simulate, compare, verify, review, sweep, matrix."""

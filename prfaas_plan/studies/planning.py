@@ -1,0 +1,51 @@
+"""The plan a study runs and the stage model of a trace's traffic: shared by the static study
+(``studies.simulate``) and the study on a cache replay (``studies.dynamic``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.lengths import Empirical
+from prfaas_plan.optimize import PlanEvaluation, evaluate_given, search
+from prfaas_plan.spec.trace import Trace
+from prfaas_plan.throughput import StageModel
+
+
+def trace_model(model: StageModel, trace: Trace) -> StageModel:
+    """The stage model of a trace's traffic: its uncached input lengths (empirical), its mean output length
+    and its measured arrival variability: the index of dispersion of counts over windows of 100 mean gaps
+    (``Trace.count_dispersion``), which estimates the SCV a renewal model should use without the inflation
+    that batch-logged timestamps give the raw gap SCV; the gap SCV when the trace is too short for windows,
+    and 1 when neither is defined."""
+    outputs = trace.output_tokens
+    mean_output = float(np.mean(outputs))
+    if not mean_output > 0:
+        raise InputError(Problem(file=trace.source, message="every request has 0 output tokens: nothing to decode"))
+    scv = trace.count_dispersion()
+    if not math.isfinite(scv):
+        scv = trace.interarrival_scv
+    return replace(
+        model,
+        lengths=Empirical(values=trace.uncached_tokens),
+        output_tokens_mean=mean_output,
+        interarrival_scv=scv if math.isfinite(scv) and scv > 0 else 1.0,
+    )
+
+
+def choose_plan(
+    model: StageModel, threshold_tokens: float | None, n_pd_prefill: int | None, n_pd_decode: int | None
+) -> PlanEvaluation:
+    """The plan ``optimize`` chooses (all three None), or the given one (all three set; N_p + N_d may leave
+    local instances idle, never exceed the pool)."""
+    given = (threshold_tokens, n_pd_prefill, n_pd_decode)
+    if all(v is None for v in given):
+        return search(model)
+    if threshold_tokens is None or n_pd_prefill is None or n_pd_decode is None:
+        raise InputError(
+            Problem(field="threshold/n_pd_prefill/n_pd_decode", message="give all three, or none to optimise")
+        )
+    return evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
