@@ -316,10 +316,15 @@ def load_serving_defaults(path: Path) -> ServingDefaults:
             moe_load_skew=skew,
             expert_parallel=expert_parallel,
             source=f"serving defaults fitted to published prefill latencies ({display_path(path)})",
-            **{k: float(v) for k, v in efficiencies.items() if v is not None},
+            **_efficiency_kwargs(efficiencies),
         ),
         observations=tuple(o for o in observations if o is not None),
         file=display_path(path),
         attention_sequence_tokens=tuple(length for length, _ in curve),
         attention_flop_per_s=tuple(rate for _, rate in curve),
     )
+
+
+def _efficiency_kwargs(efficiencies: dict[str, float | None]) -> dict[str, Any]:
+    """The checked efficiencies as ``RooflineParams`` keyword arguments (the unchecked ones left to defaults)."""
+    return {k: float(v) for k, v in efficiencies.items() if v is not None}
