@@ -83,9 +83,7 @@ prints the full table).
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -98,25 +96,10 @@ Mask = NDArray[np.bool_]
 _SIGMA_STEPS = 80
 # Below this x/θ the relaxation terms use their Taylor series (the closed forms cancel catastrophically).
 _SERIES_BELOW = 1e-3
-# Above this gamma shape the Wilson-Hilferty cube-of-normal law replaces the exact incomplete gamma: the
-# nodes then move by less than 1e-4 of the law's standard deviation (the error falls like 1/k).
-_WILSON_HILFERTY_SHAPE = 1e4
-# Incomplete-gamma series / continued fraction: relative tolerance and a cap on terms (the series needs
-# about 8 sqrt(k) terms near y = k, so 2,000 covers k up to the Wilson-Hilferty threshold with room).
-_GAMMA_RTOL = 1e-15
-_GAMMA_MAX_TERMS = 2_000
-_LENTZ_TINY = 1e-300
-# Halley iterations for a gamma quantile, the relative tolerance on it, and a clip on the step's factors.
-_QUANTILE_STEPS = 100
-_QUANTILE_RTOL = 1e-12
-_STEP_CLIP = 1e150
 # A conditional law with SCV below this is treated as a point (the gamma's shape would exceed 1e12).
 _POINT_MASS_SCV = 1e-12
 # Inter-start SCVs below this are evenly spaced starts (1/SCV, the gamma gaps' shape, would overflow).
 _SPACED_SCV = 1e-200
-
-_LGAMMA = np.frompyfunc(math.lgamma, 1, 1)
-_ERFC = np.frompyfunc(math.erfc, 1, 1)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -171,7 +154,11 @@ def mean_others_seen(utilization: ArrayLike, work_scv: ArrayLike, arrival_scv: A
     rho_v = np.where(valid, rho, 0.5)
     cs2_v = np.where(valid, cs2, 1.0)
     ca2_v = np.where(valid, ca2, 1.0)
-    sigma, one_minus_sigma = _gamma_renewal_root(rho_v, ca2_v)
+    # The root depends on (ρ, ca²) alone, which callers broadcast against many works: solve each pair once.
+    pairs, where = np.unique(np.stack([rho_v.ravel(), ca2_v.ravel()]), axis=1, return_inverse=True)
+    sigma_unique, one_minus_unique = _gamma_renewal_root(pairs[0], pairs[1])
+    sigma = sigma_unique[where.ravel()].reshape(rho_v.shape)
+    one_minus_sigma = one_minus_unique[where.ravel()].reshape(rho_v.shape)
     shape_ratio = 2.0 * (ca2_v + cs2_v) / ((1.0 + cs2_v) * (1.0 + ca2_v))
     # Poisson arrivals: σ = ρ exactly and the ratio is 1; take n_P itself rather than the root's rounding.
     poisson = ca2_v == 1.0
@@ -279,151 +266,26 @@ def ps_sojourn(
 # --------------------------------------------------------------------------------------------------------
 
 
-def _log_gamma(k: Array) -> Array:
-    """ln Γ(k), elementwise (math.lgamma)."""
-    return np.asarray(_LGAMMA(k), dtype=np.float64)
-
-
-def _gamma_cdf(shape: Array, y: Array, log_gamma: Array) -> Array:
-    """Regularised lower incomplete gamma P(k, y) for k > 0, y >= 0 (unit scale), elementwise.
-
-    Series Σ y^n/(k (k+1) ... (k+n)) for y < k + 1, Lentz continued fraction for Q = 1 - P otherwise
-    (Abramowitz & Stegun 6.5.29 and 6.5.31); ``log_gamma`` is ln Γ(k). Each iteration works only on the
-    elements not yet converged (the number of terms grows like √k near y = k). Very large shapes are handled
-    by the caller (Wilson-Hilferty).
-    """
-    k, yy, lg = np.broadcast_arrays(shape, y, log_gamma)
-    target = k.shape
-    k, yy, lg = k.ravel(), np.maximum(yy.ravel(), 0.0), lg.ravel()
-    out = np.zeros(k.shape)
-    positive = yy > 0.0
-    log_prefactor = np.where(positive, k * np.log(np.where(positive, yy, 1.0)) - yy - lg, -np.inf)
-    series_at = np.flatnonzero(positive & (yy < k + 1.0))
-    fraction_at = np.flatnonzero(positive & (yy >= k + 1.0))
-
-    # Series (lower): P = e^{prefactor} Σ_n y^n / (k (k+1) ... (k+n)).
-    active = series_at
-    a, x = k[active], yy[active]
-    term = 1.0 / a
-    total = term.copy()
-    denominator = a.copy()
-    for _ in range(_GAMMA_MAX_TERMS):
-        if active.size == 0:
-            break
-        denominator = denominator + 1.0
-        term = term * x / denominator
-        total = total + term
-        going = term > total * _GAMMA_RTOL
-        if not np.all(going):
-            stop = ~going
-            out[active[stop]] = np.exp(log_prefactor[active[stop]]) * total[stop]
-            active = active[going]
-            term, total, denominator, x = term[going], total[going], denominator[going], x[going]
-    out[active] = np.exp(log_prefactor[active]) * total  # (only if the cap was hit)
-
-    # Continued fraction (upper): Q = e^{prefactor} / (y + 1 - k - 1(1 - k)/(y + 3 - k - 2(2 - k)/(...))).
-    active = fraction_at
-    a = k[active]
-    b = yy[active] + 1.0 - a
-    c = np.full(b.shape, 1.0 / _LENTZ_TINY)
-    d = 1.0 / b
-    fraction = d
-    for i in range(1, _GAMMA_MAX_TERMS):
-        if active.size == 0:
-            break
-        a_i = -i * (i - a)
-        b = b + 2.0
-        d = a_i * d + b
-        d = np.where(np.abs(d) < _LENTZ_TINY, _LENTZ_TINY, d)
-        c = b + a_i / c
-        c = np.where(np.abs(c) < _LENTZ_TINY, _LENTZ_TINY, c)
-        d = 1.0 / d
-        step = d * c
-        fraction = fraction * step
-        going = np.abs(step - 1.0) > _GAMMA_RTOL
-        if not np.all(going):
-            stop = ~going
-            out[active[stop]] = 1.0 - np.exp(log_prefactor[active[stop]]) * fraction[stop]
-            active = active[going]
-            a, b, c, d, fraction = a[going], b[going], c[going], d[going], fraction[going]
-    out[active] = 1.0 - np.exp(log_prefactor[active]) * fraction
-    return np.clip(out, 0.0, 1.0).reshape(target)
-
-
-def _gamma_quantile(shape: Array, probability: Array, normal_quantile: Array) -> Array:
-    """y with P(k, y) = u for 0 < u < 1 (unit scale), elementwise: Halley's method kept inside a bracket.
-
-    Starts from Wilson-Hilferty, y = k (1 - 1/(9k) + z/(3√k))³ (z the normal quantile of u), or, where that is
-    unreliable (small shape or a non-positive cube), from the small-y law P ≈ y^k/Γ(k + 1). Halley's step uses
-    P'' / P' = (k - 1)/y - 1, so it does not overshoot on the convex side as Newton's does; a step that leaves
-    the bracket [low, high] of points already evaluated is replaced by their geometric mean. Converged
-    elements leave the iteration. All three inputs share one shape.
-    """
-    k, u = shape.ravel(), probability.ravel()
-    log_gamma = _log_gamma(k)
-    cube = 1.0 - 1.0 / (9.0 * k) + normal_quantile.ravel() / (3.0 * np.sqrt(k))
-    wilson = k * np.maximum(cube, 0.0) ** 3
-    small = np.exp((np.log(u) + log_gamma + np.log(k)) / k)
-    tiny = np.finfo(np.float64).tiny
-    out = np.clip(np.where((cube > 0.2) & (k >= 0.5), wilson, small), tiny, np.finfo(np.float64).max)
-    active = np.arange(k.size)
-    y, kk, uu, lg = out.copy(), k, u, log_gamma
-    low = np.zeros(y.shape)
-    high = np.full(y.shape, np.inf)
-    for _ in range(_QUANTILE_STEPS):
-        if active.size == 0:
-            break
-        residual = _gamma_cdf(kk, y, lg) - uu
-        below = residual < 0.0
-        low = np.where(below, y, low)
-        high = np.where(below, high, y)
-        density = np.exp((kk - 1.0) * np.log(y) - y - lg)
-        has_density = density > np.abs(residual) * 1e-300  # else the Newton ratio overflows: bisect
-        newton = residual / np.where(has_density, density, 1.0)
-        # Clipped so that their product cannot overflow (a step that large is rejected by the bracket anyway).
-        curvature = np.clip((kk - 1.0) / y - 1.0, -_STEP_CLIP, _STEP_CLIP)
-        newton = np.clip(newton, -_STEP_CLIP, _STEP_CLIP)
-        halley = y - newton / (1.0 - 0.5 * np.minimum(1.0, newton * curvature))
-        # Geometric bisection of the bracket; with no point below yet, a step of 1e-5 down (quantiles of small
-        # shapes span hundreds of decades), with none above, a doubling.
-        finite_high = np.isfinite(high)
-        floor = np.where(low > 0.0, low, 1e-10 * high)
-        bisect = np.where(finite_high, np.sqrt(floor * np.where(finite_high, high, 1.0)), 2.0 * y)
-        ok = has_density & (halley >= low) & (halley <= high)
-        nxt = np.maximum(np.where(ok, halley, bisect), tiny)
-        going = np.abs(nxt - y) > _QUANTILE_RTOL * nxt
-        out[active] = nxt
-        active = active[going]
-        y, kk, uu, lg, low, high = nxt[going], kk[going], uu[going], lg[going], low[going], high[going]
-    return out.reshape(shape.shape)
-
-
 @lru_cache(maxsize=16)
-def _slices(nodes: int) -> tuple[Array, Array, Array]:
-    """Probability cuts u_0 = 0 < ... < u_n = 1 with u_j = 1 - (1 - j/n)², their widths, and the standard
-    normal quantiles of the interior cuts (for the Wilson-Hilferty start and law)."""
+def _slices(nodes: int) -> tuple[Array, Array]:
+    """Probability cuts u_0 = 0 < ... < u_n = 1 with u_j = 1 - (1 - j/n)², and their widths."""
     j = np.arange(nodes + 1, dtype=np.float64)
     cuts = 1.0 - (1.0 - j / nodes) ** 2
     cuts[0], cuts[-1] = 0.0, 1.0
+    cuts.setflags(write=False)
     widths = np.diff(cuts)
-    inverse = NormalDist().inv_cdf
-    normal = np.array([inverse(float(u)) for u in cuts[1:-1]], dtype=np.float64)
-    return cuts, widths, normal
-
-
-def _normal_cdf(z: Array) -> Array:
-    """Φ(z), elementwise (math.erfc)."""
-    return 0.5 * np.asarray(_ERFC(-z / math.sqrt(2.0)), dtype=np.float64)
+    widths.setflags(write=False)
+    return cuts, widths
 
 
 def _gamma_survival(shape: Array, y: Array) -> Array:
-    """Q(k, y) = 1 - P(k, y) for k > 0, y >= 0 (unit scale), elementwise; Wilson-Hilferty above the exact range."""
-    large = shape >= _WILSON_HILFERTY_SHAPE
-    k = np.where(large, 1.0, shape)
-    exact = 1.0 - _gamma_cdf(k, y, _log_gamma(k))
-    k_large = np.where(large, shape, 1.0)
-    score = (np.cbrt(np.maximum(y, 0.0) / k_large) - (1.0 - 1.0 / (9.0 * k_large))) * 3.0 * np.sqrt(k_large)
-    return np.where(large, 1.0 - _normal_cdf(score), exact)
+    """Q(k, y) = 1 - P(k, y) for k > 0, y >= 0 (unit scale), elementwise: ``scipy.special.gammaincc``.
+
+    Imported here rather than at the top: scipy.special costs about 0.2 s to import, which commands that never
+    reach this law should not pay."""
+    from scipy.special import gammaincc
+
+    return np.asarray(gammaincc(shape, np.maximum(y, 0.0)), dtype=np.float64)
 
 
 def ps_alone_probability(
@@ -508,24 +370,14 @@ def sojourn_nodes(
     shape = np.where(gamma_part, mean_plus**2 / np.where(gamma_part, var_plus, 1.0), 1.0)
     scale = np.where(gamma_part, np.where(gamma_part, var_plus, 1.0) / mean_plus, 1.0)
     slices = nodes - 1
-    cuts, widths, normal = _slices(slices)
+    cuts, widths = _slices(slices)
 
-    # Mass of Gamma(k + 1) below each interior cut's quantile of Gamma(k) (unit scale), trailing axis.
+    # Mass of Gamma(k + 1) below each interior cut's quantile of Gamma(k) (unit scale), trailing axis; scipy's
+    # incomplete gamma and its inverse (imported here: scipy.special is slow to import, see _gamma_survival).
+    from scipy.special import gammainc, gammaincinv
+
     k = shape[..., None]
-    u = np.broadcast_to(cuts[1:-1], (*shape.shape, slices - 1))
-    z = np.broadcast_to(normal, u.shape)
-    large = np.broadcast_to(k >= _WILSON_HILFERTY_SHAPE, u.shape)
-    k_b = np.broadcast_to(k, u.shape)
-    k_exact = np.where(large, 1.0, k_b)
-    q_exact = _gamma_quantile(k_exact, u, z)
-    mass_exact = _gamma_cdf(k_exact + 1.0, q_exact, _log_gamma(k_exact + 1.0))
-    # Wilson-Hilferty for very large shapes: Y/k ≈ (1 - 1/(9k) + Z/(3√k))³, so the cut of Gamma(k) sits at z and
-    # the Gamma(k + 1) mass below it is Φ of its Wilson-Hilferty score under shape k + 1.
-    k_large = np.where(large, k_b, 1.0)
-    q_large = k_large * (1.0 - 1.0 / (9.0 * k_large) + z / (3.0 * np.sqrt(k_large))) ** 3
-    k1 = k_large + 1.0
-    score = (np.cbrt(q_large / k1) - (1.0 - 1.0 / (9.0 * k1))) * 3.0 * np.sqrt(k1)
-    mass = np.where(large, _normal_cdf(score), mass_exact)
+    mass = np.asarray(gammainc(k + 1.0, gammaincinv(k, cuts[1:-1])), dtype=np.float64)
 
     cumulative = np.concatenate([np.zeros((*shape.shape, 1)), mass, np.ones((*shape.shape, 1))], axis=-1)
     slice_mean = shape[..., None] * np.diff(cumulative, axis=-1) / widths
