@@ -69,8 +69,9 @@ def load_named_engine(name: str, field: str = "engine") -> EngineProfile:
 
 
 def load_engine_profile(path: Path) -> EngineProfile:
-    """Read one engine profile: every term a ``{value, source}`` pair, the GEMM efficiency table by generation
-    and dtype with its fitted scale, and what the fit used."""
+    """Read one engine profile: every term a ``{value, source}`` pair (a fitted term also its ``prior``), the
+    GEMM efficiency table by generation and dtype with its fitted ``scale`` (and ``scale_prior``), and what the
+    fit used."""
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     root = checker.root(required=("engine", "terms", "gemm_efficiency"), optional=("fit",))
@@ -79,17 +80,24 @@ def load_engine_profile(path: Path) -> EngineProfile:
     head.string("source")
     terms = root.sub("terms", required=tuple(t for t, _, _ in TERMS))
     values: dict[str, float] = {}
+    priors: list[tuple[str, float]] = []
     sources: list[tuple[str, str]] = []
     for term, low, high in TERMS:
-        sec = terms.sub(term, required=("value", "source"))
+        sec = terms.sub(term, required=("value", "source"), optional=("prior",))
         value = sec.number("value", ge=low, le=high, integer=term == "prefill_chunk_tokens")
+        prior_value = sec.number("prior", ge=low, le=high) if sec.has("prior") else None
+        if prior_value is not None:
+            priors.append((term, prior_value))
         source = sec.string("source")
         if value is not None:
             values[term] = value
         if source is not None:
             sources.append((term, source))
-    gemm = root.sub("gemm_efficiency", required=("scale", "prior", "source"))
+    gemm = root.sub("gemm_efficiency", required=("scale", "prior", "source"), optional=("scale_prior",))
     scale = gemm.number("scale", gt=0, le=10)
+    scale_prior = gemm.number("scale_prior", gt=0, le=10) if gemm.has("scale_prior") else None
+    if scale_prior is not None:
+        priors.append(("gemm_efficiency_scale", scale_prior))
     gemm_source = gemm.string("source")
     prior = gemm.sub("prior", required=("other",), optional=GENERATIONS)
     table: list[tuple[str, str, float]] = []
@@ -120,6 +128,7 @@ def load_engine_profile(path: Path) -> EngineProfile:
         gemm_efficiency=tuple(table),
         gemm_efficiency_scale=float(scale or 1.0),
         sources=(*sources, ("gemm_efficiency", gemm_source)),
+        priors=tuple(priors),
         fitted=fitted,
         fitted_on=fitted_on,
         file=doc.file,
@@ -141,15 +150,18 @@ def write_engine_fit(
     path: Path, values: Mapping[str, float], fitted_on: Sequence[str], corpus: str, source: str
 ) -> None:
     """Record a fit in an engine profile: each fitted term's ``value`` (``gemm_efficiency_scale`` is the GEMM
-    table's ``scale``), and the ``fit`` section naming the terms, the corpus ids fitted on and the corpus."""
-    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    table's ``scale``), and the ``fit`` section naming the terms, the corpus ids fitted on and the corpus; the
+    file's leading comment lines are kept."""
+    text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
+    data: dict[str, Any] = yaml.safe_load(text)
     for term, value in values.items():
         if term == "gemm_efficiency_scale":
             data["gemm_efficiency"]["scale"] = round(float(value), 4)
         else:
             data["terms"][term]["value"] = float(f"{float(value):.4g}")
     data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}
-    path.write_text(yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
 
 
 def load_generations(path: Path | None = None) -> dict[str, str]:

@@ -236,7 +236,9 @@ class EngineProfile:
     falling back to the generation's bf16 figure and missing generations to ``other``, scaled by the fitted
     ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and
     ``expert_gemm_half_rows`` as ``RooflineParams``. ``sources`` names a source for every term (key: the
-    term's name); ``fitted_on`` lists the corpus measurement ids the fitted terms came from."""
+    term's name); ``priors`` the published or assumed value a fitted term started from and is regularised
+    towards (``physics.corpus_fit``); ``fitted_on`` lists the corpus measurement ids the fitted terms came
+    from."""
 
     key: str
     name: str
@@ -254,6 +256,7 @@ class EngineProfile:
     gemm_efficiency: tuple[tuple[str, str, float], ...]
     gemm_efficiency_scale: float = 1.0
     sources: tuple[tuple[str, str], ...] = ()
+    priors: tuple[tuple[str, float], ...] = ()
     fitted: tuple[str, ...] = ()
     fitted_on: tuple[str, ...] = ()
     file: str = ""

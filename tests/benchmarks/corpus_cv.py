@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -79,22 +80,10 @@ def study(corpus: Path = CORPUS) -> dict[str, tuple[EngineProfile, EngineFit, tu
 
 
 def _priors(engine: EngineProfile) -> EngineProfile:
-    """The profile with its fitted terms back at their priors: what a refit starts from and regularises to.
-    The priors are the built-in constants of ``PRIORS`` (the values each term's source gives)."""
-    return replace(engine, **PRIORS[engine.key])  # type: ignore[arg-type]
-
-
-#: Each engine's priors of the fitted terms (their sources: the engine profile's `source:` of each term).
-PRIORS: dict[str, dict[str, float]] = {
-    key: {
-        "gemm_efficiency_scale": 1.0,
-        "request_overhead_s": request,
-        "prefill_layer_overhead_s": 1.0e-4,
-        "decode_step_overhead_s": 2.0e-3,
-        "decode_layer_overhead_s": 2.0e-5,
-    }
-    for key, request in (("sglang", 0.1), ("vllm", 0.015), ("trtllm", 0.008))
-}
+    """The profile with its fitted terms back at their priors (the profile's ``prior:`` of each term): what a
+    refit starts from and is regularised towards."""
+    values: dict[str, Any] = dict(engine.priors)
+    return replace(engine, **values)
 
 
 def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]] | None = None) -> str:
