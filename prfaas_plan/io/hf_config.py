@@ -11,13 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.errors import Problem
+from prfaas_plan.io.guard import CONFIG_JSON_LIMITS, loads_json, read_text
 from prfaas_plan.io.models import MAX_LAYERS, MAX_SHAPE
-from prfaas_plan.io.yamlsrc import MAX_DEPTH, read_text_bounded
+from prfaas_plan.io.yamlsrc import MAX_DEPTH
 
 _KEY_LINE = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class ConfigFields:
@@ -142,33 +141,9 @@ class ConfigContext:
         self.problems.append(Problem(file=self.file, line=self.lines.get(key), field=field, message=message))
 
 
-def _too_deep(text: str) -> int | None:
-    """The line where brackets first nest deeper than MAX_DEPTH (strings skipped), or None."""
-    depth = 0
-    blanked = _JSON_STRING.sub(lambda m: " " * (m.end() - m.start()), text)
-    for match in _JSON_BRACKET.finditer(blanked):
-        depth += 1 if match.group() in "[{" else -1
-        if depth > MAX_DEPTH:
-            return text.count("\n", 0, match.start()) + 1
-    return None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def read_config_json(path: Path, display: str) -> tuple[str, Any]:
-    """Stage one: the file's text and its JSON value, within the size and depth limits of ``io.yamlsrc``;
+    """Stage one: the file's text and its JSON value, within ``io.guard.CONFIG_JSON_LIMITS`` (a regular file of
+    at most 1 MiB) and the depth limit of ``io.yamlsrc``, numbers of at most ``guard.MAX_JSON_DIGITS`` digits;
     NaN and Infinity (which Python's decoder accepts) are refused."""
-    text = read_text_bounded(path, display, "a config.json file")
-    line = _too_deep(text)
-    if line is not None:
-        raise InputError(Problem(file=display, line=line, message=f"malformed JSON: nested deeper than {MAX_DEPTH}"))
-    try:
-        return text, json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            Problem(file=display, line=exc.lineno, message=f"malformed JSON: {exc.msg} (column {exc.colno})")
-        ) from None
-    except (ValueError, RecursionError) as exc:  # NaN/Infinity, an integer over 4,300 digits
-        raise InputError(Problem(file=display, message=f"malformed JSON: {exc}")) from None
+    text = read_text(path, display, CONFIG_JSON_LIMITS)
+    return text, loads_json(text, display, max_depth=MAX_DEPTH)

@@ -19,8 +19,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import sys
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.guard import MAX_JSON_DEPTH, TRACE_LIMITS, iter_lines, json_bound_problem, open_regular
 from prfaas_plan.spec.trace import Trace
 
 #: Tokens per prefix block in Mooncake's ``hash_ids`` (Mooncake FAST25-release/README.md;
@@ -51,7 +54,7 @@ MAX_SPAN_S = 366 * 86_400.0
 #: request logs a few hundred MB; a line is at least about 30 bytes, so this bounds a trace to about 36
 #: million requests, and the arrays kept per request (24 bytes, plus 8 per Mooncake block) to about 1 GiB
 #: for Azure traces and a few GiB for Mooncake ones: within this workplace's memory, refused beyond.
-MAX_TRACE_BYTES = 2**30
+MAX_TRACE_BYTES = TRACE_LIMITS.max_bytes
 
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -71,6 +74,7 @@ BUILTIN_TRACES: Mapping[str, str] = MappingProxyType(
 _TRACE_SUFFIXES = (".jsonl", ".csv")
 
 _JSON_DECODE = json.JSONDecoder().raw_decode
+_FLOAT_MAX = sys.float_info.max
 #: (timestamp ms, input tokens, output tokens) of one Mooncake line, None where the field is missing or bad.
 _Fields = tuple[float | None, int | None, int | None]
 _WALL_CLOCK = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}):(\d{2}(?:\.\d{1,9})?)")
@@ -139,7 +143,7 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> Trace:
+def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False, max_requests: int | None = None) -> Trace:
     """Read a request trace, choosing the format by extension: ``.jsonl`` Mooncake, ``.csv`` Azure 2023.
 
     Arrival times become seconds since the first request. With ``prefix_cache=True`` (Mooncake only) the
@@ -147,11 +151,18 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> T
     arrival order: a block hits only if it and every block before it in the request appeared in an earlier
     request; cached = min(hits · 512, input_length). Without it, ``cached_tokens`` is None.
 
+    ``max_requests``: read only the first that many requests (the rest of the file is neither read nor
+    checked), so that simulating a few requests of a huge trace costs what those requests cost.
+
     Raises ``InputError`` listing every bad line (file, 1-based line, field): a missing file or column,
-    malformed JSON, non-numeric or negative lengths, timestamps that go backwards, or an empty trace.
+    malformed JSON, non-numeric or negative lengths, timestamps that go backwards, or an empty trace; and
+    naming the file when it is not a regular file or is beyond ``guard.TRACE_LIMITS`` (bytes, lines, line
+    length).
     """
     file = os.fspath(path)
     suffix = Path(file).suffix.lower()
+    if max_requests is not None and max_requests < 1:
+        raise ValueError(f"max_requests must be >= 1, got {max_requests}")
     if suffix not in _TRACE_SUFFIXES:
         raise InputError(
             Problem(
@@ -168,32 +179,26 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> T
                 file=file,
             )
         )
-    try:
-        size = os.stat(file).st_size
-    except OSError:
-        size = 0  # a missing or unreadable file is reported when it is opened below
-    if size > MAX_TRACE_BYTES:
-        raise InputError(
-            Problem(
-                message=f"the trace is {size / 2**30:.1f} GiB; at most {MAX_TRACE_BYTES / 2**30:g} GiB is read "
-                "(split it, or sample it, first)",
-                file=file,
-            )
-        )
     problems = _Problems(file)
-    try:
-        # utf-8-sig: tolerate a byte-order mark, which spreadsheet tools like to add.
-        with open(file, encoding="utf-8-sig", newline="") as handle:
-            if suffix == ".jsonl":
-                trace = _read_mooncake(handle, file, problems, prefix_cache=prefix_cache)
-            else:
-                trace = _read_azure(handle, file, problems)
-    except FileNotFoundError:
-        raise InputError(Problem(message="no such file", file=file)) from None
-    except UnicodeDecodeError as error:
-        raise InputError(Problem(message=f"not UTF-8 text ({error.reason})", file=file)) from None
-    except OSError as error:
-        raise InputError(Problem(message=f"cannot read: {error.strerror or error}", file=file)) from None
+    # Only a regular file is read (guard.open_regular refuses FIFOs, devices and directories without blocking),
+    # one bounded line at a time: a flood of lines, an endless line or bytes that are not UTF-8 are refused
+    # with their line, and memory stays within one line plus the arrays kept.
+    limits = replace(TRACE_LIMITS, max_bytes=MAX_TRACE_BYTES)
+    with open_regular(file, file, limits.what, missing="no such file") as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > limits.max_bytes:
+            raise InputError(
+                Problem(
+                    message=f"the trace is {size / 2**30:.1f} GiB; at most {limits.max_bytes / 2**30:g} GiB "
+                    "is read (split it, or sample it, first)",
+                    file=file,
+                )
+            )
+        lines = iter_lines(stream, file, limits)
+        if suffix == ".jsonl":
+            trace = _read_mooncake(lines, file, problems, prefix_cache=prefix_cache, max_requests=max_requests)
+        else:
+            trace = _read_azure(lines, file, problems, max_requests=max_requests)
     problems.raise_if_any()
     assert trace is not None  # a trace is None only when problems were recorded
     return trace
@@ -202,21 +207,28 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False) -> T
 # -- Mooncake JSONL ------------------------------------------------------------------------------------------
 
 
-def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, prefix_cache: bool) -> Trace | None:
-    timestamps_ms: list[float] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
+def _read_mooncake(
+    lines: Iterable[str], file: str, problems: _Problems, *, prefix_cache: bool, max_requests: int | None
+) -> Trace | None:
+    # Typed arrays, 8 bytes a value, rather than lists of int objects (about 36 bytes each).
+    timestamps_ms = array("d")
+    inputs = array("q")
+    outputs = array("q")
     # Every request's block hashes as dense ids (first appearance order), flat, with offsets; dropped (None)
     # at the first request without well-formed hash_ids unless prefix caching needs them.
-    block_ids: list[int] | None = []
-    block_offsets: list[int] = [0]
+    block_ids: array[int] | None = array("q")
+    block_offsets = array("q", [0])
     dense: dict[Any, int] = {}
     latest_ms = -math.inf
     latest_line = 0
     for line_no, text in enumerate(lines, start=1):
+        if max_requests is not None and len(inputs) >= max_requests:
+            break
         stripped = text.strip()
         if not stripped:
             continue
+        if stripped.count("[") + stripped.count("{") > MAX_JSON_DEPTH and _unbounded(stripped, line_no, problems):
+            continue  # decoding would recurse once per level, into a RecursionError
         try:
             # raw_decode skips json.loads's Python-level wrapper, a third of the time on a million lines.
             record, end = _JSON_DECODE(stripped)
@@ -225,8 +237,16 @@ def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, pref
         except json.JSONDecodeError as error:
             problems.add(line_no, None, f"malformed JSON: {error.msg} (column {error.colno})")
             continue
+        except (ValueError, RecursionError) as error:  # an integer of over 4,300 digits, say
+            if not _unbounded(stripped, line_no, problems):
+                problems.add(line_no, None, f"malformed JSON: {error}")
+            continue
         fields: _Fields | None = _well_formed_fields(record, latest_ms)
         if fields is None:
+            # The checked path: first refuse numbers too long to be a count or a time (a 400-digit timestamp
+            # would overflow float), which the fast path's type and range checks let through to here.
+            if _unbounded(stripped, line_no, problems):
+                continue
             fields = _checked_fields(record, line_no, problems, latest_ms, latest_line)
             if fields is None:
                 continue
@@ -254,7 +274,7 @@ def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, pref
     if not inputs:
         problems.add(None, None, "trace has no requests")
         return None
-    times = np.array(timestamps_ms, dtype=np.float64)
+    times = np.frombuffer(timestamps_ms, dtype=np.float64)
     cached = None
     if prefix_cache:
         assert block_ids is not None  # a request without well-formed hash_ids was reported as a problem
@@ -267,6 +287,15 @@ def _read_mooncake(lines: Iterable[str], file: str, problems: _Problems, *, pref
         cached_tokens=cached,
         blocks=(block_ids, block_offsets) if block_ids is not None else None,
     )
+
+
+def _unbounded(text: str, line: int, problems: _Problems) -> bool:
+    """Record a problem and return True when a line nests too deep or holds an overlong number."""
+    bound = json_bound_problem(text)
+    if bound is None:
+        return False
+    problems.add(line, None, f"malformed JSON: {bound[1]} (column {bound[0] + 1})")
+    return True
 
 
 def _dense_blocks(record: Any, dense: dict[Any, int]) -> list[int] | None:
@@ -290,7 +319,9 @@ def _report_blocks(record: Any, line: int, problems: _Problems) -> None:
         problems.add(line, "hash_ids", "must be a list of block ids")
 
 
-def _infinite_cache_tokens(block_ids: list[int], offsets: list[int], inputs: list[int], n_ids: int) -> list[int]:
+def _infinite_cache_tokens(
+    block_ids: Sequence[int], offsets: Sequence[int], inputs: Sequence[int], n_ids: int
+) -> list[int]:
     """Cached tokens of each request under an infinite prefix cache, replayed in arrival order: a block hits
     only if it and every block before it in the request appeared in an earlier request;
     cached = min(hits · 512, input_length)."""
@@ -322,7 +353,7 @@ def _well_formed_fields(record: Any, latest_ms: float) -> tuple[float, int, int]
         and type(output_length) is int
         and 0 <= input_length <= MAX_TOKENS
         and 0 <= output_length <= MAX_TOKENS
-        and (type(timestamp) is int or type(timestamp) is float)
+        and (type(timestamp) is float or (type(timestamp) is int and -_FLOAT_MAX < timestamp < _FLOAT_MAX))
         and math.isfinite(timestamp)
         and timestamp >= latest_ms
     ):
@@ -346,7 +377,7 @@ def _checked_fields(record: Any, line: int, problems: _Problems, latest_ms: floa
     if "timestamp" in record:
         timestamp = record["timestamp"]
         if isinstance(timestamp, bool) or not isinstance(timestamp, int | float) or not math.isfinite(timestamp):
-            problems.add(line, "timestamp", f"must be a number of milliseconds, got {timestamp!r}")
+            problems.add(line, "timestamp", f"must be a number of milliseconds, got {_short(timestamp)}")
         elif timestamp < latest_ms:
             problems.add(
                 line,
@@ -377,15 +408,20 @@ def _json_count(record: dict[str, Any], key: str, line: int, problems: _Problems
     if isinstance(value, int) and not isinstance(value, bool) and value > MAX_TOKENS:
         problems.add(line, key, f"{value:.3g} tokens is more than the {MAX_TOKENS:,} a request may have")
         return None
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    problems.add(line, key, f"must be a non-negative integer number of tokens, got {shown}")
+    problems.add(line, key, f"must be a non-negative integer number of tokens, got {_short(value)}")
     return None
+
+
+def _short(value: object) -> str:
+    """``repr(value)`` cut to 60 characters for a message (a bad field may be a megabyte long)."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 # -- Azure 2023 CSV ------------------------------------------------------------------------------------------
 
 
-def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace | None:
+def _read_azure(handle: Iterable[str], file: str, problems: _Problems, *, max_requests: int | None) -> Trace | None:
     reader = _Rows(csv.reader(handle), problems)
     header = next(reader, None)
     if header is None:
@@ -394,18 +430,20 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace 
     position = {name.strip(): index for index, name in enumerate(header)}
     for column in AZURE_COLUMNS:
         if column not in position:
-            problems.add(reader.line_num, column, f"missing column (header has {', '.join(header)})")
+            problems.add(reader.line_num, column, f"missing column (header has {_short(', '.join(header))[1:-1]})")
     if problems:
         return None
     i_time, i_input, i_output = (position[column] for column in AZURE_COLUMNS)
     width = max(i_time, i_input, i_output) + 1
-    days: list[int] = []
-    seconds: list[float] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
+    days = array("q")
+    seconds = array("d")
+    inputs = array("q")
+    outputs = array("q")
     latest: tuple[int, float] | None = None
     latest_text, latest_line = "", 0
     for row in reader:
+        if max_requests is not None and len(inputs) >= max_requests:
+            break
         line = reader.line_num
         if not row:
             continue
@@ -416,7 +454,8 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace 
         input_length = _text_count(row[i_input], AZURE_COLUMNS[1], line, problems)
         output_length = _text_count(row[i_output], AZURE_COLUMNS[2], line, problems)
         if stamp is None:
-            problems.add(line, AZURE_COLUMNS[0], f"not a timestamp 'YYYY-MM-DD HH:MM:SS[.fffffff]': {row[i_time]!r}")
+            shown = _short(row[i_time])
+            problems.add(line, AZURE_COLUMNS[0], f"not a timestamp 'YYYY-MM-DD HH:MM:SS[.fffffff]': {shown}")
             continue
         if latest is not None and stamp < latest:
             problems.add(
@@ -440,8 +479,8 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems) -> Trace 
         return None
     # Day and second-of-day are kept apart until here: as one float since year 1 they would lose the
     # 100 ns digits (float64 resolves about 8 µs at 6e10 s).
-    day_array = np.array(days, dtype=np.int64)
-    second_array = np.array(seconds, dtype=np.float64)
+    day_array = np.frombuffer(days, dtype=np.int64)
+    second_array = np.frombuffer(seconds, dtype=np.float64)
     arrival_s = (day_array - day_array[0]) * float(_S_PER_DAY) + (second_array - second_array[0])
     return _trace(file, arrival_s=arrival_s, input_tokens=inputs, output_tokens=outputs, cached_tokens=None)
 
@@ -521,10 +560,10 @@ def _trace(
     file: str,
     *,
     arrival_s: npt.NDArray[np.float64],
-    input_tokens: list[int],
-    output_tokens: list[int],
-    cached_tokens: list[int] | None,
-    blocks: tuple[list[int], list[int]] | None = None,
+    input_tokens: Sequence[int],
+    output_tokens: Sequence[int],
+    cached_tokens: Sequence[int] | None,
+    blocks: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> Trace:
     if arrival_s.size and float(arrival_s[-1]) > MAX_SPAN_S:
         past = int(np.argmax(arrival_s > MAX_SPAN_S))
@@ -537,14 +576,21 @@ def _trace(
         )
     arrays: dict[str, Any] = {
         "arrival_s": arrival_s,
-        "input_tokens": np.array(input_tokens, dtype=np.int64),
-        "output_tokens": np.array(output_tokens, dtype=np.int64),
+        "input_tokens": _int64(input_tokens),
+        "output_tokens": _int64(output_tokens),
         "cached_tokens": None if cached_tokens is None else np.array(cached_tokens, dtype=np.int64),
     }
     if blocks is not None:
-        arrays["block_ids"] = np.array(blocks[0], dtype=np.int64)
-        arrays["block_offsets"] = np.array(blocks[1], dtype=np.int64)
-    for array in arrays.values():
-        if array is not None:
-            array.setflags(write=False)
+        arrays["block_ids"] = _int64(blocks[0])
+        arrays["block_offsets"] = _int64(blocks[1])
+    for values in arrays.values():
+        if values is not None:
+            values.setflags(write=False)
     return Trace(source=file, block_tokens=MOONCAKE_BLOCK_TOKENS, **arrays)
+
+
+def _int64(values: Sequence[int]) -> npt.NDArray[np.int64]:
+    """``values`` as an int64 array: a typed ``array('q')`` without a copy through Python ints."""
+    if isinstance(values, array):
+        return np.frombuffer(values, dtype=np.int64) if len(values) else np.zeros(0, dtype=np.int64)
+    return np.array(values, dtype=np.int64)

@@ -12,13 +12,14 @@ import contextvars
 import difflib
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.guard import YAML_LIMITS, read_text
 
 KeyPath = tuple[str | int, ...]
 
@@ -49,7 +50,7 @@ def _record(file: str, path: KeyPath, **facts: Any) -> None:
 
 #: The largest input file read, in bytes: the biggest shipped YAML is under 5 KB, so 1 MiB is room for any
 #: real profile or card while keeping a hostile file (or /dev/zero) from taking the memory of the machine.
-MAX_FILE_BYTES = 1 << 20
+MAX_FILE_BYTES = YAML_LIMITS.max_bytes
 #: The deepest nesting of mappings and lists: the schemas nest at most 6 levels; YAML's composer and JSON's
 #: decoder recurse per level, so an unbounded depth ends in RecursionError.
 MAX_DEPTH = 32
@@ -62,28 +63,13 @@ _FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
 def read_text_bounded(path: Path, display: str, what: str) -> str:
-    """Read a UTF-8 text file of at most MAX_FILE_BYTES; InputError naming ``display`` otherwise.
+    """Read a regular UTF-8 text file of at most MAX_FILE_BYTES (and ``guard.YAML_LIMITS``' lines and line
+    length); InputError naming ``display`` otherwise.
 
-    Reads at most one byte past the limit, so special files (``/dev/zero``, a FIFO) cannot exhaust memory.
+    FIFOs, devices, sockets and directories are refused without being opened for a blocking read
+    (``io.guard``), so ``/dev/zero`` or a pipe nobody writes can neither exhaust memory nor hang the run.
     """
-    try:
-        with path.open("rb") as stream:
-            raw = stream.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(Problem(file=display, message="file not found")) from None
-    except IsADirectoryError:
-        raise InputError(Problem(file=display, message=f"is a directory, expected {what}")) from None
-    except OSError as exc:
-        raise InputError(Problem(file=display, message=f"cannot read: {exc.strerror or exc}")) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise InputError(
-            Problem(file=display, message=f"larger than {MAX_FILE_BYTES // (1 << 20)} MiB; expected {what}")
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(Problem(file=display, line=line, message=f"not UTF-8 text: {exc.reason}")) from None
+    return read_text(path, display, replace(YAML_LIMITS, what=what))
 
 
 class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]

@@ -8,7 +8,9 @@ import os
 import socket
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,15 +37,15 @@ def _char_device(path: Path, major: int, minor: int) -> Path:
     return path
 
 
-def _in_thread(call: object, timeout_s: float = 10.0) -> BaseException | None:
+def _in_thread(call: Callable[[], Any], timeout_s: float = 10.0) -> BaseException | None:
     """Run ``call`` in a daemon thread; fail the test if it has not returned in ``timeout_s`` (a hang)."""
     outcome: list[BaseException | None] = []
 
     def run() -> None:
         try:
-            call()  # type: ignore[operator]
+            call()
             outcome.append(None)
-        except BaseException as error:  # noqa: BLE001 - handed back to the test
+        except BaseException as error:  # handed back to the test
             outcome.append(error)
 
     thread = threading.Thread(target=run, daemon=True)
