@@ -145,3 +145,16 @@ def test_no_import_circles() -> None:
         if node not in state:
             visit(node, [])
     assert not cycles, [" -> ".join(c) for c in cycles]
+
+
+def test_lazy_exports_do_not_shadow_submodules() -> None:
+    """A lazy face's exported name must not be a submodule's name too: importing the submodule sets the package
+    attribute to the module, and the face would then hand out the module instead of the function."""
+    clashes = []
+    for init in PACKAGE.rglob("__init__.py"):
+        submodules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir() if p.is_dir()}
+        for node in ast.parse(init.read_text()).body:
+            if isinstance(node, ast.Assign) and _exports(node) and isinstance(node.value, ast.Dict):
+                names = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+                clashes += [f"{_module_name(init)}.{name}" for name in names if name in submodules]
+    assert not clashes, clashes

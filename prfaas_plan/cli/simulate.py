@@ -83,34 +83,34 @@ def simulate(
 
     Example: prfaas-plan simulate --trace mooncake-conversation --dynamics dynamics.yaml --cache-rule scarce
     """
-    import dataclasses
 
     from prfaas_plan.cli.common import apply_overrides
-    from prfaas_plan.errors import InputError, Problem
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.report.dynamics import dynamics_to_dict
     from prfaas_plan.report.records import study_to_dict, write_records_csv
-    from prfaas_plan.studies.dynamic import plan_with_caches
-    from prfaas_plan.studies.planning import choose_plan, trace_model
     from prfaas_plan.studies.simulate import offered_rate, run_study
+    from prfaas_plan.studies.traffic import planned_traffic
     from prfaas_plan.throughput import stage_model
     from prfaas_plan.units import GIB
 
     with handled(), _flag_names():
-        check_finite({"--threshold": threshold})
-        check_bandwidth(bandwidth_gbit_per_s)
-        check_finite({"--decode-kv-gib": decode_kv_gib, "--rate": rate, "--load": load})
-        check_instances(
-            {"--n-prfaas": n_prfaas, "--n-local": n_local, "--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode}
+        _check_flags(
+            threshold,
+            bandwidth_gbit_per_s,
+            decode_kv_gib,
+            rate,
+            load,
+            warmup,
+            records,
+            {
+                "--n-prfaas": n_prfaas,
+                "--n-local": n_local,
+                "--n-pd-prefill": n_pd_prefill,
+                "--n-pd-decode": n_pd_decode,
+            },
         )
-        if records is not None:
-            check_output(records, "--records")
-        if not 0.0 <= warmup < 1.0:
-            raise InputError(Problem(field="--warmup", message=f"must be in [0, 1), got {warmup}"))
-        if decode_kv_gib is not None and not decode_kv_gib > 0:
-            raise InputError(Problem(field="--decode-kv-gib", message=f"must be > 0, got {decode_kv_gib}"))
         spec = apply_overrides(
             load_scenario(resolve_scenario_path(scenario)),
             bandwidth_gbit_per_s=bandwidth_gbit_per_s,
@@ -119,20 +119,10 @@ def simulate(
         )
         model = stage_model(spec)
         dynamics = _dynamics(spec, dynamics_file, cache_rule)
-        caches = dynamics.caches if dynamics is not None else None
         replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache) if trace is not None else None
-        cache_replay = None
-        if caches is not None:
-            if replay is None:
-                raise InputError(Problem(field="--dynamics", message="prefix caches need --trace (a Mooncake trace)"))
-            model, plan, cache_replay = plan_with_caches(
-                model, replay, caches, threshold_tokens=threshold, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode
-            )
-            replay = dataclasses.replace(replay, cached_tokens=cache_replay.cached_tokens)
-        else:
-            if replay is not None:
-                model = trace_model(model, replay)
-            plan = choose_plan(model, threshold, n_pd_prefill, n_pd_decode)
+        model, plan, replay, cache_replay = planned_traffic(
+            model, replay, dynamics.caches if dynamics is not None else None, threshold, n_pd_prefill, n_pd_decode
+        )
         target = offered_rate(plan, rate, load)
         size = min(requests, replay.n_requests) if replay is not None else requests
         with _progress(size, json_output) as tick:
@@ -171,6 +161,31 @@ def simulate(
     out.print(_footer(study, payload), style="dim")
     if "dynamics" in payload:
         out.print(_dynamics_lines(payload["dynamics"]))
+
+
+def _check_flags(
+    threshold: float | None,
+    bandwidth_gbit_per_s: float | None,
+    decode_kv_gib: float | None,
+    rate: float | None,
+    load: float | None,
+    warmup: float,
+    records: str | None,
+    instances: dict[str, int | None],
+) -> None:
+    """The simulate command's flags, each checked before anything is loaded (InputError naming the flag)."""
+    from prfaas_plan.errors import InputError, Problem
+
+    check_finite({"--threshold": threshold})
+    check_bandwidth(bandwidth_gbit_per_s)
+    check_finite({"--decode-kv-gib": decode_kv_gib, "--rate": rate, "--load": load})
+    check_instances(instances)
+    if records is not None:
+        check_output(records, "--records")
+    if not 0.0 <= warmup < 1.0:
+        raise InputError(Problem(field="--warmup", message=f"must be in [0, 1), got {warmup}"))
+    if decode_kv_gib is not None and not decode_kv_gib > 0:
+        raise InputError(Problem(field="--decode-kv-gib", message=f"must be > 0, got {decode_kv_gib}"))
 
 
 def _dynamics(spec: Any, path: str | None, rule: str | None) -> Any:

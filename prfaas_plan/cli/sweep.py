@@ -32,7 +32,7 @@ _WORKER_MODULES = (
     "prfaas_plan.io.scenario",
     "prfaas_plan.report.plans",
     "prfaas_plan.throughput",
-    "prfaas_plan.optimize.search",
+    "prfaas_plan.optimize.throughput_search",
 )
 #: Seconds to wait for a Dask scheduler given by --scheduler.
 SCHEDULER_TIMEOUT_S = 10

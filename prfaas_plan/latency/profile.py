@@ -404,6 +404,46 @@ def _quantiles(
     return hi.reshape(rows, len(levels))
 
 
+def _mean_utilization(
+    service: Array,
+    offload: NDArray[np.bool_],
+    transfer_work: Array,
+    hold: Array,
+    servers: dict[str, float],
+    slots: float,
+    span: float,
+) -> dict[str, float]:
+    """Each stage's utilisation averaged over the whole span (inf: traffic routed to a stage with no servers)."""
+    local = ~offload
+    return {
+        "prfaas_compute": float(np.sum(service[offload])) / (servers["prfaas_compute"] * span)
+        if np.any(offload) and servers["prfaas_compute"] > 0
+        else (math.inf if np.any(offload) else 0.0),
+        "prfaas_link": float(np.sum(transfer_work[offload])) / span,
+        "pd_prefill": float(np.sum(service[local])) / (servers["pd_prefill"] * span)
+        if np.any(local) and servers["pd_prefill"] > 0
+        else (math.inf if np.any(local) else 0.0),
+        "pd_decode": float(np.sum(hold)) / (slots * span) if slots > 0 else math.inf,
+    }
+
+
+def _overloaded(rate: float, utilization: dict[str, float], limit: float) -> ProfileTtft:
+    """The answer for traffic that loads a stage past its capacity on average: no steady state, no TTFT."""
+    worst = max((s for s in STAGES if utilization[s] >= 1.0), key=lambda s: utilization[s])
+    loaded = LoadedTtft(
+        rate_req_per_s=rate,
+        utilization=utilization,
+        stable=False,
+        unstable_stage=worst,
+        stability_limit_req_per_s=limit,
+        wait_mean_s=None,
+        ttft=None,
+        by_route=dict.fromkeys(ROUTES),
+    )
+    reason = f"{worst} is loaded past its capacity on average ({utilization[worst]:.0%}): no steady state"
+    return ProfileTtft(loaded=loaded, pools={}, validity=Validity(in_domain=False, reasons=(reason,)))
+
+
 def profile_ttft(
     model: StageModel,
     threshold_tokens: float,
@@ -436,32 +476,10 @@ def profile_ttft(
     hold = outputs * model.decode_step_time_s
     slots = float(n_pd_decode * model.decode_max_batch)
     transfer_work = np.asarray(model.kv_bytes(lengths), dtype=np.float64) / model.link_bandwidth_bytes_per_s
-    utilization = {
-        "prfaas_compute": float(np.sum(service[offload])) / (servers["prfaas_compute"] * span)
-        if np.any(offload) and servers["prfaas_compute"] > 0
-        else (math.inf if np.any(offload) else 0.0),
-        "prfaas_link": float(np.sum(transfer_work[offload])) / span,
-        "pd_prefill": float(np.sum(service[local])) / (servers["pd_prefill"] * span)
-        if np.any(local) and servers["pd_prefill"] > 0
-        else (math.inf if np.any(local) else 0.0),
-        "pd_decode": float(np.sum(hold)) / (slots * span) if slots > 0 else math.inf,
-    }
+    utilization = _mean_utilization(service, offload, transfer_work, hold, servers, slots, span)
     limit = rate / max(max(utilization.values()), 1e-300)
-    unstable = [s for s in STAGES if utilization[s] >= 1.0]
-    if unstable:
-        worst = max(unstable, key=lambda s: utilization[s])
-        loaded = LoadedTtft(
-            rate_req_per_s=rate,
-            utilization=utilization,
-            stable=False,
-            unstable_stage=worst,
-            stability_limit_req_per_s=limit,
-            wait_mean_s=None,
-            ttft=None,
-            by_route=dict.fromkeys(ROUTES),
-        )
-        reason = f"{worst} is loaded past its capacity on average ({utilization[worst]:.0%}): no steady state"
-        return ProfileTtft(loaded=loaded, pools={}, validity=Validity(in_domain=False, reasons=(reason,)))
+    if any(utilization[s] >= 1.0 for s in STAGES):
+        return _overloaded(rate, utilization, limit)
 
     prfaas = pool_profile(arrival[offload], service[offload], servers["prfaas_compute"], span)
     local_pool = pool_profile(arrival[local], service[local], servers["pd_prefill"], span)

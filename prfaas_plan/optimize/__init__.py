@@ -17,7 +17,7 @@ if TYPE_CHECKING:
         plan_comparison,
     )
     from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
-    from prfaas_plan.optimize.search import ThresholdSearch, best_thresholds, search
+    from prfaas_plan.optimize.throughput_search import ThresholdSearch, best_thresholds, search
     from prfaas_plan.optimize.under_load import (
         LOAD_CURVE_FRACTIONS,
         GoodputComparison,
@@ -35,9 +35,9 @@ _EXPORTS = {
     "GoodputEvaluation": "prfaas_plan.optimize.under_load",
     "LOAD_CURVE_FRACTIONS": "prfaas_plan.optimize.under_load",
     "PlanEvaluation": "prfaas_plan.optimize.plans",
-    "ThresholdSearch": "prfaas_plan.optimize.search",
+    "ThresholdSearch": "prfaas_plan.optimize.throughput_search",
     "best_split_without_offload": "prfaas_plan.optimize.baselines",
-    "best_thresholds": "prfaas_plan.optimize.search",
+    "best_thresholds": "prfaas_plan.optimize.throughput_search",
     "compare": "prfaas_plan.optimize.baselines",
     "compare_goodput": "prfaas_plan.optimize.under_load",
     "evaluate": "prfaas_plan.optimize.plans",
@@ -47,7 +47,7 @@ _EXPORTS = {
     "loaded_comparison": "prfaas_plan.optimize.under_load",
     "loaded_plan": "prfaas_plan.optimize.under_load",
     "plan_comparison": "prfaas_plan.optimize.baselines",
-    "search": "prfaas_plan.optimize.search",
+    "search": "prfaas_plan.optimize.throughput_search",
     "ttft_curve": "prfaas_plan.optimize.under_load",
 }
 __all__ = [

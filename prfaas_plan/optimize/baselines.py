@@ -10,7 +10,7 @@ import numpy as np
 
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
-from prfaas_plan.optimize.search import search
+from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.throughput import (
     StageModel,
     max_throughput,

@@ -28,7 +28,7 @@ from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.lengths import TruncatedLogNormal
 from prfaas_plan.optimize.carrier import Carried
 from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, token_cost
-from prfaas_plan.optimize.search import search
+from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.optimize.sizing import max_rate
 from prfaas_plan.physics.curves import Curve, PolyCurve
 from prfaas_plan.spec.cost import Target

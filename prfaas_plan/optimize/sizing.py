@@ -41,7 +41,7 @@ from prfaas_plan.optimize.cost import (
 from prfaas_plan.optimize.fleet_search import cheapest, fluid_floors, local_prefill_floor
 from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import CO_BINDING_RTOL
-from prfaas_plan.optimize.search import best_plan
+from prfaas_plan.optimize.throughput_search import best_plan
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import STAGES, StageModel, decode_floor, routing, stage_bounds, stage_throughputs
 

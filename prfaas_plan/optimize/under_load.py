@@ -10,7 +10,7 @@ from prfaas_plan.latency import Goodput, LoadedTtft, loaded_ttft, plan_goodput, 
 from prfaas_plan.optimize.baselines import best_split_without_offload, homogeneous_model
 from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
-from prfaas_plan.optimize.search import search
+from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.throughput import (
     StageModel,
 )

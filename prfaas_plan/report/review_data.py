@@ -276,11 +276,11 @@ def _simulation_note(r: Review) -> str:
     return f"simulated: {v.replications} replications of {v.requests:,} requests, mean and 95 % interval"
 
 
-def review_tables(r: Review) -> tuple[Table, ...]:
-    """Every table of the review, in report order; a part that was skipped has no table."""
+def _steady_tables(r: Review) -> list[Table]:
+    """The steady-state tables: plans, TTFT under load and against load, the split and threshold sweeps."""
     c = r.comparison
     base = c.homogeneous_pd.throughput_req_per_s
-    tables = [
+    tables: list[Table] = [
         Table(
             name="plans",
             title="Best plan and baselines (steady state, Eqs. 1-8)",
@@ -380,6 +380,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
             provenance=f"closed form over {_inputs_note(r)}",
         )
     )
+    return tables
+
+
+def _goodput_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``goodput`` part."""
+    tables: list[Table] = []
     if r.goodput is not None:
         g = r.goodput
         evaluations = (
@@ -416,6 +422,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                 provenance="closed form (queueing over the stage model); not simulated",
             )
         )
+    return tables
+
+
+def _sizing_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``sizing`` part."""
+    tables: list[Table] = []
     if r.sizing is not None:
         s = r.sizing
         deployments = [d for d in (s.sizing.prfaas_pd, s.sizing.homogeneous_pd) if d is not None]
@@ -458,6 +470,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                     provenance="closed form; link prices from the scenario",
                 )
             )
+    return tables
+
+
+def _cost_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``cost`` part."""
+    tables: list[Table] = []
     if r.cost is not None:
         k = r.cost
         rows = [
@@ -503,6 +521,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                 provenance=f"closed form; prices: {_prices_note(r)}",
             )
         )
+    return tables
+
+
+def _matrix_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``matrix`` part."""
+    tables: list[Table] = []
     if r.matrix is not None:
         rows = []
         for cell in r.matrix.cells:
@@ -541,6 +565,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                 provenance="closed form; each pool from the best evidence for it (column provenance)",
             )
         )
+    return tables
+
+
+def _frontier_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``frontier`` part."""
+    tables: list[Table] = []
     if r.frontier is not None:
         front = set(r.frontier.pareto)
         tables.append(
@@ -555,6 +585,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                 provenance=f"closed form; prices: {_prices_note(r)}",
             )
         )
+    return tables
+
+
+def _tornado_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``tornado`` part."""
+    tables: list[Table] = []
     if r.tornado is not None:
         t = r.tornado
         tables.append(
@@ -594,6 +630,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                 + (f"; not applicable: {', '.join(t.skipped)}" if t.skipped else ""),
             )
         )
+    return tables
+
+
+def _n_minus_one_tables(r: Review) -> list[Table]:
+    """The tables of the review's ``n_minus_one`` part."""
+    tables: list[Table] = []
     if r.n_minus_one is not None:
         tables.append(
             Table(
@@ -625,6 +667,12 @@ def review_tables(r: Review) -> tuple[Table, ...]:
                 provenance="closed form (not simulated)",
             )
         )
+    return tables
+
+
+def _closing_tables(r: Review) -> list[Table]:
+    """The review's closing table."""
+    tables: list[Table] = []
     tables.append(
         Table(
             name="provenance",
@@ -634,6 +682,26 @@ def review_tables(r: Review) -> tuple[Table, ...]:
             provenance="the scenario, its hardware profiles and model card",
         )
     )
+    return tables
+
+
+def review_tables(r: Review) -> tuple[Table, ...]:
+    """Every table of the review, in report order; a part that was skipped has no table."""
+    tables = [
+        table
+        for part in (
+            _steady_tables,
+            _goodput_tables,
+            _sizing_tables,
+            _cost_tables,
+            _matrix_tables,
+            _frontier_tables,
+            _tornado_tables,
+            _n_minus_one_tables,
+            _closing_tables,
+        )
+        for table in part(r)
+    ]
     return tuple(tables)
 
 

@@ -468,6 +468,54 @@ def _missing_prices(prices: UnitPrices) -> str:
     return "no prices (" + "; ".join(missing) + ")" if missing else "no prices"
 
 
+class _Parts:
+    """Runs the review's parts: each is skipped with its reason, or run with its name reported to
+    ``progress`` and its time kept; an infeasible part is skipped with the binding constraints."""
+
+    def __init__(self, progress: Callable[[str], None] | None) -> None:
+        self.progress = progress
+        self.skipped: dict[str, str] = {}
+        self.timings_s: dict[str, float] = {}
+
+    def __call__(self, name: str, run: Callable[[], T], why_not: str | None = None) -> T | None:
+        if why_not is not None:
+            self.skipped[name] = why_not
+            return None
+        if self.progress is not None:
+            self.progress(name)
+        start = time.perf_counter()
+        try:
+            return run()
+        except InfeasibleError as exc:
+            self.skipped[name] = "infeasible: " + "; ".join(exc.reasons)
+            return None
+        finally:
+            self.timings_s[name] = time.perf_counter() - start
+
+
+def _why_not(
+    options: ReviewOptions,
+    target: Target | None,
+    ttft_slo_s: float | None,
+    prices: UnitPrices,
+    matrix_cells: Sequence[CellInput] | None,
+) -> dict[str, str | None]:
+    """Why each optional part is skipped (None: it runs)."""
+    no_target = "no target rate (give --rate or a `target:` section)"
+    no_slo = "no TTFT SLO (give --ttft-p90-s, or `slo.ttft_p90_s` or a `target:` section)"
+    unpriced = None if prices.complete else _missing_prices(prices)
+    matrix = "not asked for (--matrix)" if options.matrix is None or matrix_cells is None else None
+    tornado = "not asked for (--no-sensitivity)" if not options.sensitivity else None
+    return {
+        "goodput": None if ttft_slo_s is not None else no_slo,
+        "sizing": no_target if target is None else unpriced,
+        "cost": unpriced,
+        "matrix": matrix or (no_target if target is None else None),
+        "tornado": tornado or (no_slo if ttft_slo_s is None else unpriced),
+        "n_minus_one": no_target if target is None else None,
+    }
+
+
 def review(
     scenario: Scenario,
     *,
@@ -490,24 +538,9 @@ def review(
     traffic = Traffic(output_lengths=scenario.traffic.output_length)
     prices = unit_prices(scenario)
     priced = prices.complete
-    skipped: dict[str, str] = {}
-    timings: dict[str, float] = {}
-
-    def part(name: str, run: Callable[[], T], why_not: str | None = None) -> T | None:
-        if why_not is not None:
-            skipped[name] = why_not
-            return None
-        if progress is not None:
-            progress(name)
-        start = time.perf_counter()
-        try:
-            return run()
-        except InfeasibleError as exc:
-            skipped[name] = "infeasible: " + "; ".join(exc.reasons)
-            return None
-        finally:
-            timings[name] = time.perf_counter() - start
-
+    part = _Parts(progress)
+    skipped, timings = part.skipped, part.timings_s
+    why_not = _why_not(options, target, ttft_slo_s, prices, matrix_cells)
     if progress is not None:
         progress("plan")
     start = time.perf_counter()
@@ -518,8 +551,6 @@ def review(
     fig5b = threshold_sweep(model, plan.n_pd_prefill, target.rate_req_per_s if target is not None else None)
     timings["plan"] = time.perf_counter() - start
 
-    no_target = "no target rate (give --rate or a `target:` section)"
-    no_slo = "no TTFT SLO (give --ttft-p90-s, or `slo.ttft_p90_s` or a `target:` section)"
     at_load = part("loaded", lambda: loaded(model, comparison, traffic, target, options.verify))
     curve = part("load_curve", lambda: load_curve(model, comparison, traffic, options))
     assert at_load is not None and curve is not None
@@ -533,7 +564,7 @@ def review(
             resolution_tokens=options.resolution_tokens,
             decode_service_scv=scv,
         ),
-        None if ttft_slo_s is not None else no_slo,
+        why_not["goodput"],
     )
     sizing = part(
         "sizing",
@@ -546,7 +577,7 @@ def review(
             resolution_tokens=options.resolution_tokens,
             verify=replace(options.verify, replications=SIZING_CHECK_REPLICATIONS),
         ),
-        no_target if target is None else None if priced else _missing_prices(prices),
+        why_not["sizing"],
     )
     cost = part(
         "cost",
@@ -557,14 +588,7 @@ def review(
             prfaas_gpus_per_instance=scenario.prfaas.gpus_per_instance,
             local_gpus_per_instance=scenario.local.gpus_per_instance,
         ),
-        None if priced else _missing_prices(prices),
-    )
-    why_not_matrix = (
-        "not asked for (--matrix)"
-        if options.matrix is None or matrix_cells is None
-        else no_target
-        if target is None
-        else None
+        why_not["cost"],
     )
     matrix = part(
         "matrix",
@@ -573,7 +597,7 @@ def review(
             target,  # type: ignore[arg-type]
             decode_service_scv=scv,
         ),
-        why_not_matrix,
+        why_not["matrix"],
     )
     frontier = part(
         "frontier",
@@ -589,15 +613,6 @@ def review(
         None if priced and (sizing is not None or matrix is not None) else "needs the sizing or the matrix",
     )
     resolution = options.headroom_resolution_tokens
-    why_not_tornado = (
-        "not asked for (--no-sensitivity)"
-        if not options.sensitivity
-        else no_slo
-        if ttft_slo_s is None
-        else None
-        if priced
-        else _missing_prices(prices)
-    )
     bars = part(
         "tornado",
         lambda: tornado(
@@ -609,12 +624,12 @@ def review(
             resolution_tokens=resolution,
             decode_service_scv=scv,
         ),
-        why_not_tornado,
+        why_not["tornado"],
     )
     failures = part(
         "n_minus_one",
         lambda: n_minus_one(model, target, resolution_tokens=resolution, decode_service_scv=scv),  # type: ignore[arg-type]
-        no_target if target is None else None,
+        why_not["n_minus_one"],
     )
     return Review(
         scenario=scenario,

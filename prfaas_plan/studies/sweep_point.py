@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from prfaas_plan.errors import InfeasibleError, PlanError
 from prfaas_plan.optimize.plans import PlanEvaluation, evaluate
-from prfaas_plan.optimize.search import search
+from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 
