@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from prfaas_plan.cli.common import check_finite, emit, handled
 from prfaas_plan.spec.hardware import RooflineParams
+
+if TYPE_CHECKING:
+    from prfaas_plan.spec.scenario import ModelCard, Pool
 
 _DEFAULT_LENGTHS = [1_000, 8_000, 32_000, 128_000]
 _DEFAULTS = RooflineParams()
@@ -60,6 +63,28 @@ def kv(
         bool,
         typer.Option("--kernel-only", help="Price the kernels alone: no per-request or per-layer serving overhead."),
     ] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="Serving engine whose profile prices the roofline: sglang, vllm, trtllm (built-in, fitted on the "
+            "public corpus) or a profile's YAML path (default: the serving defaults fitted to the paper's Tables "
+            "3 and 5).",
+        ),
+    ] = None,
+    weights_dtype: Annotated[
+        str | None,
+        typer.Option("--weights-dtype", help="Serve the weights in this dtype (bf16, fp8, fp4, int4, ...)."),
+    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="Store the KV cache in this dtype.")] = None,
+    decode_batch: Annotated[
+        int | None,
+        typer.Option("--decode-batch", help="Also price one decode step of this many sequences.", min=1, max=65_536),
+    ] = None,
+    context: Annotated[
+        int,
+        typer.Option("--context", help="Context tokens of each sequence in the decode step.", min=1, max=10_000_000),
+    ] = 8_000,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """S_kv, T_prefill and Φ_kv = S_kv / T_prefill of one instance at each length.
@@ -100,8 +125,13 @@ def kv(
             overrides,
             {"model": "--model", "hardware": "--hardware", "method": "--method"},
         )
-        rows = kv_rows(pool, card, tuple(float(v) for v in (length or _DEFAULT_LENGTHS)))
+        pool, card, engine_label = _served(pool, card, engine, weights_dtype, kv_dtype, kernel_only, decode_batch)
+        lengths = tuple(float(v) for v in (length or _DEFAULT_LENGTHS))
+        rows = kv_rows(pool, card, lengths)
         payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
+        payload["engine"] = engine_label
+        if pool.method != "measured":
+            _add_splits(payload, pool, card, lengths, decode_batch, float(context))
     if json_output:
         emit(payload)
         return
@@ -110,3 +140,82 @@ def kv(
     out = console()
     out.print(kv_table(payload))
     out.print(f"source: {rows[0].source}", style="dim")
+    if "decode" in payload:
+        d = payload["decode"]
+        out.print(
+            f"decode step: batch {d['batch']} at {d['context_tokens']:,.0f} tokens: {d['step_s'] * 1e3:.2f} ms "
+            f"(compute {d['compute_s'] * 1e3:.2f}, memory {d['memory_s'] * 1e3:.2f}, communication "
+            f"{d['communication_s'] * 1e3:.2f}, engine overhead {d['overhead_s'] * 1e3:.2f} ms)"
+        )
+
+
+_PARTS = ("compute_s", "memory_s", "communication_s", "overhead_s")
+
+
+def _served(
+    pool: Pool,
+    card: ModelCard,
+    engine: str | None,
+    weights_dtype: str | None,
+    kv_dtype: str | None,
+    kernel_only: bool,
+    decode_batch: int | None,
+) -> tuple[Pool, ModelCard, str]:
+    """The pool priced by ``engine`` on its accelerator's generation and the card served in the given dtypes;
+    the engine's label. Bad combinations are InputErrors naming the flag."""
+    from dataclasses import replace
+
+    from prfaas_plan.errors import InputError, Problem
+    from prfaas_plan.io.engine_profile import load_generations, load_named_engine
+    from prfaas_plan.physics.engine import engine_params, with_dtypes
+    from prfaas_plan.spec.model import DTYPE_BYTES
+
+    for flag, value in (("--engine", engine), ("--weights-dtype", weights_dtype), ("--kv-dtype", kv_dtype)):
+        if value is not None and pool.method == "measured":
+            raise InputError(Problem(field=flag, message="prices a roofline or calibrated pool, not measured points"))
+    if decode_batch is not None and pool.method == "measured":
+        raise InputError(Problem(field="--decode-batch", message="needs --method roofline or calibrated"))
+    for flag, value in (("--weights-dtype", weights_dtype), ("--kv-dtype", kv_dtype)):
+        if value is not None and value not in DTYPE_BYTES:
+            known = ", ".join(DTYPE_BYTES)
+            raise InputError(Problem(field=flag, message=f"unknown dtype '{value}'; known: {known}"))
+    if (weights_dtype or kv_dtype) and card.architecture is not None:
+        arch = with_dtypes(card.architecture, weights_dtype, kv_dtype)
+        card = replace(card, architecture=arch)
+    if engine is None:
+        return pool, card, "serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3 and 5)"
+    profile = load_named_engine(engine, "--engine")
+    generation = load_generations().get(pool.hardware_key, "other")
+    params = engine_params(profile, generation, base=pool.roofline)
+    if kernel_only:
+        params = params.kernel_only
+    label = f"{profile.name} ({profile.file}) on {generation}"
+    return replace(pool, roofline=params), card, label
+
+
+def _add_splits(
+    payload: dict[str, Any],
+    pool: Pool,
+    card: ModelCard,
+    lengths: tuple[float, ...],
+    decode_batch: int | None,
+    context_tokens: float,
+) -> None:
+    """Each row's batch-1 prefill split (compute, memory, communication, engine overhead), and the decode step
+    when asked."""
+    from prfaas_plan.physics.engine import decode_split, prefill_splits
+    from prfaas_plan.physics.roofline import Instance
+
+    arch = card.architecture
+    assert arch is not None  # roofline and calibrated pools have an architecture (the loader checks)
+    instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
+    for row, split in zip(payload["rows"], prefill_splits(arch, instance, pool.roofline, lengths), strict=True):
+        row["prefill_split"] = {part: getattr(split, part) for part in _PARTS}
+    if decode_batch is not None:
+        step = decode_split(arch, instance, pool.roofline, decode_batch, context_tokens)
+        payload["decode"] = {
+            "batch": decode_batch,
+            "context_tokens": context_tokens,
+            "step_s": step.total_s,
+            **{part: getattr(step, part) for part in _PARTS},
+        }

@@ -16,6 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from prfaas_plan.physics.decode import decode_step_time
+from prfaas_plan.physics.prefill import prefill_time
+from prfaas_plan.physics.roofline import Instance, TimeSplit, time_splits
 from prfaas_plan.spec.hardware import EngineProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
 
@@ -63,3 +68,20 @@ def with_dtypes(arch: Architecture, weights_dtype: str | None = None, kv_dtype: 
     if kv_dtype is not None:
         dtypes = replace(dtypes, kv_cache=kv_dtype)
     return replace(arch, dtypes=dtypes)
+
+
+def prefill_splits(
+    arch: Architecture, instance: Instance, params: RooflineParams, lengths_tokens: tuple[float, ...]
+) -> tuple[TimeSplit, ...]:
+    """Batch-1 prefill of each length (no cached prefix) split into compute, memory, communication and engine
+    overhead, seconds."""
+    lengths = np.asarray(lengths_tokens, dtype=np.float64)
+    return time_splits(prefill_time(arch, instance, params, lengths), lengths)
+
+
+def decode_split(
+    arch: Architecture, instance: Instance, params: RooflineParams, batch: int, context_tokens: float
+) -> TimeSplit:
+    """One decode step of ``batch`` sequences at ``context_tokens`` each, split as ``prefill_splits``."""
+    b = np.asarray([float(batch)])
+    return time_splits(decode_step_time(arch, instance, params, b, context_tokens), b)[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -292,3 +293,47 @@ def test_a_custom_profile_loads_by_path(tmp_path: Path) -> None:
     custom.write_text((REPO / "hardware_profiles" / "serving" / "engines" / "trtllm.yaml").read_text())
     engine: EngineProfile = load_named_engine(str(custom))
     assert engine.key == "trtllm" and engine.file.endswith("mine.yaml")
+
+
+# ------------------------------------------------------------------ the kv command
+
+
+def _kv_json(*flags: str) -> dict[str, Any]:
+    import json
+
+    from tests.conftest import run_cli
+
+    result = run_cli("kv", "--json", *flags)
+    assert result.returncode == 0, result.stderr
+    payload: dict[str, Any] = json.loads(result.stdout)
+    return payload
+
+
+def test_kv_prices_prefill_and_a_decode_step_with_an_engine() -> None:
+    """`kv --engine` gives the batch-1 prefill time and a decode step, each split into parts that add up; the
+    engine's overheads are the overhead parts."""
+    flags = ("--model", "qwen3-235b-a22b", "--hardware", "h200", "--gpus", "8", "--weights-dtype", "fp8")
+    payload = _kv_json(*flags, "--engine", "vllm", "--length", "2000", "--decode-batch", "4", "--context", "3000")
+    (row,) = payload["rows"]
+    split = row["prefill_split"]
+    assert sum(split.values()) == pytest.approx(row["prefill_s"], rel=2e-3)  # the row interpolates a table
+    decode = payload["decode"]
+    assert isinstance(decode, dict)
+    parts = decode["compute_s"] + decode["memory_s"] + decode["communication_s"] + decode["overhead_s"]
+    assert decode["step_s"] == pytest.approx(parts, rel=1e-12)
+    arch = load_named_model("qwen3-235b-a22b").architecture
+    assert arch is not None
+    vllm = load_named_engine("vllm")
+    assert decode["overhead_s"] == pytest.approx(
+        vllm.decode_step_overhead_s + arch.n_layers * vllm.decode_layer_overhead_s
+    )
+    assert split["overhead_s"] == pytest.approx(vllm.request_overhead_s + arch.n_layers * vllm.prefill_layer_overhead_s)
+
+
+def test_kv_refuses_an_engine_for_measured_points() -> None:
+    from tests.conftest import run_cli
+
+    result = run_cli(
+        "kv", "--model", "paper-1t-hybrid", "--hardware", "h200", "--method", "measured", "--engine", "sglang"
+    )
+    assert result.returncode == 2 and "--engine" in result.stderr and "Traceback" not in result.stderr
