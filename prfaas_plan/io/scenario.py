@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
 from prfaas_plan.io.dynamics import DYNAMICS_KEYS, parse_dynamics
+from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.limits import (
     MAX_ABS_MU,
@@ -50,6 +52,7 @@ from prfaas_plan.io.names import (
 from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
+from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import (
     HardwareProfile,
@@ -179,7 +182,7 @@ def _scenario_model(root: Section, base: Path) -> ModelCard | None:
 
 
 _POOL_KEYS = ("hardware", "gpus_per_instance", "instances")
-_POOL_OPTIONAL = ("method", "calibrate_from", "roofline")
+_POOL_OPTIONAL = ("method", "calibrate_from", "roofline", "engine")
 #: Roofline fields a pool may override: efficiencies in (0, 1], overheads in s, the prefill chunk in tokens
 #: and the small-GEMM half-rows (``spec.hardware.RooflineParams``).
 _ROOFLINE_EFFICIENCIES = ("compute_efficiency", "attention_efficiency", "memory_efficiency", "communication_efficiency")
@@ -198,11 +201,32 @@ _ROOFLINE_KEYS = (
 )
 
 
-def _roofline_params(sec: Section, shapes: KernelShapes | None) -> RooflineParams:
-    """The pool's roofline: the serving defaults, with the shape curves its hardware profile measured
-    (``kernel_shapes``, as ``validate kernel --profile-out`` writes them) in place of the defaults' and any
-    field the pool's ``roofline:`` section sets over both."""
-    default = RooflineParams()
+def _engine_base(sec: Section, base: Path, hardware: HardwareProfile | None) -> RooflineParams | None:
+    """The pool's ``engine:`` (a built-in engine's name or a profile's path, next to the scenario first) priced
+    on its accelerator's generation (``physics.engine``); None without one (the serving defaults apply) or
+    after reporting a problem."""
+    if not sec.has("engine") or hardware is None:
+        return None
+    name = sec.string("engine")
+    if name is None:
+        return None
+    local = base / name
+    try:
+        path = local if name.endswith((".yaml", ".yml")) and local.is_file() else engine_path(name)
+        profile = load_engine_profile(path)
+    except InputError as exc:
+        for problem in exc.problems:
+            sec.checker.report((*sec.path, "engine"), problem.message)
+        return None
+    generation = load_generations().get(hardware.accelerator.key, "other")
+    return engine_params(profile, generation)
+
+
+def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: RooflineParams | None = None) -> RooflineParams:
+    """The pool's roofline: the serving defaults (or its engine's parameters), with the shape curves its
+    hardware profile measured (``kernel_shapes``, as ``validate kernel --profile-out`` writes them) in place
+    of the defaults' and any field the pool's ``roofline:`` section sets over both."""
+    default = RooflineParams() if engine is None else engine
     if shapes is not None:
         default = replace(
             default,
@@ -232,7 +256,7 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None) -> RooflineParam
     values["moe_load_skew"] = r.number("moe_load_skew", ge=0, le=MAX_MOE_LOAD_SKEW, default=default.moe_load_skew)
     expert_parallel = r.boolean("expert_parallel", default=default.expert_parallel)
     source = r.string("source", default="scenario roofline overrides") or "scenario roofline overrides"
-    checked = {k: v for k, v in values.items() if v is not None}
+    checked: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     if len(checked) < len(values) or expert_parallel is None:
         return default
     return replace(default, source=source, expert_parallel=expert_parallel, **checked)
@@ -254,7 +278,9 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
     instances = sec.number("instances", ge=1, le=MAX_INSTANCES, integer=True)
     method = sec.string("method", choices=POOL_METHODS, default="measured")
-    params = _roofline_params(sec, None if hardware is None else hardware.kernel_shapes)
+    params = _roofline_params(
+        sec, None if hardware is None else hardware.kernel_shapes, _engine_base(sec, base, hardware)
+    )
     if role == "local" and instances is not None and instances < 2:
         sec.checker.report(
             (*sec.path, "instances"),
@@ -265,6 +291,9 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         return None
     profile = hardware.find(model.key, int(gpus))
     where = (*sec.path, "hardware")
+    if method == "measured" and sec.has("engine"):
+        sec.checker.report((*sec.path, "engine"), "prices a roofline or calibrated pool; use method: roofline")
+        return None
     if method != "measured" and model.architecture is None:
         sec.checker.report(
             (*sec.path, "method"), f"'{method}' needs the model card '{model.key}' to have an architecture"

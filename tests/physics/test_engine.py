@@ -337,3 +337,48 @@ def test_kv_refuses_an_engine_for_measured_points() -> None:
         "kv", "--model", "paper-1t-hybrid", "--hardware", "h200", "--method", "measured", "--engine", "sglang"
     )
     assert result.returncode == 2 and "--engine" in result.stderr and "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------ a pool names its engine
+
+
+def _scenario_with(tmp_path: Path, local: str) -> Path:
+    text = (REPO / "workloads" / "paper-case-study-roofline.yaml").read_text()
+    old = (
+        "    method: calibrated         # the same efficiencies as H200: no H20 measurement exists to fit\n"
+        "    calibrate_from: h200\n"
+    )
+    assert old in text
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace(old, local))
+    return path
+
+
+def test_a_pool_priced_by_its_engine(tmp_path: Path) -> None:
+    """`engine: vllm` on a roofline pool prices it with vLLM's terms on the H20's generation; the pool's own
+    `roofline:` fields still override them."""
+    from prfaas_plan.io.scenario import load_scenario
+
+    scenario = load_scenario(_scenario_with(tmp_path, "    method: roofline\n    engine: vllm\n"))
+    vllm = load_named_engine("vllm")
+    params = scenario.local.roofline
+    assert params.decode_layer_overhead_s == vllm.decode_layer_overhead_s
+    assert params.overhead_s == vllm.request_overhead_s
+    assert params.gemm_efficiency("fp8") == vllm.gemm_efficiency_of("hopper", "fp8")
+    over = "    method: roofline\n    engine: vllm\n    roofline: {overhead_s: 0.5}\n"
+    assert load_scenario(_scenario_with(tmp_path, over)).local.roofline.overhead_s == 0.5
+    assert scenario.prfaas.roofline.decode_layer_overhead_s == 0.0  # no engine: the serving defaults
+
+
+@pytest.mark.parametrize(
+    ("local", "message"),
+    [
+        ("    method: roofline\n    engine: sglnag\n", r"engine.*no engine named 'sglnag'"),
+        ("    method: measured\n    engine: sglang\n", r"engine.*roofline or calibrated"),
+    ],
+)
+def test_a_bad_engine_is_named(tmp_path: Path, local: str, message: str) -> None:
+    from prfaas_plan.io.scenario import load_scenario
+
+    with pytest.raises(InputError, match=message):
+        load_scenario(_scenario_with(tmp_path, local))
