@@ -393,7 +393,7 @@ class Cluster:
                 name: acc + count * end_s
                 for name, acc, count in zip(STATES, self.exit_minus_entry, self.count, strict=True)
             },
-            egress_bin_s=config.egress_bin_s,
+            egress_bin_s=self.link.bin_s,
             egress_bin_bytes=bins,
             link_delivered_bytes=self.link.delivered_bytes,
             link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,

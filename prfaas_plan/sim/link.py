@@ -9,17 +9,23 @@ constant rate, so the next finish time is exact: now + (V_next - V) * n / B.
 
 B(t) is piecewise constant: the nominal bandwidth, or a profile of (time, bandwidth) steps. A bandwidth of
 zero (an outage) stops every transfer until it returns. The link also tallies the bytes it delivers in
-fixed time bins, for the mean and peak egress.
+fixed time bins, for the mean and peak egress. At most ``MAX_BINS`` bins are kept: a run that outlasts them
+(a link so slow that transfers take years of simulated time) has its bins merged pairwise, doubling their
+width (``bin_s``), so memory stays bounded whatever the span.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from array import array
 
 # A transfer is done when the virtual clock has passed its finish reading to within this relative tolerance
 # (the clock is advanced by floating-point products; exact equality cannot be relied on).
 _FINISH_RTOL = 1e-12
+#: The most egress bins kept (128 MiB of float64): 1 s bins cover 194 days, beyond the simulated span a
+#: study allows (``studies.simulate.MAX_HORIZON_S``), so only runs that outlast it get wider bins.
+MAX_BINS = 1 << 24
 
 
 class SharedLink:
@@ -42,7 +48,7 @@ class SharedLink:
         self._last_s = 0.0
         self._finish: list[tuple[float, int]] = []
         self._bin_s = bin_s
-        self._bin_bytes: list[float] = []
+        self._bin_bytes = array("d")
         self.delivered_bytes = 0.0
         self.busy_s = 0.0
 
@@ -59,7 +65,20 @@ class SharedLink:
     @property
     def bin_bytes(self) -> list[float]:
         """Bytes delivered in each bin [k·bin_s, (k+1)·bin_s) so far (a copy)."""
-        return list(self._bin_bytes)
+        return self._bin_bytes.tolist()
+
+    @property
+    def bin_s(self) -> float:
+        """The width of the egress bins now: the width asked for, doubled each time MAX_BINS was reached."""
+        return self._bin_s
+
+    def _coarsen(self) -> None:
+        """Merge the bins pairwise, doubling their width."""
+        old = self._bin_bytes
+        if len(old) % 2:
+            old.append(0.0)
+        self._bin_bytes = array("d", (old[k] + old[k + 1] for k in range(0, len(old), 2)))
+        self._bin_s *= 2.0
 
     def _advance(self, now_s: float) -> None:
         """Run the virtual clock (and the egress tally) from the last change up to ``now_s``."""
@@ -74,12 +93,17 @@ class SharedLink:
         self._last_s = now_s
 
     def _tally(self, start_s: float, end_s: float, rate: float) -> None:
-        bins, width = self._bin_bytes, self._bin_s
-        first, last = int(start_s // width), int(end_s // width)
-        if last > first and last * width >= end_s:
-            last -= 1  # the interval ends exactly on a bin edge: nothing falls in the next bin
+        while True:
+            width = self._bin_s
+            first, last = int(start_s // width), int(end_s // width)
+            if last > first and last * width >= end_s:
+                last -= 1  # the interval ends exactly on a bin edge: nothing falls in the next bin
+            if last < MAX_BINS:
+                break
+            self._coarsen()
+        bins = self._bin_bytes
         if last >= len(bins):
-            bins.extend([0.0] * (last + 1 - len(bins)))
+            bins.extend(array("d", bytes(8 * (last + 1 - len(bins)))))
         if first == last:
             bins[first] += (end_s - start_s) * rate
             return

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prfaas_plan.sim import link as link_module
 from prfaas_plan.sim.link import SharedLink
 from tests.conftest import examples
 
@@ -74,3 +75,26 @@ def test_bandwidth_step_and_outage() -> None:
     assert finish == pytest.approx(4.0)
     assert link.finish_due(finish) == [0]
     assert link.bin_bytes == pytest.approx([1.0, 0.0, 0.0, 3.0])
+
+
+def test_egress_bins_stay_bounded_on_a_run_of_years(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transfer that takes years of simulated time (a 1 Mbit/s link) keeps at most MAX_BINS bins: they are
+    merged pairwise, the width doubles, and no delivered byte is lost (evaluate --bandwidth-gbit-per-s 0.001
+    ran out of memory tallying one bin per simulated second)."""
+    monkeypatch.setattr(link_module, "MAX_BINS", 64)
+    link = SharedLink(bandwidth_bytes_per_s=1.0, bin_s=1.0)
+    link.start(0.0, 10.0, 0)
+    assert link.finish_due(10.0) == [0]
+    assert link.bin_s == 1.0 and link.bin_bytes == [1.0] * 10  # under the bound: one bin per second
+    link.start(10.0, 1000.0, 1)
+    assert link.finish_due(1010.0) == [1]
+    assert len(link.bin_bytes) <= 64
+    assert link.bin_s == 16.0
+    assert sum(link.bin_bytes) == pytest.approx(1010.0)
+    assert link.bin_bytes[0] == pytest.approx(16.0) and link.bin_bytes[-1] == pytest.approx(1010.0 - 63 * 16.0)
+
+
+def test_the_default_bound_keeps_one_second_bins_for_every_span_a_study_allows() -> None:
+    from prfaas_plan.studies.simulate import MAX_HORIZON_S
+
+    assert link_module.MAX_BINS * 1.0 >= MAX_HORIZON_S
