@@ -16,8 +16,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Keys whose values are wall-clock times or paths of a run, not answers.
-VOLATILE = {"elapsed_s", "wall_s", "seconds", "output", "path", "directory"}
+# Keys whose values are wall-clock times or rates, or absolute paths of a run, not answers.
+VOLATILE = {
+    "elapsed_s",
+    "wall_s",
+    "seconds",
+    "output",
+    "path",
+    "directory",
+    "scenario_file",
+    "events_per_s",
+    "requests_per_s",
+}
 
 COMMANDS: dict[str, list[str]] = {
     "optimize": ["optimize", "--json"],
@@ -28,12 +38,30 @@ COMMANDS: dict[str, list[str]] = {
     "optimize-load-verify": ["optimize", "--load", "0.6", "--replications", "2", "--verify-requests", "4000", "--json"],
     "evaluate": ["evaluate", "--threshold", "19400", "--n-pd-prefill", "3", "--n-pd-decode", "5", "--json"],
     "evaluate-load": [
-        "evaluate", "--threshold", "19400", "--n-pd-prefill", "3", "--n-pd-decode", "5", "--load", "0.5",
-        "--no-verify", "--json",
+        "evaluate",
+        "--threshold",
+        "19400",
+        "--n-pd-prefill",
+        "3",
+        "--n-pd-decode",
+        "5",
+        "--load",
+        "0.5",
+        "--no-verify",
+        "--json",
     ],
     "kv": ["kv", "--model", "paper-1t-hybrid", "--hardware", "h200", "--length", "32768", "--json"],
     "kv-roofline": [
-        "kv", "--model", "qwen3.5-397b-a17b", "--hardware", "h100", "--method", "roofline", "--length", "8192", "--json",
+        "kv",
+        "--model",
+        "qwen3.5-397b-a17b",
+        "--hardware",
+        "h100",
+        "--method",
+        "roofline",
+        "--length",
+        "8192",
+        "--json",
     ],
     "simulate": ["simulate", "--load", "0.6", "--requests", "4000", "--json"],
     "simulate-example": ["simulate", "example-annotated", "--requests", "3000", "--json"],

@@ -1,6 +1,6 @@
 """The longest functions of the package (lines from ``def`` to the end of the body): the house's size check.
 
-    python3 tests/golden/longest.py [N]
+python3 tests/golden/longest.py [N]
 """
 
 from __future__ import annotations
