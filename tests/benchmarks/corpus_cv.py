@@ -64,10 +64,60 @@ def case_of(m: CorpusMeasurement, generations: dict[str, str]) -> CorpusCase:
     )
 
 
-def study(corpus: Path = CORPUS) -> dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]:
-    """Per engine: its profile as shipped, the fit on all its measurements and every held-out point."""
+def paper_cases(generations: dict[str, str]) -> list[CorpusCase]:
+    """The paper's Table 3 (SGLang v0.5.9 on 8xH200, five public models, batch-1 prefill latencies recovered
+    from its KV throughputs: hardware_profiles/serving/defaults.yaml) as SGLang measurements of one source,
+    ``prfaas-paper-table3``; the cards' dtypes as published. Table 5 (in-house vLLM, an inferred card) is left
+    out: it is neither SGLang nor a public model."""
+    from tests.benchmarks.serving_roofline import TABLE5_MODEL, load_defaults, load_observations
+
+    out = []
+    for obs in load_observations(load_defaults()):
+        if obs.model == TABLE5_MODEL:
+            continue
+        for length, seconds in zip(obs.lengths_tokens, obs.measured_s, strict=True):
+            m = CorpusMeasurement(
+                id=f"prfaas-paper-table3-{obs.model}-{length / 1000:g}k",
+                source=PAPER_SOURCE,
+                engine="sglang",
+                engine_version="0.5.9",
+                model=obs.model,
+                hardware=obs.instance.accelerator.key,
+                gpus=obs.instance.gpus,
+                tensor_parallel=obs.instance.gpus,
+                expert_parallel=1,
+                weights_dtype=obs.arch.dtypes.weights,
+                kv_dtype=obs.arch.dtypes.kv_cache,
+                cuda_graphs=True,
+                phase="prefill",
+                batch=1,
+                tokens=length,
+                measured_s=seconds,
+                metric="single-request prefill latency, S_kv / Phi_kv of Table 3",
+            )
+            out.append(
+                CorpusCase(
+                    measurement=m,
+                    arch=obs.arch,
+                    instance=obs.instance,
+                    generation=generations.get(m.hardware, "other"),
+                )
+            )
+    return out
+
+
+PAPER_SOURCE = "prfaas-paper-table3"
+
+
+def study(
+    corpus: Path = CORPUS, *, with_paper: bool = True
+) -> dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]:
+    """Per engine: its profile as shipped, the fit on all its measurements (SGLang's with the paper's Table 3
+    unless ``with_paper`` is false) and every held-out point."""
     generations = load_generations()
     cases = [case_of(m, generations) for m in load_corpus(corpus)]
+    if with_paper:
+        cases += paper_cases(generations)
     out = {}
     for key in ENGINES:
         mine = [c for c in cases if c.measurement.engine == key]

@@ -1,10 +1,12 @@
 """The engine profiles against the public measurement corpus (tests/benchmarks/corpus_cv.py prints every point).
 
 The fitted terms in hardware_profiles/serving/engines/*.yaml must be what a refit of the corpus gives (run
-`python3 tests/benchmarks/corpus_cv.py --write` after the corpus changes), fitted on exactly the corpus ids they
-name. The cross-validated error is the held-out one (leave-one-source-out); the bounds asserted are loose guards
-around what it gave when written (median factors 1.05-1.57 per engine and phase, 93 % of 43 points within 2x),
-not targets.
+`python3 tests/benchmarks/corpus_cv.py --write` after the corpus changes), fitted on exactly the ids they name.
+SGLang's fit includes the paper's Table 3 (source prfaas-paper-table3). The cross-validated error is the held-out
+one (leave-one-source-out). When written (70 points, 11 sources): held-out median factor 1.19-2.40 per engine and
+phase, 63 % of points within 2x overall, short of the issue's targets (1.3x, 90 %); the bounds asserted are loose
+guards around those figures, not targets. Table 3 by the SGLang profile is in-sample (median 1.20, worst 1.50);
+Table 5 (in-house vLLM, not fitted by any engine) is out of sample (0.93-1.13).
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ def test_held_out_error_per_engine_and_phase(results: Results) -> None:
             ratios = [p.ratio for p in points if p.phase == phase]
             if ratios:
                 median, within = factor_stats(ratios)
-                assert median < 2.0 and within >= 0.6, (key, phase, median, within)
+                assert median < 3.0 and within >= 0.3, (key, phase, median, within)
                 every += ratios
     median, within = factor_stats(every)
-    assert median < 1.5 and within >= 0.8, (median, within)
+    assert median < 2.2 and within >= 0.5, (median, within)
     assert np.all(np.isfinite(every))
 
 
@@ -54,3 +56,25 @@ def test_report_lists_every_point(results: Results) -> None:
     text = markdown(results)
     n = sum(len(points) for _, _, points in results.values())
     assert text.count("\n| ") >= n and "## Every point" in text
+
+
+def test_sglang_profile_reproduces_tables_3_and_5() -> None:
+    """The SGLang profile on the paper's points (8xH200): Table 3 (fitted: in-sample) median factor within 1.3
+    and every cell within 2x; Table 5 (the 1T hybrid, fitted by no engine) within 2x."""
+    from prfaas_plan.io.engine_profile import load_named_engine
+    from prfaas_plan.physics.engine import engine_params
+    from prfaas_plan.physics.prefill import prefill_seconds
+    from tests.benchmarks.serving_roofline import TABLE5_MODEL, load_defaults, load_observations
+
+    params = engine_params(load_named_engine("sglang"), "hopper")
+    table3: list[float] = []
+    table5: list[float] = []
+    for obs in load_observations(load_defaults()):
+        ratios = prefill_seconds(obs.arch, obs.instance, params, np.asarray(obs.lengths_tokens)) / np.asarray(
+            obs.measured_s
+        )
+        (table5 if obs.model == TABLE5_MODEL else table3).extend(ratios)
+    f3, f5 = (np.exp(np.abs(np.log(np.asarray(r)))) for r in (table3, table5))
+    assert len(f3) == 20 and len(f5) == 4
+    assert float(np.median(f3)) < 1.3 and np.all(f3 < 2.0), f3
+    assert np.all(f5 < 2.0), f5
