@@ -35,8 +35,9 @@ def _finite(name: str, value: float | None, minimum: float, strict: bool) -> lis
 
 
 def check_load_options(rate: float | None, load: float | None) -> None:
-    """--rate and --load: finite, >= 0, not both (InputError naming the option)."""
-    problems = _finite("--rate", rate, 0.0, strict=False) + _finite("--load", load, 0.0, strict=False)
+    """--rate and --load: finite, > 0, not both (InputError naming the option). Zero is refused: nothing
+    arrives, so there is nothing to simulate, and the TTFT without queueing is the table's unloaded TTFT."""
+    problems = _finite("--rate", rate, 0.0, strict=True) + _finite("--load", load, 0.0, strict=True)
     if rate is not None and load is not None:
         problems.append(Problem(field="--rate/--load", message="give one of them, not both"))
     if problems:

@@ -46,7 +46,9 @@ def kernel(
         Path | None,
         typer.Option("--profile-out", help="Write the measured accelerator profile here (default: a temp dir)."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights and tokens.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the random weights and tokens.")
+    ] = 0,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Count checks (FLOPs, bytes, cache size, cache sufficiency) of reference passes against the physics, then
@@ -140,8 +142,18 @@ def _check_profile_out(path: Path) -> None:
         check_output(os.fspath(path), "--profile-out")
         return
     ancestor = next((p for p in path.parents if p.exists()), None)
-    if ancestor is None or not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+    if ancestor is None or not ancestor.is_dir() or not os.access(ancestor, os.W_OK) or not _can_make_dir(ancestor):
         raise InputError(Problem(field="--profile-out", message=f"{path}: cannot create its directory"))
+
+
+def _can_make_dir(parent: Path) -> bool:
+    """Whether a directory can be made in ``parent``, tried (and removed): permission bits do not tell, as
+    under /proc, where even root cannot make one."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".prfaas-plan-probe-", dir=parent))
+    except OSError:
+        return False
+    return True
 
 
 def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, Architecture]], Architecture]:
