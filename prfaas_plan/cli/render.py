@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -16,6 +18,64 @@ from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
 
 _DASH = "—"
+
+#: A value a table holds as data (``--format csv``): a number as a number, a name, a flag, or nothing.
+Datum = float | int | str | bool | None
+T = TypeVar("T")
+
+
+class DataTable(Table):
+    """A rich table for people (boxes, Markdown) that also holds its content as data for ``--format csv``:
+    ``data_header`` names each column with its unit (``threshold_tokens``, ``cost_usd_per_hour``) and
+    ``data_rows`` hold plain values, so that a CSV cell that is a number is written as one (no thousands
+    separators, no %, x or $ signs: fractions stay fractions, the unit is in the header)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.data_header: list[str] = []
+        self.data_rows: list[list[Datum]] = []
+
+    def add_data(self, record: Mapping[str, Datum]) -> None:
+        """Append one data row; the first row fixes the header and every later row must give the same keys."""
+        if not self.data_header:
+            self.data_header = list(record)
+        elif list(record) != self.data_header:
+            raise ValueError(f"data row keys {list(record)} differ from the header {self.data_header}")
+        self.data_rows.append(list(record.values()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quantity(Generic[T]):
+    """One row of a table whose columns are plans or deployments: the row's label and cell for people, and
+    the values it stands for as data (keys with units: one cell may show two figures, e.g. mean / P90)."""
+
+    label: str
+    text: Callable[[T], str]
+    data: Callable[[T], Mapping[str, Datum]]
+
+
+def one(key: str, value: Callable[[T], Datum]) -> Callable[[T], Mapping[str, Datum]]:
+    """The data of a row that stands for one value."""
+    return lambda item: {key: value(item)}
+
+
+def quantity_table(
+    items: Sequence[tuple[str, T]], quantities: Sequence[Quantity[T]], *, name_key: str, **table_args: Any
+) -> DataTable:
+    """A table with one row per quantity and one column per named item (for people), and, as data, one row
+    per item (its name under ``name_key``) and one column per value: CSV reads as records."""
+    table = DataTable(**table_args)
+    table.add_column("")
+    for name, _ in items:
+        table.add_column(name, justify="right")
+    for q in quantities:
+        table.add_row(q.label, *(q.text(item) for _, item in items))
+    for name, item in items:
+        record: dict[str, Datum] = {name_key: name}
+        for q in quantities:
+            record.update(q.data(item))
+        table.add_data(record)
+    return table
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
@@ -43,62 +103,163 @@ def _bottleneck(plan: PlanEvaluation) -> str:
     return plan.bottleneck + (f" (+{', '.join(extra)})" if extra else "")
 
 
-Row = tuple[str, Callable[[PlanEvaluation], str]]
+def _finite(value: float | None) -> float | None:
+    """A figure as data: None (an empty CSV cell) where the table shows a dash (no traffic: infinite)."""
+    return None if value is None or not math.isfinite(value) else value
 
 
-def _rows(base: float) -> list[Row]:
+def _quantities(base: float) -> list[Quantity[PlanEvaluation]]:
+    def gain(p: PlanEvaluation) -> float:
+        return p.throughput_req_per_s / base
+
     return [
-        ("threshold t (tokens)", _threshold),
-        ("instances PrfaaS/PD-P/PD-D", _instances),
-        ("offload fraction p", lambda p: f"{p.offload_fraction:.1%}"),
-        (
-            "l_long / l_short (tokens)",
-            lambda p: f"{_num(p.long_tokens, '{:,.0f}')} / {_num(p.short_tokens, '{:,.0f}')}",
+        Quantity(
+            label="threshold t (tokens)", text=_threshold, data=one("threshold_tokens", lambda p: p.threshold_tokens)
         ),
-        ("Θ_prfaas (req/s)", lambda p: _num(p.theta_prfaas_req_per_s)),
-        ("Θ_pd-p (req/s)", lambda p: _num(p.theta_pd_prefill_req_per_s)),
-        ("Θ_pd-d (req/s)", lambda p: _num(p.theta_pd_decode_req_per_s)),
-        ("Λ_max (req/s)", lambda p: f"[bold]{p.throughput_req_per_s:.2f}[/bold]"),
-        ("stability limit (req/s)", lambda p: _num(p.stability_limit_req_per_s)),
-        ("gain vs homogeneous", lambda p: f"{p.throughput_req_per_s / base:.2f}×"),
-        ("egress at Λ_max (Gbit/s)", lambda p: f"{p.egress_bytes_per_s / GBIT_PER_S:.1f}"),
-        ("link utilisation", lambda p: f"{p.link_utilization:.1%}"),
-        (
-            "unloaded TTFT mean/P90 (s)",
-            lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}",
+        Quantity(
+            label="instances PrfaaS/PD-P/PD-D",
+            text=_instances,
+            data=lambda p: {"n_prfaas": p.n_prfaas, "n_pd_prefill": p.n_pd_prefill, "n_pd_decode": p.n_pd_decode},
         ),
-        ("binding stage", _bottleneck),
+        Quantity(
+            label="offload fraction p",
+            text=lambda p: f"{p.offload_fraction:.1%}",
+            data=one("offload_fraction", lambda p: p.offload_fraction),
+        ),
+        Quantity(
+            label="l_long / l_short (tokens)",
+            text=lambda p: f"{_num(p.long_tokens, '{:,.0f}')} / {_num(p.short_tokens, '{:,.0f}')}",
+            data=lambda p: {"long_tokens": p.long_tokens, "short_tokens": p.short_tokens},
+        ),
+        Quantity(
+            label="Θ_prfaas (req/s)",
+            text=lambda p: _num(_finite(p.theta_prfaas_req_per_s)),
+            data=one("theta_prfaas_req_per_s", lambda p: _finite(p.theta_prfaas_req_per_s)),
+        ),
+        Quantity(
+            label="Θ_pd-p (req/s)",
+            text=lambda p: _num(_finite(p.theta_pd_prefill_req_per_s)),
+            data=one("theta_pd_prefill_req_per_s", lambda p: _finite(p.theta_pd_prefill_req_per_s)),
+        ),
+        Quantity(
+            label="Θ_pd-d (req/s)",
+            text=lambda p: _num(_finite(p.theta_pd_decode_req_per_s)),
+            data=one("theta_pd_decode_req_per_s", lambda p: _finite(p.theta_pd_decode_req_per_s)),
+        ),
+        Quantity(
+            label="Λ_max (req/s)",
+            text=lambda p: f"[bold]{p.throughput_req_per_s:.2f}[/bold]",
+            data=one("throughput_req_per_s", lambda p: p.throughput_req_per_s),
+        ),
+        Quantity(
+            label="stability limit (req/s)",
+            text=lambda p: _num(_finite(p.stability_limit_req_per_s)),
+            data=one("stability_limit_req_per_s", lambda p: _finite(p.stability_limit_req_per_s)),
+        ),
+        Quantity(
+            label="gain vs homogeneous",
+            text=lambda p: f"{gain(p):.2f}×",
+            data=one("gain_vs_homogeneous_ratio", gain),
+        ),
+        Quantity(
+            label="egress at Λ_max (Gbit/s)",
+            text=lambda p: f"{p.egress_bytes_per_s / GBIT_PER_S:.1f}",
+            data=one("egress_at_throughput_gbit_per_s", lambda p: p.egress_bytes_per_s / GBIT_PER_S),
+        ),
+        Quantity(
+            label="link utilisation",
+            text=lambda p: f"{p.link_utilization:.1%}",
+            data=one("link_utilization_fraction", lambda p: p.link_utilization),
+        ),
+        Quantity(
+            label="unloaded TTFT mean/P90 (s)",
+            text=lambda p: f"{p.ttft_unloaded_mean_s:.2f} / {p.ttft_unloaded_p90_s:.2f}",
+            data=lambda p: {
+                "ttft_unloaded_mean_s": p.ttft_unloaded_mean_s,
+                "ttft_unloaded_p90_s": p.ttft_unloaded_p90_s,
+            },
+        ),
+        Quantity(
+            label="binding stage",
+            text=_bottleneck,
+            data=lambda p: {"bottleneck": p.bottleneck, "binding_stages": " ".join(p.binding)},
+        ),
+    ]
+
+
+def _usd(value: float | None, digits: int = 2) -> str:
+    return _DASH if value is None else f"${value:,.{digits}f}"
+
+
+#: Row labels of a deployment's cost at one rate (the ``at`` entry of ``report.plans.plan_cost_dict``), the same
+#: words in every table: the hourly cost, its split, and ``optimize.cost.token_cost``'s three figures.
+def cost_quantities(rate_label: str, rate_key: str, cost: Callable[[T], Mapping[str, Any] | None]) -> list[Quantity[T]]:
+    """Rows for the cost of a deployment at one rate: USD/h, its split (GPUs, link, egress) and USD per million
+    input, output and all tokens. ``rate_label`` names the rate for people (``Λ_max``), ``rate_key`` in the data
+    (``throughput``); ``cost`` gives the deployment's ``at`` mapping (None: not priced)."""
+
+    def field(key: str) -> Callable[[T], float | None]:
+        def get(item: T) -> float | None:
+            at = cost(item)
+            return None if at is None else at[key]
+
+        return get
+
+    total, gpus, link, egress = (
+        field(k) for k in ("usd_per_hour", "gpus_usd_per_hour", "link_usd_per_hour", "egress_usd_per_hour")
+    )
+    per_in, per_out, per_all = (
+        field(k) for k in ("usd_per_million_input_tokens", "usd_per_million_output_tokens", "usd_per_million_tokens")
+    )
+    return [
+        Quantity(
+            label=f"cost at {rate_label} (USD/h)",
+            text=lambda x: _usd(total(x), 0),
+            data=one(f"cost_at_{rate_key}_usd_per_hour", total),
+        ),
+        Quantity(
+            label="  GPUs / link / egress (USD/h)",
+            text=lambda x: f"{_usd(gpus(x), 0)} / {_usd(link(x), 0)} / {_usd(egress(x), 0)}",
+            data=lambda x: {
+                f"gpus_at_{rate_key}_usd_per_hour": gpus(x),
+                f"link_at_{rate_key}_usd_per_hour": link(x),
+                f"egress_at_{rate_key}_usd_per_hour": egress(x),
+            },
+        ),
+        Quantity(
+            label=f"USD per 1M tokens at {rate_label}: input / output / all",
+            text=lambda x: f"{_num(per_in(x))} / {_num(per_out(x))} / {_num(per_all(x))}",
+            data=lambda x: {
+                f"usd_per_million_input_tokens_at_{rate_key}": per_in(x),
+                f"usd_per_million_output_tokens_at_{rate_key}": per_out(x),
+                f"usd_per_million_tokens_at_{rate_key}": per_all(x),
+            },
+        ),
     ]
 
 
 def comparison_table(
     scenario: Scenario, comparison: Comparison, *, plan_title: str = "PrfaaS-PD (optimised)", model: Any = None
-) -> Table:
-    """The plan beside homogeneous PD and naive heterogeneous PD."""
+) -> DataTable:
+    """The plan beside homogeneous PD and naive heterogeneous PD (as data: one row per plan)."""
+    from prfaas_plan.report.plans import homogeneous_shape_dict, plan_cost_dict
+
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
     bandwidth = scenario.link.bandwidth_bytes_per_s / GBIT_PER_S
-    table = Table(
+    shape = homogeneous_shape_dict(scenario)
+    titles = (plan_title, f"Homogeneous PD ({shape['instances']} × {shape['hardware']})", "Naive heterogeneous")
+    quantities = _quantities(comparison.homogeneous_pd.throughput_req_per_s)
+    costs = {id(p): plan_cost_dict(scenario, p, {"at": p.throughput_req_per_s}, model) for p in plans}
+    if all(c is not None for c in costs.values()):
+        quantities += cost_quantities("Λ_max", "throughput", lambda p: (costs[id(p)] or {}).get("at"))
+    return quantity_table(
+        list(zip(titles, plans, strict=True)),
+        quantities,
+        name_key="plan",
         title=f"{scenario.name}: {scenario.prfaas.gpus}×{scenario.prfaas.hardware_key} PrfaaS + "
         f"{scenario.local.gpus}×{scenario.local.hardware_key} local PD, {bandwidth:g} Gbit/s link",
         title_justify="left",
     )
-    from prfaas_plan.report.plans import homogeneous_shape_dict, plan_cost_dict
-
-    shape = homogeneous_shape_dict(scenario)
-    table.add_column("")
-    for title in (plan_title, f"Homogeneous PD ({shape['instances']} × {shape['hardware']})", "Naive heterogeneous"):
-        table.add_column(title, justify="right")
-    for label, cell in _rows(comparison.homogeneous_pd.throughput_req_per_s):
-        table.add_row(label, *(cell(p) for p in plans))
-    costs = [plan_cost_dict(scenario, p, {"at": p.throughput_req_per_s}, model) for p in plans]
-    if all(c is not None for c in costs):
-        at = [c["at"] for c in costs if c is not None]
-        table.add_row("cost at Λ_max (USD/h)", *(f"${a['usd_per_hour']:,.0f}" for a in at))
-        table.add_row(
-            "USD per 1M input / output tokens",
-            *(f"{_num(a['usd_per_million_input_tokens'])} / {_num(a['usd_per_million_output_tokens'])}" for a in at),
-        )
-    return table
 
 
 def provenance_note(prov: dict[str, str]) -> str:
@@ -110,13 +271,15 @@ def provenance_note(prov: dict[str, str]) -> str:
     return text
 
 
-def fit_table(curves: list[dict[str, Any]]) -> Table:
-    """Fitted or calibrated curves with each point's residual (and leave-one-out error where computed)."""
-    table = Table(title="Profile fits", title_justify="left")
+def fit_table(curves: list[dict[str, Any]]) -> DataTable:
+    """Fitted or calibrated curves with each point's residual (and leave-one-out error where computed); as
+    data, one row per point with its curve's unit, method and parameters."""
+    table = DataTable(title="Profile fits", title_justify="left")
     for col in ("curve", "provenance", "length (tokens)", "given", "fitted", "residual", "leave-one-out"):
         table.add_column(col, justify="left" if col in ("curve", "provenance") else "right")
     for curve in curves:
         unit = curve["unit"]
+        params = ", ".join(f"{k} {v:.4g}" for k, v in curve["parameters"].items())
         for i, point in enumerate(curve["points"]):
             loo = point.get("leave_one_out_relative_error")
             table.add_row(
@@ -128,15 +291,30 @@ def fit_table(curves: list[dict[str, Any]]) -> Table:
                 f"{point['residual']:+.3g} {unit} ({point['relative_residual']:+.1%})",
                 "" if loo is None else f"{point['leave_one_out']:.4g} {unit} ({loo:+.1%})",
             )
-        params = ", ".join(f"{k} {v:.4g}" for k, v in curve["parameters"].items())
+            table.add_data(
+                {
+                    "curve": curve["curve"],
+                    "provenance": curve["provenance"],
+                    "unit": unit,
+                    "length_tokens": point["length_tokens"],
+                    "given": point["given"],
+                    "fitted": point["fitted"],
+                    "residual": point["residual"],
+                    "relative_residual_fraction": point["relative_residual"],
+                    "leave_one_out": point.get("leave_one_out"),
+                    "leave_one_out_relative_error_fraction": loo,
+                    "method": curve["method"],
+                    "parameters": "; ".join(f"{k}={v!r}" for k, v in curve["parameters"].items()),
+                }
+            )
         table.add_row("", f"[dim]{curve['method']}[/dim]", "", "", "", f"[dim]{params}[/dim]", "")
         table.add_section()
     return table
 
 
-def kv_table(payload: dict[str, Any]) -> Table:
+def kv_table(payload: dict[str, Any]) -> DataTable:
     """The paper's Table 3 layout: S_kv, T_prefill and Φ_kv per length."""
-    table = Table(title=f"{payload['model']} on {payload['hardware']}", title_justify="left")
+    table = DataTable(title=f"{payload['model']} on {payload['hardware']}", title_justify="left")
     for col in ("length (tokens)", "S_kv (MiB)", "T_prefill (s)", "Φ_kv (Gbit/s)"):
         table.add_column(col, justify="right")
     for row in payload["rows"]:
@@ -145,6 +323,14 @@ def kv_table(payload: dict[str, Any]) -> Table:
             f"{row['kv_bytes'] / 2**20:,.1f}",
             f"{row['prefill_s']:.3f}",
             f"{row['kv_gbit_per_s']:.2f}",
+        )
+        table.add_data(
+            {
+                "length_tokens": row["length_tokens"],
+                "kv_mib": row["kv_bytes"] / 2**20,
+                "prefill_s": row["prefill_s"],
+                "kv_gbit_per_s": row["kv_gbit_per_s"],
+            }
         )
     return table
 
@@ -189,12 +375,30 @@ def table_as_markdown(table: Table) -> str:
     return "\n".join(out) + "\n"
 
 
+def csv_cell(value: Datum) -> str:
+    """A datum as a CSV cell: a number as a plain number (``repr``-exact, no separators or signs), nothing or a
+    non-finite number as an empty cell, a flag as true/false."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return value
+
+
 def table_as_csv(table: Table) -> str:
-    """A rich table as CSV (header row first; the title is not part of it)."""
+    """A table as CSV, header row first (the title is not part of it). A :class:`DataTable` is written from its
+    data (units in the header, plain numbers in the cells); another table from its cells as shown."""
     import csv
     import io
 
-    header, rows = table_rows(table)
+    if isinstance(table, DataTable) and table.data_header:
+        header, rows = table.data_header, [[csv_cell(v) for v in r] for r in table.data_rows]
+    else:
+        header, rows = table_rows(table)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)

@@ -14,6 +14,7 @@ from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
 from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import BandwidthKnee, Sizing
+from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.units import GBIT_PER_S
 
@@ -28,9 +29,10 @@ def _finite(value: float | None) -> float | None:
 
 
 def breakdown_to_dict(cost: CostBreakdown) -> dict[str, Any]:
-    """Hourly cost by component (USD/h)."""
+    """Hourly cost by component (USD/h): GPUs (each pool, and both), the link's fixed price, egress."""
     return {
         "total_usd_per_hour": cost.total_usd_per_hour,
+        "gpus_usd_per_hour": cost.prfaas_usd_per_hour + cost.local_usd_per_hour,
         "prfaas_gpus_usd_per_hour": cost.prfaas_usd_per_hour,
         "local_gpus_usd_per_hour": cost.local_usd_per_hour,
         "link_usd_per_hour": cost.link_usd_per_hour,
@@ -39,14 +41,8 @@ def breakdown_to_dict(cost: CostBreakdown) -> dict[str, Any]:
 
 
 def tokens_to_dict(tokens: TokenCost) -> dict[str, Any]:
-    """Cost per million tokens at a rate."""
-    return {
-        "rate_req_per_s": tokens.rate_req_per_s,
-        "usd_per_hour": tokens.usd_per_hour,
-        "usd_per_million_input_tokens": _finite(tokens.usd_per_million_input_tokens),
-        "usd_per_million_output_tokens": _finite(tokens.usd_per_million_output_tokens),
-        "usd_per_million_tokens": _finite(tokens.usd_per_million_tokens),
-    }
+    """Cost per million tokens at a rate (the names of ``report.plans.token_cost_dict``)."""
+    return {"rate_req_per_s": tokens.rate_req_per_s, "usd_per_hour": tokens.usd_per_hour, **token_cost_dict(tokens)}
 
 
 def target_to_dict(target: Target) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.physics.pools import FitReport
 from prfaas_plan.physics.table3 import KvRow
+from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.throughput import StageModel
@@ -88,9 +89,11 @@ def plan_cost_dict(
         out[name] = {
             "rate_req_per_s": rate,
             "usd_per_hour": cost.total_usd_per_hour,
+            "gpus_usd_per_hour": cost.prfaas_usd_per_hour + cost.local_usd_per_hour,
+            "link_usd_per_hour": cost.link_usd_per_hour,
+            "egress_usd_per_hour": cost.egress_usd_per_hour,
             "link_and_egress_usd_per_hour": cost.link_usd_per_hour + cost.egress_usd_per_hour,
-            "usd_per_million_input_tokens": _clean(tokens.usd_per_million_input_tokens),
-            "usd_per_million_output_tokens": _clean(tokens.usd_per_million_output_tokens),
+            **token_cost_dict(tokens),
         }
     return out
 
