@@ -96,7 +96,11 @@ def case_params(case: CorpusCase, engine: EngineProfile, base: RooflineParams | 
     says they were off, expert parallelism)."""
     m = case.measurement
     return engine_params(
-        engine, case.generation, cuda_graphs=m.cuda_graphs is not False, expert_parallel=m.expert_parallel > 1, base=base
+        engine,
+        case.generation,
+        cuda_graphs=m.cuda_graphs is not False,
+        expert_parallel=m.expert_parallel > 1,
+        base=base,
     )
 
 
