@@ -240,7 +240,7 @@ def test_sized_deployment_meets_its_target_in_the_planner_and_in_simulation(
     paper_model: StageModel, paper_scenario: Scenario
 ) -> None:
     from prfaas_plan.studies.closed_form import Traffic
-    from prfaas_plan.studies.verify import check_loaded
+    from prfaas_plan.studies.verify import VerifyOptions, check_loaded
 
     target = Target(rate_req_per_s=1.0, ttft_slo_s=6.0)
     d = size(paper_model, PRICES, target, bandwidths_bytes_per_s=LINKS, homogeneous=False, **SMALL).prfaas_pd
@@ -256,13 +256,14 @@ def test_sized_deployment_meets_its_target_in_the_planner_and_in_simulation(
         d.n_pd_decode,
         target.rate_req_per_s,
         Traffic(output_lengths=paper_scenario.traffic.output_length),
-        replications=3,
-        requests=6000,
+        options=VerifyOptions(replications=3, requests=6000, max_requests=60_000),
+        slo_s=target.ttft_slo_s,
     )
-    assert check.simulated is not None
+    assert check.simulated is not None and check.decision is not None
     p90 = check.simulated.figures["overall"]["p90"]
     # The SLO holds in simulation within the simulation's own 95 % interval.
     assert p90.value - (p90.half_width if math.isfinite(p90.half_width) else 0.0) <= target.ttft_slo_s
+    assert check.decision.verdict != "misses"
 
 
 def test_cost_never_falls_when_the_target_rises(paper_model: StageModel) -> None:

@@ -189,7 +189,7 @@ def _loaded_fields(scenario: Scenario, model: Any, plan: Any, options: SweepOpti
     """The best plan at ``load_fraction`` of its Λ_max: closed-form overall P90 TTFT and, with ``verify``,
     the simulated one with its 95 % half-width and the percentiles where the two disagree."""
     from prfaas_plan.studies.closed_form import Traffic
-    from prfaas_plan.studies.verify import check_loaded
+    from prfaas_plan.studies.verify import VerifyOptions, check_loaded
 
     assert options.load_fraction is not None
     rate = options.load_fraction * plan.throughput_req_per_s
@@ -200,10 +200,9 @@ def _loaded_fields(scenario: Scenario, model: Any, plan: Any, options: SweepOpti
         plan.n_pd_decode,
         rate,
         Traffic(output_lengths=scenario.traffic.output_length),
-        verify=options.verify,
-        replications=options.replications,
-        requests=options.requests,
-        seed=options.seed,
+        options=VerifyOptions(
+            verify=options.verify, replications=options.replications, requests=options.requests, seed=options.seed
+        ),
     )
     simulated = None if check.simulated is None else check.simulated.figures.get("overall", {}).get("p90")
     return {

@@ -20,7 +20,7 @@ import numpy as np
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize import Comparison, GoodputComparison, compare, compare_goodput
-from prfaas_plan.optimize.carrier import Carried
+from prfaas_plan.optimize.carrier import Carried, Deployment
 from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, unit_prices
 from prfaas_plan.optimize.economics import CostComparison, cost_comparison
 from prfaas_plan.optimize.headroom import Failure, Tornado, n_minus_one, tornado
@@ -68,12 +68,9 @@ MATRIX_LOCAL = ("h20", "h100")
 #: The given deployment's neighbours on the cost-goodput plane: (ΔN_prfaas, ΔN_local), same hardware and link.
 #: Each costs one goodput search (about 0.5-1 s).
 FRONTIER_NEIGHBOURS = ((-1, 0), (1, 0), (2, 0), (0, -2), (0, 2), (1, 2), (2, 4))
-#: Simulated realisations of the sized deployment's P90 TTFT check, and requests in each (the review
-#: simulates its own ``--verify-requests`` instead).
-SIZING_CHECK_REPLICATIONS = 3
-SIZING_CHECK_REQUESTS = 20_000
-#: How ``sizing_part`` checks the sized deployment unless told otherwise (the ``size`` command's check).
-SIZING_CHECK = VerifyOptions(replications=SIZING_CHECK_REPLICATIONS, requests=SIZING_CHECK_REQUESTS)
+#: How ``sizing_part`` checks the sized deployments unless told otherwise: the ``size`` command's check and the
+#: review's default (``ReviewOptions.verify``), so that both report the same check for the same deployment.
+SIZING_CHECK = VerifyOptions()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +83,7 @@ class ReviewOptions:
     tornado. ``tornado_step``: relative move of each input in it.
     """
 
-    verify: VerifyOptions = field(default_factory=lambda: VerifyOptions(replications=5, requests=10_000))
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
     quick: bool = False
     matrix: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     sensitivity: bool = True
@@ -143,7 +140,8 @@ class LoadCurve:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Loaded:
-    """The plan and both baselines at one offered load (``check_plans``; only the plan is simulated)."""
+    """The plan and both baselines at one offered load (``check_plans``: every plan simulated, on common
+    random numbers)."""
 
     basis: str
     checks: Mapping[str, LoadedCheck]
@@ -152,12 +150,15 @@ class Loaded:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SizingPart:
     """Sizing to the target: the cheapest deployments, the scenario's own deployment's largest rate within the
-    SLO, the link sizes' effect on the sized deployment, and its P90 TTFT at the target by simulation."""
+    SLO, the link sizes' effect on the sized deployment, and the TTFT quantile at the target of the sized
+    PrfaaS-PD deployment (``check``) and of the sized homogeneous PD (``baseline_check``), by simulation
+    checked against the SLO (``sized_check``)."""
 
     sizing: Sizing
     own: Carried
     knee: BandwidthKnee | None
     check: LoadedCheck | None
+    baseline_check: LoadedCheck | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,11 +276,7 @@ def load_curve(model: StageModel, comparison: Comparison, traffic: Traffic, opti
             plan.n_pd_decode,
             fraction * lam,
             traffic,
-            verify=simulate,
-            replications=verify.replications,
-            requests=verify.requests,
-            seed=verify.seed,
-            tolerance=verify.tolerance,
+            options=replace(verify, verify=simulate),
         )
 
     closed = tuple(at(f, False) for f in CURVE_FRACTIONS)
@@ -288,10 +285,17 @@ def load_curve(model: StageModel, comparison: Comparison, traffic: Traffic, opti
 
 
 def loaded(
-    model: StageModel, comparison: Comparison, traffic: Traffic, target: Target | None, options: VerifyOptions
+    model: StageModel,
+    comparison: Comparison,
+    traffic: Traffic,
+    target: Target | None,
+    options: VerifyOptions,
+    ttft_slo_s: float | None = None,
 ) -> Loaded:
     """The plan and both baselines at the target rate (all at one rate), or each at ``DEFAULT_LOAD_FRACTION``
-    of its own Λ_max when there is no target; only the plan is simulated."""
+    of its own Λ_max when there is no target; every plan simulated on the same workloads (``verify_plans``)
+    and, with an SLO (the target's, else ``ttft_slo_s``), checked against it until decided or the budget
+    ends."""
     plans = {
         "plan": comparison.plan,
         "homogeneous_pd": comparison.homogeneous_pd,
@@ -306,7 +310,9 @@ def loaded(
         rate = target.rate_req_per_s if target is not None else DEFAULT_LOAD_FRACTION * plan.throughput_req_per_s
         t = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
         specs[key] = (plan.n_prfaas, t, plan.n_pd_prefill, plan.n_pd_decode, rate)
-    checks = check_plans(model, specs, traffic, options)
+    slo = target.ttft_slo_s if target is not None else ttft_slo_s
+    quantile = target.quantile if target is not None else 0.9
+    checks = check_plans(model, specs, traffic, options, slo_s=slo, quantile=quantile)
     return Loaded(basis=basis, checks=checks)
 
 
@@ -353,7 +359,7 @@ def sizing_part(
         decode_service_scv=decode_service_scv,
     )
     best = sizing.prfaas_pd
-    knee = check = None
+    knee = check = baseline_check = None
     if best is not None:
         sized = replace(
             model, n_prfaas=best.n_prfaas, n_local=best.n_local, link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s
@@ -365,19 +371,32 @@ def sizing_part(
         )
         knee = bandwidth_knee(sized, [*links, best.bandwidth_bytes_per_s], prices)
         if verify.verify and best.threshold_tokens is not None:
-            check = check_loaded(
-                sized,
-                best.threshold_tokens,
-                best.n_pd_prefill,
-                best.n_pd_decode,
-                target.rate_req_per_s,
-                traffic,
-                replications=verify.replications,
-                requests=verify.requests,
-                seed=verify.seed,
-                tolerance=verify.tolerance,
-            )
-    return SizingPart(sizing=sizing, own=own, knee=knee, check=check)
+            check = sized_check(sized, best, target, traffic, verify)
+    homog = sizing.homogeneous_pd
+    if verify.verify and homog is not None:
+        alone = replace(model, n_prfaas=0, n_local=homog.n_local)
+        baseline_check = sized_check(alone, homog, target, traffic, verify)
+    return SizingPart(sizing=sizing, own=own, knee=knee, check=check, baseline_check=baseline_check)
+
+
+def sized_check(
+    model: StageModel, deployment: Deployment, target: Target, traffic: Traffic, options: VerifyOptions
+) -> LoadedCheck:
+    """A sized deployment's TTFT quantile at the target rate, simulated and checked against the target's SLO
+    until decided or the budget ends (``verify_plans``: the one path ``size`` and ``review`` share, so the
+    same deployment gets the same check). ``model`` is the deployment's (its pools and link)."""
+    t = deployment.threshold_tokens if deployment.threshold_tokens is not None else model.lengths.upper_tokens
+    return check_loaded(
+        model,
+        t,
+        deployment.n_pd_prefill,
+        deployment.n_pd_decode,
+        target.rate_req_per_s,
+        traffic,
+        options=options,
+        slo_s=target.ttft_slo_s,
+        quantile=target.quantile,
+    )
 
 
 def _priced_point(
@@ -551,7 +570,7 @@ def review(
     fig5b = threshold_sweep(model, plan.n_pd_prefill, target.rate_req_per_s if target is not None else None)
     timings["plan"] = time.perf_counter() - start
 
-    at_load = part("loaded", lambda: loaded(model, comparison, traffic, target, options.verify))
+    at_load = part("loaded", lambda: loaded(model, comparison, traffic, target, options.verify, ttft_slo_s))
     curve = part("load_curve", lambda: load_curve(model, comparison, traffic, options))
     assert at_load is not None and curve is not None
     goodput = part(
@@ -575,7 +594,7 @@ def review(
             traffic,
             decode_service_scv=scv,
             resolution_tokens=options.resolution_tokens,
-            verify=replace(options.verify, replications=SIZING_CHECK_REPLICATIONS),
+            verify=options.verify,
         ),
         why_not["sizing"],
     )

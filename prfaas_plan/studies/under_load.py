@@ -18,7 +18,7 @@ from prfaas_plan.throughput import StageModel
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnderLoad:
     """What ``--rate``/``--load``/``--curve`` asked for: every plan at one load (``checks``: closed form, its
-    validity and, for the plan, the simulation beside it), and the plan's curve with each point's validity."""
+    validity and the simulation beside it), and the plan's curve with each point's validity."""
 
     checks: dict[str, LoadedCheck] | None
     curve: list[LoadedTtft] | None
@@ -28,7 +28,7 @@ class UnderLoad:
 
     @property
     def loaded(self) -> dict[str, LoadedTtft] | None:
-        """The closed-form figures of each plan."""
+        """The closed-form figures of each plan (``LoadedCheck.answer`` gives the figure presented)."""
         return None if self.checks is None else {k: c.closed for k, c in self.checks.items()}
 
 
@@ -42,9 +42,12 @@ def under_load(
     traffic: Traffic | None = None,
     options: VerifyOptions | None = None,
     trace_label: str | None = None,
+    ttft_slo_s: float | None = None,
 ) -> UnderLoad:
     """Score the comparison's plans under the requested load (the library calls behind the options): the
-    closed form for every plan, and the simulation beside it for the plan unless ``options.verify`` is off."""
+    closed form for every plan, and the simulation beside it for every plan (common random numbers) unless
+    ``options.verify`` is off; with ``ttft_slo_s``, each plan's P90 checked against it until decided or the
+    budget ends (``studies.verify.verify_plans``)."""
     from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
     from prfaas_plan.studies.closed_form import closed_loaded
     from prfaas_plan.studies.verify import check_plans
@@ -69,7 +72,7 @@ def under_load(
             )
             for key, plan in plans.items()
         }
-        checks = check_plans(model, args, offered, settings)
+        checks = check_plans(model, args, offered, settings, slo_s=ttft_slo_s)
         label = f"{rate:g} req/s" if rate is not None else f"{load:.0%} of each plan's Λ_max"
     points = None
     validity = None
@@ -113,7 +116,5 @@ def verified_goodput(
         evaluation.goodput.rate_req_per_s,
         evaluation.goodput.stability_limit_req_per_s,
         traffic,
-        replications=min(options.replications, 3),
-        requests=options.requests,
-        seed=options.seed,
+        options=options,
     )
