@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
@@ -90,16 +89,18 @@ def _status(loaded: LoadedTtft) -> str:
 
 
 def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) -> Table:
-    """The plan and both baselines under one load: utilisation, mean waits and TTFT percentiles."""
-    from rich.table import Table
+    """The plan and both baselines under one load: utilisation, mean waits and TTFT percentiles (as data: one
+    row per plan)."""
+    from prfaas_plan.cli.render import Quantity, one, quantity_table
 
     assert view.checks is not None and view.loaded is not None
-    table = Table(title=f"TTFT under load: {view.label}, {view.traffic_label} (closed form)", title_justify="left")
-    table.add_column("")
-    for title in (plan_title, "Homogeneous PD", "Naive heterogeneous"):
-        table.add_column(title, justify="right")
-    columns = [view.loaded[k] for k in ("plan", "homogeneous_pd", "naive_heterogeneous")]
+    keys = ("plan", "homogeneous_pd", "naive_heterogeneous")
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
+    Item = tuple[LoadedTtft, PlanEvaluation, Validity]
+    items: list[tuple[str, Item]] = [
+        (title, (view.loaded[k], p, view.checks[k].validity))
+        for title, k, p in zip((plan_title, "Homogeneous PD", "Naive heterogeneous"), keys, plans, strict=True)
+    ]
 
     def waits(x: LoadedTtft) -> str:
         if x.wait_mean_s is None:
@@ -107,31 +108,89 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
         w = x.wait_mean_s
         return f"{w['prfaas_compute']:.2f} / {w['pd_prefill']:.2f} / {w['pd_decode']:.3f}"
 
+    def wait_data(x: LoadedTtft) -> dict[str, float | None]:
+        w = x.wait_mean_s
+        return {
+            f"wait_mean_{stage}_s": None if w is None else _data(w[stage])
+            for stage in ("prfaas_compute", "pd_prefill", "pd_decode")
+        }
+
     def by_route(x: LoadedTtft, route: str) -> str:
         summary = x.by_route[route]
         return _DASH if summary is None else f"{summary.p50_s:.2f} / {summary.p90_s:.2f}"
 
-    rows = [
-        ("rate (req/s)", [f"{x.rate_req_per_s:.2f}" for x in columns]),
-        (
-            "load (% of Λ_max)",
-            [f"{x.rate_req_per_s / p.throughput_req_per_s:.0%}" for x, p in zip(columns, plans, strict=True)],
+    def route_data(x: LoadedTtft, route: str) -> dict[str, float | None]:
+        summary = x.by_route[route]
+        return {
+            f"{route}_ttft_p50_s": None if summary is None else summary.p50_s,
+            f"{route}_ttft_p90_s": None if summary is None else summary.p90_s,
+        }
+
+    quantities: list[Quantity[Item]] = [
+        Quantity(
+            label="rate (req/s)",
+            text=lambda i: f"{i[0].rate_req_per_s:.2f}",
+            data=one("rate_req_per_s", lambda i: i[0].rate_req_per_s),
         ),
-        ("stability limit (req/s)", [f"{x.stability_limit_req_per_s:.2f}" for x in columns]),
-        ("utilisation", [_utilization(x) for x in columns]),
-        ("status", [_status(x) for x in columns]),
-        ("mean wait PrfaaS/PD-P/slot (s)", [waits(x) for x in columns]),
-        ("TTFT mean/P50/P90/P99 (s)", [_percentiles(x.ttft) for x in columns]),
-        ("offloaded P50/P90 (s)", [by_route(x, "offloaded") for x in columns]),
-        ("local P50/P90 (s)", [by_route(x, "local") for x in columns]),
-        (
-            "closed form in its validated domain",
-            [_domain(view.checks[k].validity) for k in ("plan", "homogeneous_pd", "naive_heterogeneous")],
+        Quantity(
+            label="load (% of Λ_max)",
+            text=lambda i: f"{i[0].rate_req_per_s / i[1].throughput_req_per_s:.0%}",
+            data=one("load_fraction_of_throughput", lambda i: i[0].rate_req_per_s / i[1].throughput_req_per_s),
+        ),
+        Quantity(
+            label="stability limit (req/s)",
+            text=lambda i: f"{i[0].stability_limit_req_per_s:.2f}",
+            data=one("stability_limit_req_per_s", lambda i: _data(i[0].stability_limit_req_per_s)),
+        ),
+        Quantity(
+            label="utilisation",
+            text=lambda i: _utilization(i[0]),
+            data=lambda i: {f"utilization_{s}_fraction": _data(i[0].utilization[s]) for s in STAGES},
+        ),
+        Quantity(
+            label="status",
+            text=lambda i: _status(i[0]),
+            data=lambda i: {"stable": i[0].stable, "unstable_stage": i[0].unstable_stage},
+        ),
+        Quantity(label="mean wait PrfaaS/PD-P/slot (s)", text=lambda i: waits(i[0]), data=lambda i: wait_data(i[0])),
+        Quantity(
+            label="TTFT mean/P50/P90/P99 (s)",
+            text=lambda i: _percentiles(i[0].ttft),
+            data=lambda i: _ttft_data(i[0].ttft),
+        ),
+        Quantity(
+            label="offloaded P50/P90 (s)",
+            text=lambda i: by_route(i[0], "offloaded"),
+            data=lambda i: route_data(i[0], "offloaded"),
+        ),
+        Quantity(
+            label="local P50/P90 (s)", text=lambda i: by_route(i[0], "local"), data=lambda i: route_data(i[0], "local")
+        ),
+        Quantity(
+            label="closed form in its validated domain",
+            text=lambda i: _domain(i[2]),
+            data=one("closed_form_in_domain", lambda i: i[2].in_domain),
         ),
     ]
-    for label, cells in rows:
-        table.add_row(label, *cells)
-    return table
+    return quantity_table(
+        items,
+        quantities,
+        name_key="plan",
+        title=f"TTFT under load: {view.label}, {view.traffic_label} (closed form)",
+        title_justify="left",
+    )
+
+
+def _data(value: float | None) -> float | None:
+    """A figure as data: None (an empty CSV cell) where it is not finite."""
+    return None if value is None or not math.isfinite(value) else value
+
+
+def _ttft_data(summary: TtftSummary | None) -> dict[str, float | None]:
+    return {
+        f"ttft_{stat}_s": None if summary is None else getattr(summary, f"{stat}_s")
+        for stat in ("mean", "p50", "p90", "p99")
+    }
 
 
 def _domain(validity: Validity) -> str:
@@ -143,11 +202,12 @@ _KIND_LABELS = {"overall": "TTFT", "offloaded": "  offloaded", "local": "  local
 
 def verification_table(check: LoadedCheck, *, plan_title: str) -> Table:
     """The plan's TTFT by the closed form and by simulation, side by side, with their differences."""
-    from rich.table import Table
 
     assert check.simulated is not None
     sim = check.simulated
-    table = Table(
+    from prfaas_plan.cli.render import DataTable
+
+    table = DataTable(
         title=f"{plan_title} at {check.rate_req_per_s:.2f} req/s: closed form vs simulation", title_justify="left"
     )
     for header in ("", "closed form (s)", "simulated ±95% (s)", "difference"):
@@ -161,10 +221,23 @@ def verification_table(check: LoadedCheck, *, plan_title: str) -> Table:
             figure = stats[stat]
             interval = "" if math.isnan(figure.half_width) else f" ± {figure.half_width:.2f}"
             diff = _DASH
+            relative: float | None = None
+            flagged = False
             if closed is not None and figure.value > 0:
                 relative = (closed - figure.value) / figure.value
                 flagged = any(line.startswith(f"{kind} {stat.upper()}:") for line in check.disagreements)
                 diff = f"[bold red]{relative:+.0%}[/bold red]" if flagged else f"{relative:+.0%}"
+            table.add_data(
+                {
+                    "requests": kind,
+                    "statistic": stat,
+                    "closed_form_s": closed,
+                    "simulated_s": figure.value,
+                    "simulated_half_width_95_s": _data(figure.half_width),
+                    "closed_minus_simulated_over_simulated_fraction": relative,
+                    "beyond_tolerance": flagged,
+                }
+            )
             table.add_row(
                 f"{_KIND_LABELS[kind]} {stat.upper() if stat != 'mean' else 'mean'}",
                 _s(closed),
@@ -200,9 +273,10 @@ def check_notes(check: LoadedCheck) -> list[str]:
 
 def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Validity] | None = None) -> Table:
     """The plan's TTFT percentiles at 10%..95% of its Λ_max."""
-    from rich.table import Table
 
-    table = Table(
+    from prfaas_plan.cli.render import DataTable
+
+    table = DataTable(
         title=f"TTFT vs load for the plan (Λ_max {plan.throughput_req_per_s:.2f} req/s)", title_justify="left"
     )
     for col in ("load", "rate (req/s)", "status", "mean", "P50", "P90", "P99", "offloaded P90", "local P90", "domain"):
@@ -222,6 +296,18 @@ def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Va
             _s(offloaded.p90_s if offloaded else None),
             _s(local.p90_s if local else None),
             _domain(valid),
+        )
+        table.add_data(
+            {
+                "load_fraction_of_throughput": point.rate_req_per_s / plan.throughput_req_per_s,
+                "rate_req_per_s": point.rate_req_per_s,
+                "stable": point.stable,
+                "unstable_stage": point.unstable_stage,
+                **_ttft_data(ttft),
+                "offloaded_ttft_p90_s": offloaded.p90_s if offloaded else None,
+                "local_ttft_p90_s": local.p90_s if local else None,
+                "closed_form_in_domain": valid.in_domain,
+            }
         )
     return table
 
@@ -246,20 +332,17 @@ def _threshold(plan: PlanEvaluation) -> str:
 
 
 def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None) -> Table:
-    """Goodput-optimal vs throughput-optimal PrfaaS-PD and the baselines under the same TTFT SLO."""
-    from rich.table import Table
+    """Goodput-optimal vs throughput-optimal PrfaaS-PD and the baselines under the same TTFT SLO (as data: one
+    row per plan)."""
+    from prfaas_plan.cli.render import Quantity, one, quantity_table
 
     q = f"P{comparison.quantile * 100:g}"
-    table = Table(title=f"{scenario.name}: goodput under {q} TTFT <= {comparison.ttft_slo_s:g} s", title_justify="left")
-    table.add_column("")
     columns = [
         ("PrfaaS-PD (max goodput)", comparison.plan),
         ("PrfaaS-PD (max Λ_max)", comparison.throughput_plan),
         ("Homogeneous PD", comparison.homogeneous_pd),
         ("Naive heterogeneous", comparison.naive_heterogeneous),
     ]
-    for title, _ in columns:
-        table.add_column(title, justify="right")
 
     def instances(p: PlanEvaluation) -> str:
         return f"{p.n_prfaas or _DASH} / {p.n_pd_prefill or _DASH} / {p.n_pd_decode}"
@@ -270,32 +353,87 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: Good
         stage = max(STAGES, key=lambda s: e.utilization_at_goodput[s])
         return f"{_STAGE_LABELS[stage]} {e.utilization_at_goodput[stage]:.0%}"
 
-    rows: list[tuple[str, Callable[[GoodputEvaluation], str]]] = [
-        ("threshold t (tokens)", lambda e: _threshold(e.plan)),
-        ("instances PrfaaS/PD-P/PD-D", lambda e: instances(e.plan)),
-        ("offload fraction p", lambda e: f"{e.plan.offload_fraction:.1%}"),
-        ("Λ_max (req/s)", lambda e: f"{e.plan.throughput_req_per_s:.2f}"),
-        ("stability limit (req/s)", lambda e: f"{e.goodput.stability_limit_req_per_s:.2f}"),
-        (
-            f"goodput at {q} <= {comparison.ttft_slo_s:g} s (req/s)",
-            lambda e: f"[bold]{e.goodput.rate_req_per_s:.2f}[/bold]",
+    def busiest_data(e: GoodputEvaluation) -> dict[str, str | float | None]:
+        if e.goodput.rate_req_per_s <= 0:
+            return {"busiest_stage_at_goodput": None, "busiest_stage_utilization_fraction": None}
+        stage = max(STAGES, key=lambda s: e.utilization_at_goodput[s])
+        return {
+            "busiest_stage_at_goodput": stage,
+            "busiest_stage_utilization_fraction": e.utilization_at_goodput[stage],
+        }
+
+    def simulated(e: GoodputEvaluation) -> str:
+        if check is None or e is not comparison.plan:
+            return _DASH
+        return f"[bold]{check.simulated_rate_req_per_s:.2f}[/bold] ({check.relative_difference:+.0%} closed form)"
+
+    def simulated_data(e: GoodputEvaluation) -> dict[str, float | None]:
+        mine = check is not None and e is comparison.plan
+        return {
+            "goodput_simulated_req_per_s": check.simulated_rate_req_per_s if mine and check else None,
+            "goodput_closed_minus_simulated_fraction": check.relative_difference if mine and check else None,
+        }
+
+    quantities: list[Quantity[GoodputEvaluation]] = [
+        Quantity(
+            label="threshold t (tokens)",
+            text=lambda e: _threshold(e.plan),
+            data=one("threshold_tokens", lambda e: e.plan.threshold_tokens),
         ),
-        ("goodput / Λ_max", lambda e: f"{e.goodput.rate_req_per_s / e.plan.throughput_req_per_s:.0%}"),
-        ("limited by", lambda e: e.goodput.limited_by),
-        (
-            "goodput simulated (req/s)",
-            lambda e: (
-                _DASH
-                if check is None or e is not comparison.plan
-                else f"[bold]{check.simulated_rate_req_per_s:.2f}[/bold] ({check.relative_difference:+.0%} closed form)"
-            ),
+        Quantity(
+            label="instances PrfaaS/PD-P/PD-D",
+            text=lambda e: instances(e.plan),
+            data=lambda e: {
+                "n_prfaas": e.plan.n_prfaas,
+                "n_pd_prefill": e.plan.n_pd_prefill,
+                "n_pd_decode": e.plan.n_pd_decode,
+            },
         ),
-        ("busiest stage at goodput", busiest),
-        ("unloaded TTFT P90 (s)", lambda e: f"{e.plan.ttft_unloaded_p90_s:.2f}"),
+        Quantity(
+            label="offload fraction p",
+            text=lambda e: f"{e.plan.offload_fraction:.1%}",
+            data=one("offload_fraction", lambda e: e.plan.offload_fraction),
+        ),
+        Quantity(
+            label="Λ_max (req/s)",
+            text=lambda e: f"{e.plan.throughput_req_per_s:.2f}",
+            data=one("throughput_req_per_s", lambda e: e.plan.throughput_req_per_s),
+        ),
+        Quantity(
+            label="stability limit (req/s)",
+            text=lambda e: f"{e.goodput.stability_limit_req_per_s:.2f}",
+            data=one("stability_limit_req_per_s", lambda e: _data(e.goodput.stability_limit_req_per_s)),
+        ),
+        Quantity(
+            label=f"goodput at {q} <= {comparison.ttft_slo_s:g} s (req/s)",
+            text=lambda e: f"[bold]{e.goodput.rate_req_per_s:.2f}[/bold]",
+            data=one("goodput_req_per_s", lambda e: e.goodput.rate_req_per_s),
+        ),
+        Quantity(
+            label="goodput / Λ_max",
+            text=lambda e: f"{e.goodput.rate_req_per_s / e.plan.throughput_req_per_s:.0%}",
+            data=one("goodput_over_throughput_ratio", lambda e: e.goodput.rate_req_per_s / e.plan.throughput_req_per_s),
+        ),
+        Quantity(
+            label="limited by",
+            text=lambda e: e.goodput.limited_by,
+            data=one("limited_by", lambda e: e.goodput.limited_by),
+        ),
+        Quantity(label="goodput simulated (req/s)", text=simulated, data=simulated_data),
+        Quantity(label="busiest stage at goodput", text=busiest, data=busiest_data),
+        Quantity(
+            label="unloaded TTFT P90 (s)",
+            text=lambda e: f"{e.plan.ttft_unloaded_p90_s:.2f}",
+            data=one("ttft_unloaded_p90_s", lambda e: e.plan.ttft_unloaded_p90_s),
+        ),
     ]
-    for label, cell in rows:
-        table.add_row(label, *(cell(e) for _, e in columns))
-    return table
+    return quantity_table(
+        columns,
+        quantities,
+        name_key="plan",
+        title=f"{scenario.name}: goodput under {q} TTFT <= {comparison.ttft_slo_s:g} s",
+        title_justify="left",
+    )
 
 
 def goodput_note(comparison: GoodputComparison, check: GoodputCheck | None = None) -> str:
