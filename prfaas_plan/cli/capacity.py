@@ -19,6 +19,26 @@ ScenarioArg = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+#: The budget of a sequential simulation check (``studies.verify``): replications are added one at a time until
+#: the SLO lies outside the interval, or one of these ends.
+VerifyMaxRequestsOpt = Annotated[
+    int,
+    typer.Option(
+        "--verify-max-requests",
+        min=1000,
+        max=100_000_000,
+        help="Budget of a simulation check: requests simulated in all before it says 'undecided within budget'.",
+    ),
+]
+VerifyMaxSecondsOpt = Annotated[
+    float,
+    typer.Option(
+        "--verify-max-s",
+        min=0.0,
+        max=86_400.0,
+        help="Budget of a simulation check: seconds before it says 'undecided within budget'.",
+    ),
+]
 
 #: Link sizes listed in the ``size`` command's knee table beside the sized link (Gbit/s): a fixed decade
 #: grid, so that the table spans the same range whatever link sizes the price list offers.
@@ -115,8 +135,14 @@ def size(
     ] = None,
     verify: Annotated[
         bool,
-        typer.Option("--verify/--no-verify", help="Simulate the sized deployment at the target rate (P90 TTFT)."),
+        typer.Option(
+            "--verify/--no-verify",
+            help="Simulate the sized deployments at the target rate until the P90 TTFT's interval is on one side "
+            "of the SLO (or the budget ends).",
+        ),
     ] = True,
+    verify_max_requests: VerifyMaxRequestsOpt = 1_000_000,
+    verify_max_s: VerifyMaxSecondsOpt = 60.0,
     json_output: JsonOpt = False,
 ) -> None:
     """The cheapest deployment (PrfaaS instances, local instances, link, threshold and split) that carries a
@@ -153,7 +179,7 @@ def size(
             max_local=max_local,
             resolution_tokens=SIZING_RESOLUTION_TOKENS,
             knee_bandwidths_bytes_per_s=[g * GBIT_PER_S for g in KNEE_GRID_GBIT_PER_S],
-            verify=replace(SIZING_CHECK, verify=verify),
+            verify=replace(SIZING_CHECK, verify=verify, max_requests=verify_max_requests, max_wall_s=verify_max_s),
         )
         payload = size_to_dict(spec, part)
         if part.sizing.prfaas_pd is None and part.sizing.homogeneous_pd is None:

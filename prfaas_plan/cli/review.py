@@ -7,7 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.capacity import JsonOpt, ScenarioArg, hardware_names, target_option
+from prfaas_plan.cli.capacity import (
+    JsonOpt,
+    ScenarioArg,
+    VerifyMaxRequestsOpt,
+    VerifyMaxSecondsOpt,
+    hardware_names,
+    target_option,
+)
 from prfaas_plan.cli.common import check_finite, emit, handled
 
 
@@ -29,11 +36,16 @@ def review(
         typer.Option("--verify/--no-verify", help="Check the closed forms by simulation (points with 95 % intervals)."),
     ] = True,
     replications: Annotated[
-        int, typer.Option("--replications", min=2, max=100, help="Simulated realisations per check.")
-    ] = 5,
+        int,
+        typer.Option(
+            "--replications", min=2, max=100, help="Simulated realisations per check before adding them one at a time."
+        ),
+    ] = 3,
     verify_requests: Annotated[
         int, typer.Option("--verify-requests", min=1000, max=1_000_000, help="Requests per simulated realisation.")
-    ] = 10_000,
+    ] = 20_000,
+    verify_max_requests: VerifyMaxRequestsOpt = 1_000_000,
+    verify_max_s: VerifyMaxSecondsOpt = 60.0,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the simulated workloads.")] = 0,
     rate: Annotated[float | None, typer.Option("--rate", help="Target rate, req/s (default: the scenario's).")] = None,
     ttft_p90_s: Annotated[
@@ -80,7 +92,14 @@ def review(
         target = target_option(spec, rate, ttft_p90_s) if rate is not None or spec.target is not None else None
         slo = target.ttft_slo_s if target is not None else ttft_p90_s if ttft_p90_s is not None else spec.slo.ttft_p90_s
         options = ReviewOptions(
-            verify=VerifyOptions(verify=verify, replications=replications, requests=verify_requests, seed=seed),
+            verify=VerifyOptions(
+                verify=verify,
+                replications=replications,
+                requests=verify_requests,
+                seed=seed,
+                max_requests=verify_max_requests,
+                max_wall_s=verify_max_s,
+            ),
             quick=quick,
             matrix=pairs,
             sensitivity=sensitivity,

@@ -137,16 +137,23 @@ def size_to_dict(scenario: Scenario, part: SizingPart) -> dict[str, Any]:
         payload["simulation_check"] = (
             None if part.check is None else sizing_check_to_dict(part.check, part.sizing.target)
         )
+    if part.sizing.homogeneous_pd is not None:
+        payload["homogeneous_pd_simulation_check"] = (
+            None if part.baseline_check is None else sizing_check_to_dict(part.baseline_check, part.sizing.target)
+        )
     return payload
 
 
 def sizing_check_to_dict(check: LoadedCheck, target: Target) -> dict[str, Any] | None:
     """The sized deployment's P90 TTFT at the target rate, closed form and simulation (95 % interval), with
     ``simulation_verdict`` against the SLO; None when it was not simulated (an unstable closed form)."""
+    from prfaas_plan.report.plans import decision_to_dict  # lazily: it imports the simulator
+
     if check.simulated is None:
         return None
     figure = check.simulated.figures["overall"]["p90"]
     closed = check.closed.ttft.p90_s if check.closed.ttft is not None else None
+    decision = check.decision
     return {
         "rate_req_per_s": target.rate_req_per_s,
         "closed_form_p90_s": closed,
@@ -155,6 +162,8 @@ def sizing_check_to_dict(check: LoadedCheck, target: Target) -> dict[str, Any] |
         "simulation_verdict": _verdict(figure.value, figure.half_width, target.ttft_slo_s),
         "replications": check.simulated.replications,
         "requests": check.simulated.requests,
+        "source": check.answer_source,
+        "decision": decision_to_dict(decision),
     }
 
 

@@ -12,7 +12,7 @@ from prfaas_plan.physics.pools import FitReport
 from prfaas_plan.physics.table3 import KvRow
 from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
+from prfaas_plan.studies.verify import Decision, GoodputCheck, LoadedCheck
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S, MIB
 
@@ -235,12 +235,26 @@ def validity_to_dict(validity: Validity) -> dict[str, Any]:
 
 
 def check_to_dict(check: LoadedCheck, max_throughput_req_per_s: float | None = None) -> dict[str, Any]:
-    """A plan under load: the closed form (``loaded_to_dict``'s fields), the method and its ``validity``,
-    and ``verification``: null with --no-verify, else the simulated figures with 95 % half-widths, how the
-    realisations were made, the disagreements and which figures the verdicts use."""
+    """A plan under load: ``loaded_to_dict``'s fields, where ``ttft_s`` and ``ttft_by_route_s`` are the figures
+    presented as the answer and ``source`` says whose ("simulation" where the closed form is out of its domain
+    or beyond the tolerance, else "closed form"); the closed form's always under ``closed_form_ttft_s`` and
+    ``closed_form_ttft_by_route_s``; the method and its ``validity``; ``decision`` (null without an SLO or a
+    simulation: ``decision_to_dict``); and ``verification``: null with --no-verify, else the simulated
+    figures with 95 % half-widths, how the realisations were made, the disagreements and which figures the
+    verdicts use."""
     out = loaded_to_dict(check.closed, max_throughput_req_per_s)
+    out["closed_form_ttft_s"] = out["ttft_s"]
+    out["closed_form_ttft_by_route_s"] = out["ttft_by_route_s"]
+    out["source"] = check.answer_source
+    if check.answer_source == "simulation":  # the answer presented is the simulated one; both stay above
+        out["ttft_s"] = ttft_summary_to_dict(check.answer_summary("overall"))
+        out["ttft_by_route_s"] = {
+            route: (None if check.answer_summary(route) is None else ttft_summary_to_dict(check.answer_summary(route)))
+            for route in check.closed.by_route
+        }
     out["method"] = check.method
     out["validity"] = validity_to_dict(check.validity)
+    out["decision"] = decision_to_dict(check.decision)
     sim = check.simulated
     out["verification"] = (
         None
@@ -262,6 +276,24 @@ def check_to_dict(check: LoadedCheck, max_throughput_req_per_s: float | None = N
         }
     )
     return out
+
+
+def decision_to_dict(decision: Decision | None) -> dict[str, Any] | None:
+    """A check against an SLO: the verdict ("meets", "misses", "undecided within budget"), the figure and its
+    95 % interval, replications and requests simulated, wall seconds and what stopped it."""
+    if decision is None:
+        return None
+    return {
+        "verdict": decision.verdict,
+        "figure": decision.figure,
+        "slo_s": decision.slo_s,
+        "value_s": _clean(decision.value_s),
+        "ci95_half_width_s": _clean(decision.half_width_s),
+        "replications": decision.replications,
+        "requests": decision.requests,
+        "wall_s": decision.wall_s,
+        "stopped_by": decision.stopped_by,
+    }
 
 
 def add_loaded(payload: dict[str, Any], comparison: Comparison, view: Any) -> dict[str, Any]:
