@@ -139,6 +139,10 @@ def _empirical(sec: Section, base: Path, role: str) -> dist.LengthDistribution |
             sec.checker.problems.append(problem)
         return None
     values = trace.uncached_tokens if role == "input" else trace.output_tokens
+    if not values.any():  # every length 0: no prefill (the threshold search would answer -1) or no decode
+        what = "uncached input tokens: nothing to prefill" if role == "input" else "output tokens: nothing to decode"
+        sec.checker.report((*sec.path, "trace"), f"every request of {trace_name} has 0 {what}")
+        return None
     return dist.Empirical(values=values)
 
 

@@ -25,6 +25,10 @@ def trace_model(model: StageModel, trace: Trace) -> StageModel:
     mean_output = float(np.mean(outputs))
     if not mean_output > 0:
         raise InputError(Problem(file=trace.source, message="every request has 0 output tokens: nothing to decode"))
+    if not trace.uncached_tokens.any():  # the threshold search would place t below every length: -1
+        raise InputError(
+            Problem(file=trace.source, message="every request has 0 uncached input tokens: nothing to prefill")
+        )
     scv = trace.count_dispersion()
     if not math.isfinite(scv):
         scv = trace.interarrival_scv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -261,3 +262,19 @@ def test_bad_arrival_settings_are_named(tmp_path: Path, edit: str, message: str)
     """A parameter the process does not use, or a value out of range, is an input error naming the field."""
     problems = _problems(_scenario(tmp_path, "    process: poisson ", edit))
     assert any(message in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("role", "words"), [("input_length", "nothing to prefill"), ("output_length", "nothing to decode")]
+)
+def test_an_empirical_length_from_a_trace_of_all_zeros_is_refused(tmp_path: Path, role: str, words: str) -> None:
+    """All-zero output lengths ended in ZeroDivisionError; all-zero inputs in a threshold of -1.0 tokens."""
+    rows = [{"timestamp": 100 * i, "input_length": 1000, "output_length": 100, role: 0} for i in range(50)]
+    (tmp_path / "zeros.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    text = PAPER_SCENARIO.read_text()
+    start = text.index(f"  {role}:")
+    end = text.index("  output_length:" if role == "input_length" else "  arrival:")
+    section = f"  {role}:\n    distribution: empirical\n    trace: zeros.jsonl\n"
+    (tmp_path / "s.yaml").write_text(text[:start] + section + text[end:])
+    problems = _problems(tmp_path / "s.yaml")
+    assert len(problems) == 1 and f"traffic.{role}.trace" in problems[0] and words in problems[0], problems
