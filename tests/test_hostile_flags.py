@@ -37,7 +37,7 @@ _KV = ("kv", "--model", "minimax-m2.5", "--hardware", "h200")
         (("optimize", "--no-verify", "--n-local", "1000000000"), "--n-local"),
         (("simulate", "--requests", "500", "--n-local", "1000000000"), "--n-local"),
         (("evaluate", "--no-verify", *_PLAN, "--n-prfaas", "1000000000000"), "--n-prfaas"),
-        (("optimize", "--no-verify", "--objective", "goodput", "--ttft-p90-s", "5", "--n-local", "10000"), "goodput"),
+        (("optimize", "--no-verify", "--objective", "goodput", "--ttft-p90-s", "5", "--n-local", "10001"), "--n-local"),
         (("simulate", "--requests", "2000", "--rate", "1e-9"), "span"),
         (("simulate", "--requests", "2000", "--bandwidth-gbit-per-s", "1e-9"), "--bandwidth-gbit-per-s"),
         (("optimize", "--no-verify", "--bandwidth-gbit-per-s", "1e300"), "--bandwidth-gbit-per-s"),

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from prfaas_plan.cli.capacity import cost, headroom, matrix, size
-from prfaas_plan.cli.common import check_bandwidth, check_finite, check_goodput_pools, check_instances, interruptible
+from prfaas_plan.cli.common import check_finite, interruptible
 from prfaas_plan.cli.common import emit as _emit
 from prfaas_plan.cli.common import handled as _handled
 from prfaas_plan.cli.kv import kv
@@ -135,13 +135,11 @@ SeedOpt = Annotated[
 
 
 def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
-    check_bandwidth(bandwidth)
-    from prfaas_plan.cli.common import apply_overrides
-    from prfaas_plan.io.names import resolve_scenario_path
-    from prfaas_plan.io.scenario import load_scenario
+    """The scenario with the flags that set its fields, validated by its loader (``cli.common.load_with_flags``)."""
+    from prfaas_plan.cli.common import load_with_flags
 
-    scenario = load_scenario(resolve_scenario_path(name))
-    return apply_overrides(scenario, bandwidth_gbit_per_s=bandwidth, n_prfaas=n_prfaas, n_local=n_local)
+    flags = {"--bandwidth-gbit-per-s": bandwidth, "--n-prfaas": n_prfaas, "--n-local": n_local}
+    return load_with_flags(name, flags)
 
 
 @app.command()
@@ -189,7 +187,6 @@ def optimize(
         check_finite(
             {"--resolution-tokens": resolution_tokens, "--ttft-p90-s": ttft_p90_s, "--rate": rate, "--load": load}
         )
-        check_instances({"--n-prfaas": n_prfaas, "--n-local": n_local})
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
@@ -198,7 +195,6 @@ def optimize(
         options = _verify_options(verify, replications, verify_requests, seed)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
-            check_goodput_pools(spec.prfaas.instances, spec.local.instances)
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
             check = under_load_study.verified_goodput(model, best, traffic, options)
@@ -254,7 +250,6 @@ def evaluate(
 
     with _handled(json_output):
         check_finite({"--rate": rate, "--load": load})
-        check_instances({"--n-prfaas": n_prfaas, "--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode})
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)

@@ -8,7 +8,7 @@ import math
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,23 +16,15 @@ import typer
 
 from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.units import GBIT_PER_S
 
-#: Instance counts a flag may set (--n-prfaas, --n-local, --n-pd-prefill, --n-pd-decode). The largest
-#: deployments the paper and its sources describe have hundreds of instances per pool; 10,000 leaves ample
-#: room while keeping every per-instance array (the search grids, the simulator's servers) in memory.
-MAX_INSTANCES = 10_000
-
-#: Instances per pool the goodput search accepts. Its splits are searched by branch and bound and Erlang C costs
-#: the same for any pool, so time and memory barely grow with the pool (tests/benchmarks/scale.py, paper
-#: scenario: `optimize --objective goodput` without its simulation takes 1.3 s and 75 MiB at 2,000 instances
-#: per pool, 1.1 s and 80 MiB at 5,000). The cap is half of MAX_INSTANCES because the homogeneous baseline
-#: merges both pools into one: with 8 GPUs per instance in both, that pool stays within MAX_INSTANCES too.
-MAX_GOODPUT_INSTANCES = MAX_INSTANCES // 2
-
-#: Range of --bandwidth-gbit-per-s: 1 Mbit/s to 1 Pbit/s. Outside it the link is no datacenter link: below,
-#: one KV cache takes hours to move; above, squared transfer times underflow in the queueing formulas.
-BANDWIDTH_RANGE_GBIT_PER_S = (1e-3, 1e6)
+#: The flags that set a field of the scenario, and the field each sets: they are edits of the scenario document
+#: validated by the scenario loader (``io.overrides``), with its checks and limits (``io.limits``), and a
+#: problem with one names the flag.
+SCENARIO_FLAGS: dict[str, tuple[str, ...]] = {
+    "--bandwidth-gbit-per-s": ("deployment", "link", "bandwidth_gbit_per_s"),
+    "--n-prfaas": ("deployment", "prfaas", "instances"),
+    "--n-local": ("deployment", "local", "instances"),
+}
 
 
 class Interrupted(BaseException):
@@ -79,50 +71,6 @@ def check_finite(values: dict[str, float | None]) -> None:
         Problem(field=flag, message=f"must be a finite number, got {value}")
         for flag, value in values.items()
         if value is not None and not math.isfinite(value)
-    ]
-    if problems:
-        raise InputError(problems)
-
-
-def check_bandwidth(bandwidth_gbit_per_s: float | None) -> None:
-    """Refuse a --bandwidth-gbit-per-s that is not finite and > 0, or outside ``BANDWIDTH_RANGE_GBIT_PER_S``."""
-    if bandwidth_gbit_per_s is None:
-        return
-    low, high = BANDWIDTH_RANGE_GBIT_PER_S
-    if not (math.isfinite(bandwidth_gbit_per_s) and bandwidth_gbit_per_s > 0):
-        message = f"must be a finite number > 0, got {bandwidth_gbit_per_s}"
-    elif not low <= bandwidth_gbit_per_s <= high:
-        message = f"must be between {low:g} and {high:g} Gbit/s (1 Mbit/s to 1 Pbit/s), got {bandwidth_gbit_per_s:g}"
-    else:
-        return
-    raise InputError(Problem(field="--bandwidth-gbit-per-s", message=message))
-
-
-def check_instances(values: dict[str, int | None]) -> None:
-    """Refuse instance counts above ``MAX_INSTANCES`` (``{flag: value}``; None means not given)."""
-    problems = [
-        Problem(
-            field=flag,
-            message=f"must be at most {MAX_INSTANCES:,} instances (larger pools do not fit the search grids "
-            f"in memory), got {value:,}",
-        )
-        for flag, value in values.items()
-        if value is not None and value > MAX_INSTANCES
-    ]
-    if problems:
-        raise InputError(problems)
-
-
-def check_goodput_pools(prfaas_instances: int, local_instances: int) -> None:
-    """Refuse a goodput search over pools larger than ``MAX_GOODPUT_INSTANCES`` (its time and memory)."""
-    problems = [
-        Problem(
-            field="--objective goodput",
-            message=f"searches pools of at most {MAX_GOODPUT_INSTANCES:,} instances (the homogeneous baseline merges "
-            f"both pools), the {pool} pool has {count:,}; use --objective throughput",
-        )
-        for pool, count in (("PrfaaS", prfaas_instances), ("local", local_instances))
-        if count > MAX_GOODPUT_INSTANCES
     ]
     if problems:
         raise InputError(problems)
@@ -178,39 +126,16 @@ def emit(payload: dict[str, Any]) -> None:
     print(json.dumps(payload, indent=2))
 
 
-def apply_overrides(
-    scenario: Scenario,
-    *,
-    bandwidth_gbit_per_s: float | None = None,
-    n_prfaas: int | None = None,
-    n_local: int | None = None,
-) -> Scenario:
-    """Apply the command-line overrides of a scenario, each checked like its YAML field (problems name the flag)."""
-    problems = []
-    if bandwidth_gbit_per_s is not None and not (bandwidth_gbit_per_s > 0 and bandwidth_gbit_per_s < float("inf")):
-        problems.append(
-            Problem(
-                field="--bandwidth-gbit-per-s",
-                message=f"must be a finite number > 0, got {bandwidth_gbit_per_s}",
-            )
-        )
-    if n_prfaas is not None and n_prfaas < 1:
-        problems.append(Problem(field="--n-prfaas", message=f"must be >= 1, got {n_prfaas}"))
-    if n_local is not None and n_local < 2:
-        problems.append(
-            Problem(
-                field="--n-local",
-                message=f"must be >= 2 (one prefill and one decode instance), got {n_local}",
-            )
-        )
-    if problems:
-        raise InputError(problems)
-    if bandwidth_gbit_per_s is not None:
-        scenario = dataclasses.replace(
-            scenario, link=dataclasses.replace(scenario.link, bandwidth_bytes_per_s=bandwidth_gbit_per_s * GBIT_PER_S)
-        )
-    if n_prfaas is not None:
-        scenario = dataclasses.replace(scenario, prfaas=dataclasses.replace(scenario.prfaas, instances=n_prfaas))
-    if n_local is not None:
-        scenario = dataclasses.replace(scenario, local=dataclasses.replace(scenario.local, instances=n_local))
-    return scenario
+def load_with_flags(name: str | None, flags: Mapping[str, float | int | None]) -> Scenario:
+    """The scenario ``name`` (a file or a built-in name) with the flags that set its fields (``{flag: value}``,
+    keys of ``SCENARIO_FLAGS``; None means not given) applied through the scenario loader: one validator and one
+    set of limits for the file and the flags. InputError names the flag whose value the loader rejects."""
+    from prfaas_plan.io.names import resolve_scenario_path
+    from prfaas_plan.io.overrides import Override, load_overridden
+
+    overrides = [
+        Override(path=SCENARIO_FLAGS[flag], value=value, origin=flag)
+        for flag, value in flags.items()
+        if value is not None
+    ]
+    return load_overridden(resolve_scenario_path(name), overrides)

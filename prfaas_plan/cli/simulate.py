@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import check_bandwidth, check_finite, check_instances, check_output, emit, handled
+from prfaas_plan.cli.common import check_finite, check_output, emit, handled, load_with_flags
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -84,9 +84,6 @@ def simulate(
     Example: prfaas-plan simulate --trace mooncake-conversation --dynamics dynamics.yaml --cache-rule scarce
     """
 
-    from prfaas_plan.cli.common import apply_overrides
-    from prfaas_plan.io.names import resolve_scenario_path
-    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.report.dynamics import dynamics_to_dict
     from prfaas_plan.report.records import study_to_dict, write_records_csv
@@ -96,29 +93,11 @@ def simulate(
     from prfaas_plan.units import GIB
 
     with handled(), _flag_names():
-        _check_flags(
-            threshold,
-            bandwidth_gbit_per_s,
-            decode_kv_gib,
-            rate,
-            load,
-            warmup,
-            records,
-            {
-                "--n-prfaas": n_prfaas,
-                "--n-local": n_local,
-                "--n-pd-prefill": n_pd_prefill,
-                "--n-pd-decode": n_pd_decode,
-            },
-        )
-        spec = apply_overrides(
-            load_scenario(resolve_scenario_path(scenario)),
-            bandwidth_gbit_per_s=bandwidth_gbit_per_s,
-            n_prfaas=n_prfaas,
-            n_local=n_local,
-        )
+        _check_flags(threshold, decode_kv_gib, rate, load, warmup, records)
+        flags = {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-prfaas": n_prfaas, "--n-local": n_local}
+        spec = load_with_flags(scenario, flags)
         model = stage_model(spec)
-        dynamics = _dynamics(spec, dynamics_file, cache_rule)
+        dynamics = _dynamics(spec, dynamics_file, cache_rule, traced=trace is not None)
         replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache) if trace is not None else None
         model, plan, replay, cache_replay = planned_traffic(
             model, replay, dynamics.caches if dynamics is not None else None, threshold, n_pd_prefill, n_pd_decode
@@ -165,21 +144,17 @@ def simulate(
 
 def _check_flags(
     threshold: float | None,
-    bandwidth_gbit_per_s: float | None,
     decode_kv_gib: float | None,
     rate: float | None,
     load: float | None,
     warmup: float,
     records: str | None,
-    instances: dict[str, int | None],
 ) -> None:
-    """The simulate command's flags, each checked before anything is loaded (InputError naming the flag)."""
+    """The simulate command's own flags, each checked before anything is loaded (InputError naming the flag);
+    the flags that set scenario fields are checked by the scenario loader (``load_with_flags``)."""
     from prfaas_plan.errors import InputError, Problem
 
-    check_finite({"--threshold": threshold})
-    check_bandwidth(bandwidth_gbit_per_s)
-    check_finite({"--decode-kv-gib": decode_kv_gib, "--rate": rate, "--load": load})
-    check_instances(instances)
+    check_finite({"--threshold": threshold, "--decode-kv-gib": decode_kv_gib, "--rate": rate, "--load": load})
     if records is not None:
         check_output(records, "--records")
     if not 0.0 <= warmup < 1.0:
@@ -188,9 +163,11 @@ def _check_flags(
         raise InputError(Problem(field="--decode-kv-gib", message=f"must be > 0, got {decode_kv_gib}"))
 
 
-def _dynamics(spec: Any, path: str | None, rule: str | None) -> Any:
+def _dynamics(spec: Any, path: str | None, rule: str | None, *, traced: bool) -> Any:
     """The run's ``Dynamics``: from ``--dynamics FILE``, else the scenario's own section (if the scenario
-    loader carries one), with ``--cache-rule`` applied."""
+    loader carries one), with ``--cache-rule`` applied. Prefix caches are replayed on traces only: without
+    ``--trace`` the scenario's own ``dynamics.prefix_cache`` is left out with a note (as ``optimize`` does),
+    while caches asked for by ``--dynamics`` or ``--cache-rule`` are an error (``studies.traffic``)."""
     import dataclasses
     from pathlib import Path
 
@@ -199,6 +176,13 @@ def _dynamics(spec: Any, path: str | None, rule: str | None) -> Any:
     from prfaas_plan.spec.dynamics import CACHE_RULES
 
     dynamics = load_dynamics(Path(path)) if path is not None else getattr(spec, "dynamics", None)
+    if path is None and rule is None and not traced and dynamics is not None and dynamics.caches is not None:
+        print(
+            "note: dynamics.prefix_cache is replayed on traces only (--trace); simulating the scenario's lengths "
+            "as uncached, with the rest of its dynamics",
+            file=sys.stderr,
+        )
+        return dataclasses.replace(dynamics, caches=None)
     if rule is None:
         return dynamics
     if rule not in CACHE_RULES:
@@ -246,6 +230,7 @@ _FLAGS = {
     "load": "--load",
     "rate/load": "--rate/--load",
     "threshold/n_pd_prefill/n_pd_decode": "--threshold/--n-pd-prefill/--n-pd-decode",
+    "n_pd_prefill + n_pd_decode": "--n-pd-prefill + --n-pd-decode",
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from prfaas_plan.io.limits import (
     MAX_LINK_GBIT_PER_S,
     MAX_PRICE_USD_PER_HOUR,
+    MAX_RATE_REQ_PER_S,
     MAX_TTFT_S,
     MIN_LINK_GBIT_PER_S,
     MIN_STEP_S,
@@ -34,8 +35,8 @@ MAX_COMMITTED_USD_PER_GBIT_PER_S_MONTH = 1e6
 #: Electricity price bound (USD/kWh) and the power usage effectiveness range (1 = no overhead).
 MAX_ELECTRICITY_USD_PER_KWH = 10.0
 MAX_PUE = 5.0
-#: Largest target rate (req/s): far above any fleet's traffic, small enough to keep the sizing loops bounded.
-MAX_TARGET_RATE_REQ_PER_S = 1e6
+#: Largest target rate (req/s): the limits' table's, far above any fleet's traffic.
+MAX_TARGET_RATE_REQ_PER_S = MAX_RATE_REQ_PER_S
 #: At most this many port sizes in a link's price list.
 MAX_PORTS = 32
 

@@ -34,6 +34,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from prfaas_plan.io.limits import MAX_LINK_GBIT_PER_S
 from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml
 from prfaas_plan.spec.dynamics import (
@@ -68,8 +69,8 @@ _THRESHOLD_KEYS = (
     "hysteresis",
 )
 _ROLE_KEYS = ("period_s", "switch_s", "min_gain")
-#: Bounds with their reasons: a link of more than 100 Tbit/s or a run of more than a year is a typo.
-_MAX_GBIT_PER_S = 100_000.0
+#: Bounds with their reasons: a link as fast as the scenario's own cap (``io.limits``), a run of at most a year.
+_MAX_GBIT_PER_S = MAX_LINK_GBIT_PER_S
 _MAX_TIME_S = 366 * 86_400.0
 
 

@@ -1,5 +1,9 @@
 """The ranges every number in a hardware profile or scenario must fall in, each with its reason: far beyond
-any real value, and tight enough that the formulas downstream stay finite and the searches within memory."""
+any real value, and tight enough that the formulas downstream stay finite and the searches within memory.
+
+This is the one table: the YAML loaders check against it, and a command's flags that set a scenario field
+(``--n-prfaas``, ``--bandwidth-gbit-per-s``, ...) are edits of the scenario document validated by the same
+loader (``io.overrides``), so a value a flag accepts is one a scenario file accepts, and back."""
 
 # Upper limits of every number in a profile or scenario: each far beyond any real value, and small enough that
 # the formulas downstream stay finite and the searches stay within memory.
@@ -19,9 +23,12 @@ MIN_SIGMA = 1e-3
 MAX_TOKENS = 1e8
 #: GPUs in one instance: the largest scale-up domains (NVL576) are under a thousand GPUs.
 MAX_GPUS_PER_INSTANCE = 4096
-#: Instances in one pool: thousands of GPUs at 8 per instance; the optimiser searches every prefill/decode
-#: split, so its arrays grow with the count.
-MAX_INSTANCES = 1024
+#: Instances in one pool: 80,000 GPUs at 8 per instance, beyond the largest published fleets serving one
+#: model. The bound is what the searches and the simulator were measured to handle
+#: (tests/benchmarks/fleet_scale.py runs `optimize`, the goodput search and `simulate` at 1,000, 4,000 and
+#: 10,000 instances per pool); the goodput search's homogeneous baseline merges both pools into one of up to
+#: 2 x MAX_INSTANCES, measured with them.
+MAX_INSTANCES = 10_000
 #: Requests in one decode batch: a million concurrent sequences on one instance is beyond any engine.
 MAX_DECODE_BATCH = 1e6
 #: Seconds for one prefill or decode step: a day; a larger figure is a unit mistake.
@@ -39,8 +46,13 @@ MAX_DENSE_TFLOPS = 1e7
 MAX_LINK_GB_PER_S = 1e7
 MAX_TDP_W = 1e6
 MAX_PRICE_USD_PER_HOUR = 1e5
-#: Link bandwidth (Gbit/s) of a scenario: a petabit per second, beyond any cross-cluster link.
+#: Link bandwidth (Gbit/s) of a scenario, of a link profile's steps and mean (``dynamics.link``), of a priced
+#: port and of ``size --bandwidths``: a petabit per second. A fleet of MAX_INSTANCES PrfaaS instances at the
+#: paper's 100 Gbit/s per 4 instances needs 250 Tbit/s, so the cap sits above that; beyond it squared transfer
+#: times underflow in the queueing formulas. (MIN_LINK_GBIT_PER_S, 1 Mbit/s, is the floor of the same fields.)
 MAX_LINK_GBIT_PER_S = 1e6
+#: A target or offered arrival rate (req/s): a million requests a second, far beyond MAX_INSTANCES' capacity.
+MAX_RATE_REQ_PER_S = 1e6
 #: Decode speed SLO (tokens/s per request) and TTFT SLO (s): beyond these no plan is meaningful.
 MAX_DECODE_TOKENS_PER_S = 1e6
 MAX_TTFT_S = 86_400.0

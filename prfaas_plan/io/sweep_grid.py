@@ -1,6 +1,7 @@
 """A sweep's grid and its points' scenario documents: the axes the caller parsed (or a YAML sweep file), and
-each point's scenario as the base scenario's YAML mapping with fields replaced by dotted path, validated by
-the scenario loader (the same loader, checks and limits as any scenario file).
+each point's scenario as the base scenario's YAML mapping with fields replaced by dotted path
+(``io.overrides``, as a command's flags edit a scenario), validated by the scenario loader (the same loader,
+checks and limits as any scenario file).
 
 Problems name the caller's fields: an axis carries its own origin, and the functions that report on the grid
 as a whole take the name the caller gives them (the library does not know the command line's vocabulary).
@@ -8,7 +9,6 @@ as a whole take the name the caller gives them (the library does not know the co
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import math
@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from prfaas_plan.errors import InputError, Problem
+
+# The document edits are io.overrides' (shared with the commands' flags); named here too for the sweep's callers.
+from prfaas_plan.io.overrides import BaseScenario as BaseScenario
+from prfaas_plan.io.overrides import apply_edits as apply_edits
+from prfaas_plan.io.overrides import load_base as load_base
+from prfaas_plan.io.overrides import load_document as load_document
+from prfaas_plan.io.overrides import point_problems as point_problems
 from prfaas_plan.io.paths import display_path
-from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, dotted, load_yaml
+from prfaas_plan.io.yamlsrc import Checker, KeyPath, dotted, load_yaml
 from prfaas_plan.spec.scenario import Scenario
 
 #: Limits that keep a hostile grid bounded: each point is a scenario load and a search (about 0.1 s), so
@@ -33,7 +40,6 @@ MAX_PATH_PARTS = 16
 #: Problems shown before the rest are summarised in one line.
 MAX_PROBLEMS_SHOWN = 40
 
-_INT = re.compile(r"[+-]?\d+")
 _KEY = r"[^.\[\]]+"
 _PATH = re.compile(rf"{_KEY}(?:\.{_KEY}|\[\d+\])*")
 _PART = re.compile(rf"({_KEY})|\[(\d+)\]")
@@ -225,67 +231,6 @@ def _loose(path: KeyPath) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------- point documents
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BaseScenario:
-    """The scenario a sweep varies: its file (references resolve next to it), parsed document, and digest."""
-
-    path: Path
-    document: Document
-
-    @property
-    def display(self) -> str:
-        """The scenario file as messages name it."""
-        return self.document.file
-
-
-def load_base(path: Path) -> tuple[BaseScenario, Scenario]:
-    """Read the base scenario and check it loads as it is (errors with their lines, before any point)."""
-    from prfaas_plan.io.scenario import load_scenario
-
-    scenario = load_scenario(path)
-    return BaseScenario(path=path, document=load_yaml(path, display_path(path))), scenario
-
-
-def apply_edits(data: Any, edits: Mapping[KeyPath, Any]) -> Any:
-    """A deep copy of ``data`` with each path set to its value. Missing mapping keys are created (the loader
-    then rejects an unknown one, with a suggestion); a list is indexed by a whole number within its length.
-    Raises ValueError naming the part of the path that cannot be followed."""
-    out = copy.deepcopy(data)
-    for path, value in edits.items():
-        node = out
-        for depth, part in enumerate(path):
-            last = depth == len(path) - 1
-            where = dotted(path[:depth]) or "the document"
-            if isinstance(node, dict):
-                key = str(part)
-                if last:
-                    node[key] = copy.deepcopy(value)
-                else:
-                    if node.get(key) is None:  # absent or empty (``cost:``): the edit creates the mapping
-                        node[key] = {}
-                    node = node[key]
-            elif isinstance(node, list):
-                index = part if isinstance(part, int) else int(part) if _INT.fullmatch(str(part)) else None
-                if index is None or not 0 <= index < len(node):
-                    raise ValueError(f"{where} is a list of {len(node)} items; '{part}' is not one of its indices")
-                if last:
-                    node[index] = copy.deepcopy(value)
-                else:
-                    node = node[index]
-            else:
-                raise ValueError(f"{where} is a single value, not a mapping with a field '{part}'")
-    return out
-
-
-def load_document(base: BaseScenario, data: Any) -> Scenario:
-    """Validate an edited scenario document with the scenario loader (``io.scenario.scenario_from_document``),
-    references resolved next to the base file."""
-    from prfaas_plan.io.scenario import scenario_from_document
-
-    doc = Document(file=base.display, data=data, lines=base.document.lines)
-    return scenario_from_document(doc, base.path.parent)
-
-
 def load_point(base: BaseScenario, grid_axes: Sequence[Axis], params: Mapping[str, Any]) -> Scenario:
     """The scenario of one point (``params``: dotted path -> value, as ``Grid.points`` yields). InputError's
     problems name the swept fields (``point_problems``)."""
@@ -295,12 +240,6 @@ def load_point(base: BaseScenario, grid_axes: Sequence[Axis], params: Mapping[st
         return load_document(base, data)
     except ValueError as exc:
         raise InputError(Problem(message=str(exc))) from None
-
-
-def point_problems(base: BaseScenario, problems: Sequence[Problem]) -> list[Problem]:
-    """Problems of an edited document without the base file's name and lines (they would point at lines
-    the edit replaced); problems in other files (a hardware profile a point names) keep theirs."""
-    return [Problem(message=p.message, field=p.field) if p.file in (None, base.display) else p for p in problems]
 
 
 def check_axes(base: BaseScenario, axes: Sequence[Axis], *, field: str) -> None:
