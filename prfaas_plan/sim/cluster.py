@@ -24,6 +24,7 @@ for a decode slot. Nothing pushes back upstream: a full decode pool makes reques
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from array import array
@@ -35,7 +36,7 @@ import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.sim.engine import Engine
-from prfaas_plan.sim.link import SharedLink
+from prfaas_plan.sim.link import _FINISH_RTOL, SharedLink
 from prfaas_plan.sim.records import STATES, Records, SimResult
 from prfaas_plan.sim.workload import Workload
 from prfaas_plan.spec.dynamics import InstanceLoss, RoleControl, ThresholdControl
@@ -320,6 +321,18 @@ class Cluster:
     # -- the run ------------------------------------------------------------------------------------------
 
     def run(self, horizon_s: float) -> SimResult:
+        """Simulate until every request has finished or until ``horizon_s``.
+
+        The static cluster without a horizon or a decode KV limit takes the fused loop (``_run_fused``); every
+        other run, and every subclass, fires the handlers below through the engine (``run_handlers``). Both
+        give identical records (tests/sim/test_fused_loop.py).
+        """
+        if type(self) is Cluster and self.capacity is None and horizon_s == math.inf:
+            return self._run_fused()
+        return self.run_handlers(horizon_s)
+
+    def run_handlers(self, horizon_s: float) -> SimResult:
+        """The reference path: every event through the engine and the handler methods."""
         engine, config = self.engine, self.config
         if self.n:
             engine.schedule(self.arrival[0], ARRIVAL, 0)
@@ -328,6 +341,35 @@ class Cluster:
         engine.run(self._handlers(), horizon_s)
         end_s = engine.now_s
         self.link.advance_to(end_s)
+        return self._result(end_s)
+
+    def _run_fused(self) -> SimResult:
+        """Run to the end with ``_fused_loop``, then derive what the handlers tally as they go (the decode
+        slot events, the occupancy integrals) from the records."""
+        events, end_s = _fused_loop(self)
+        self.engine.events_fired = events
+        self.engine.now_s = end_s
+        self.link.advance_to(end_s)
+        self.completed = self.n
+        arrival = np.frombuffer(self.arrival, dtype=np.float64)
+        offloaded = np.frombuffer(bytes(self.offload), dtype=np.uint8).astype(bool)
+        start = np.frombuffer(self.prefill_start, dtype=np.float64)
+        end = np.frombuffer(self.prefill_end, dtype=np.float64)
+        ready = np.frombuffer(self.kv_ready, dtype=np.float64)
+        admitted = np.frombuffer(self.decode_start, dtype=np.float64)
+        hold = np.frombuffer(self.hold, dtype=np.float64)
+        queued, served = start - arrival, end - start
+        # Every request has left every state: each state's integral is the sum of the stays in it.
+        stays = {
+            Q_PRFAAS: queued[offloaded],
+            Q_LOCAL: queued[~offloaded],
+            S_PRFAAS: served[offloaded],
+            S_LOCAL: served[~offloaded],
+            TRANSFER: ready - end,
+            Q_DECODE: admitted - ready,
+            S_DECODE: (admitted + hold) - admitted,
+        }
+        self.exit_minus_entry = [float(np.sum(stays[state])) for state in range(len(STATES))]
         return self._result(end_s)
 
     def _handlers(self) -> tuple[Callable[[float, int], None], ...]:
@@ -403,3 +445,175 @@ class Cluster:
             n_pd_decode=config.n_pd_decode,
             decode_slots=config.decode_slots,
         )
+
+
+def _fused_loop(c: Cluster) -> tuple[int, float]:
+    """The handlers of ``Cluster`` fused into one loop over local variables; returns (events, end time).
+
+    The same events fire in the same (time, sequence) order as through the engine, with three shortcuts
+    that leave every record unchanged: arrivals are read from the sorted arrival array instead of the heap
+    (each still takes the sequence number the handler would have given it, so ties resolve as before); the
+    link's virtual clock runs in locals and is written back at the end; and the pooled decode slots are a
+    FCFS multi-server queue fed in KV-ready order, so a request's admission is the later of its KV-ready
+    time and the earliest slot release (a heap of release times) instead of a DECODE_DONE event per request.
+    A release and a KV-ready at the same instant admit at that instant in either order, so the admissions
+    are those of the handlers. Only for the static cluster with pooled decode slots and no horizon.
+    """
+    n, inf = c.n, math.inf
+    arrival, offload, service, kv, hold = c.arrival, c.offload, c.service, c.kv, c.hold
+    prefill_start, prefill_end, kv_ready, decode_start = c.prefill_start, c.prefill_end, c.kv_ready, c.decode_start
+    layerwise, parts_left, rdma, progress = c.layerwise, c.parts_left, c.rdma_bytes_per_s, c.progress
+    free, queues = c.free, c.queues
+    link, profile = c.link, c.config.bandwidth_profile
+    tally, lfin, gen = link._tally, link._finish, c.link_generation
+    bw, virtual, last_s = link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s
+    delivered, busy = link.delivered_bytes, link.busy_s
+    slots = [-inf] * c.config.decode_slots  # when each decode slot is next free (a min-heap)
+    heap: list[tuple[float, int, int, int]] = []
+    push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+    # Sequence numbers as the engine hands them out: arrival 0 first, then the bandwidth steps.
+    at, aseq, seq = (arrival[0] if n else inf), 0, 1
+    for step, (start_s, _) in enumerate(profile[1:], start=1):
+        push(heap, (start_s, seq, BANDWIDTH, step))
+        seq += 1
+    ai, fired, now, rtol = 0, 0, 0.0, 1.0 + _FINISH_RTOL
+    while True:
+        if heap:
+            top = heap[0]
+            ht = top[0]
+            if ht < at or (ht == at and top[1] < aseq):
+                pop(heap)
+                now = ht
+                fired += 1
+                kind, i = top[2], top[3]
+                due: tuple[int, ...] | list[int] = ()
+                if kind == PREFILL_DONE:
+                    prefill_end[i] = now
+                    route = offload[i]
+                    queue = queues[route]
+                    if queue:
+                        j = queue.popleft()
+                        prefill_start[j] = now
+                        push(heap, (now + service[j], seq, PREFILL_DONE, j))
+                        seq += 1
+                        if route and layerwise:
+                            due = (-1 - j,)  # a transfer to start (negative), handled below
+                    else:
+                        free[route] += 1
+                    if route:
+                        if layerwise:
+                            parts_left[i] -= 1
+                            if not parts_left[i]:
+                                due = (*due, i)
+                        else:
+                            due = (*due, -1 - i)
+                    elif rdma is not None:
+                        push(heap, (now + kv[i] / rdma, seq, KV_READY, i))
+                        seq += 1
+                    else:
+                        due = (i,)
+                elif kind == LINK_DONE:
+                    if i != gen:
+                        continue  # superseded by a later change of the link
+                    elapsed = now - last_s
+                    if lfin and elapsed > 0.0 and bw > 0.0:
+                        virtual += elapsed * bw / len(lfin)
+                        delivered += elapsed * bw
+                        busy += elapsed
+                        tally(last_s, now, bw)
+                    last_s = now
+                    done: list[int] = []
+                    if lfin:
+                        done.append(pop(lfin)[1])
+                        limit = virtual * rtol
+                        while lfin and lfin[0][0] <= limit:
+                            done.append(pop(lfin)[1])
+                    if layerwise:
+                        for j in done:
+                            parts_left[j] -= 1
+                        done = [j for j in done if not parts_left[j]]
+                    done.append(-1 - n)  # reschedule the link (no transfer to start)
+                    due = done
+                elif kind == KV_READY:
+                    due = (i,)
+                else:  # BANDWIDTH
+                    elapsed = now - last_s
+                    if lfin and elapsed > 0.0 and bw > 0.0:
+                        virtual += elapsed * bw / len(lfin)
+                        delivered += elapsed * bw
+                        busy += elapsed
+                        tally(last_s, now, bw)
+                    last_s = now
+                    bw = profile[i][1]
+                    due = (-1 - n,)
+                for j in due:
+                    if j >= 0:  # KV at the decode cluster: FCFS onto the earliest free slot
+                        kv_ready[j] = now
+                        slot = slots[0]
+                        begin = now if slot <= now else slot
+                        decode_start[j] = begin
+                        replace(slots, begin + hold[j])
+                        continue
+                    j = -1 - j
+                    if j < n:  # a transfer joins the link
+                        elapsed = now - last_s
+                        if lfin and elapsed > 0.0 and bw > 0.0:
+                            virtual += elapsed * bw / len(lfin)
+                            delivered += elapsed * bw
+                            busy += elapsed
+                            tally(last_s, now, bw)
+                        last_s = now
+                        push(lfin, (virtual + kv[j], j))
+                    gen += 1
+                    if lfin and bw > 0.0:
+                        remaining = lfin[0][0] - virtual
+                        finish = now + (remaining if remaining > 0.0 else 0.0) * len(lfin) / bw
+                        if finish < inf:
+                            push(heap, (finish, seq, LINK_DONE, gen))
+                            seq += 1
+                continue
+        if ai >= n:
+            break
+        now, i = at, ai
+        fired += 1
+        ai += 1
+        if ai < n:
+            at, aseq = arrival[ai], seq
+            seq += 1
+        else:
+            at = inf
+        if progress is not None and ai % PROGRESS_EVERY == 0:
+            progress(ai)
+        route = offload[i]
+        if free[route]:
+            free[route] -= 1
+            prefill_start[i] = now
+            push(heap, (now + service[i], seq, PREFILL_DONE, i))
+            seq += 1
+            if route and layerwise:
+                elapsed = now - last_s
+                if lfin and elapsed > 0.0 and bw > 0.0:
+                    virtual += elapsed * bw / len(lfin)
+                    delivered += elapsed * bw
+                    busy += elapsed
+                    tally(last_s, now, bw)
+                last_s = now
+                push(lfin, (virtual + kv[i], i))
+                gen += 1
+                if bw > 0.0:
+                    remaining = lfin[0][0] - virtual
+                    finish = now + (remaining if remaining > 0.0 else 0.0) * len(lfin) / bw
+                    if finish < inf:
+                        push(heap, (finish, seq, LINK_DONE, gen))
+                        seq += 1
+        else:
+            queues[route].append(i)
+    c.link_generation = gen
+    link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s = bw, virtual, last_s
+    link.delivered_bytes, link.busy_s = delivered, busy
+    # Every request was admitted; its DECODE_DONE is an event the handlers would have fired, the last of them
+    # possibly after every other event.
+    if n:
+        finished = np.frombuffer(decode_start, dtype=np.float64) + np.frombuffer(hold, dtype=np.float64)
+        now = max(now, float(np.max(finished)))
+    return fired + n, now
