@@ -123,6 +123,9 @@ class DynamicCluster(Cluster):
         self.restarted = 0
         self.resumed = 0
         self.rerouted = 0
+        # The first pass of each resumed request (route, prefill start and end, KV ready): its record keeps them,
+        # since its first token came from that pass; the re-prefill only delays its finish.
+        self.first_pass: dict[int, tuple[int, float, float, float]] = {}
         # Scheduler state.
         self.threshold = config.threshold_tokens
         self.smoothed = config.threshold_tokens
@@ -328,6 +331,8 @@ class DynamicCluster(Cluster):
         admitted = self.decoding.pop(i)
         self.epoch[i] += 1
         self.resumed += 1
+        if i not in self.first_pass:
+            self.first_pass[i] = (self.offload[i], self.prefill_start[i], self.prefill_end[i], self.kv_ready[i])
         model = self.config.model
         step = model.decode_step_time_s
         done_s = now - admitted
@@ -541,3 +546,13 @@ class DynamicCluster(Cluster):
 
     def _finish_times(self, decode_start: np.ndarray, hold: np.ndarray) -> np.ndarray:
         return np.frombuffer(self.finish, dtype=np.float64).copy()
+
+    def _result(self, end_s: float) -> SimResult:
+        """The records with each resumed request's first pass put back: its re-prefill after the loss would
+        otherwise put ``prefill_end_s`` after ``first_token_s`` and make ``decode_wait_s`` negative."""
+        for i, (route, prefill_start, prefill_end, kv_ready) in self.first_pass.items():
+            self.offload[i] = route
+            self.prefill_start[i] = prefill_start
+            self.prefill_end[i] = prefill_end
+            self.kv_ready[i] = kv_ready
+        return super()._result(end_s)

@@ -370,3 +370,28 @@ def test_role_scheduler_moves_instances_towards_the_bottleneck() -> None:
     assert result.completed == workload.n_requests
     assert len(result.role_changes) > 1
     assert result.role_changes[-1][1] > 1
+
+
+def test_resumed_requests_keep_their_first_pass_in_the_records() -> None:
+    """A decode instance lost and restored: the requests it held are re-prefilled, yet their records keep the
+    pass that gave their first token (the re-prefill used to overwrite it: prefill_end_s after first_token_s
+    and a decode wait of -56 s); every request's events stay in order."""
+    model = replace(queue_model(n_prfaas=2, n_local=4, decode_max_batch=4), decode_step_time_s=0.1)
+    workload = _workload(3, 400, 0.8, model, output=20.0)
+    threshold = float(np.median(workload.input_tokens))  # half the requests go through PrfaaS
+    config = ClusterConfig(
+        model=model,
+        threshold_tokens=threshold,
+        n_pd_prefill=2,
+        n_pd_decode=2,
+        losses=(InstanceLoss(pool="decode", at_s=200.0, count=1, restore_s=260.0),),
+    )
+    result = simulate(config, workload)
+    assert result.resumed_decodes > 0 and result.completed == workload.n_requests
+    rec = result.records
+    chain = (rec.prefill_start_s, rec.prefill_end_s, rec.kv_ready_s, rec.decode_start_s, rec.first_token_s)
+    for k, earlier in enumerate(chain):
+        later = chain[k + 1] if k + 1 < len(chain) else rec.finish_s
+        assert np.all(earlier <= later + 1e-9)
+    assert np.all(rec.decode_wait_s >= -1e-9) and np.all(rec.prefill_wait_s >= -1e-9)
+    np.testing.assert_array_equal(rec.offloaded, workload.input_tokens > threshold)
