@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
-from rich.table import Table
-
-from prfaas_plan.cli.render import console
+from prfaas_plan.cli.render import DataTable, Datum, Quantity, console, cost_quantities, one, quantity_table
 from prfaas_plan.optimize.carrier import Deployment
-from prfaas_plan.optimize.economics import CostComparison
+from prfaas_plan.optimize.economics import CostComparison, PlanCost
 from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
 from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import Sizing
+from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
 
@@ -23,24 +24,81 @@ def _money(value: float) -> str:
     return f"${value:,.2f}" if value == value else _DASH
 
 
-def _deployment_rows(d: Deployment | None, spec: Scenario) -> list[str]:
-    if d is None:
-        return ["does not carry the target"] + [""] * 8
-    prfaas = f"{d.n_prfaas} × {spec.prfaas.hardware_key}" if d.n_prfaas else _DASH
-    link = f"{d.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s" if d.n_prfaas else _DASH
-    threshold = f"{d.threshold_tokens:,.0f}" if d.threshold_tokens is not None else _DASH
+def _deployment_quantities(spec: Scenario) -> list[Quantity[Deployment | None]]:
+    """The rows of a sized deployment: what it is made of, its goodput, its cost at the target (split into GPUs,
+    link and egress) and ``optimize.cost.token_cost``'s figures at the target rate and at its goodput."""
+
+    def made(d: Deployment | None, text: Callable[[Deployment], str], empty: str = "") -> str:
+        return empty if d is None else text(d)
+
+    def value(get: Callable[[Deployment], Datum]) -> Callable[[Deployment | None], Datum]:
+        return lambda d: None if d is None else get(d)
+
+    def tokens(d: Deployment | None, at: str) -> dict[str, Any] | None:
+        if d is None:
+            return None
+        t = d.tokens_at_target if at == "target" else d.tokens_at_goodput
+        c = d.cost_at_target
+        split: dict[str, float | None]
+        if at == "target":
+            split = {
+                "gpus_usd_per_hour": c.prfaas_usd_per_hour + c.local_usd_per_hour,
+                "link_usd_per_hour": c.link_usd_per_hour,
+                "egress_usd_per_hour": c.egress_usd_per_hour,
+            }
+        else:
+            split = {"gpus_usd_per_hour": None, "link_usd_per_hour": None, "egress_usd_per_hour": None}
+        return {"usd_per_hour": t.usd_per_hour, **split, **token_cost_dict(t)}
+
+    at_target: list[Quantity[Deployment | None]] = cost_quantities("target", "target", lambda d: tokens(d, "target"))
+    per_token_at_goodput: Quantity[Deployment | None] = cost_quantities(
+        "goodput", "goodput", lambda d: tokens(d, "goodput")
+    )[2]
     return [
-        prfaas,
-        f"{d.n_local} × {spec.local.hardware_key} ({d.n_pd_prefill} P + {d.n_pd_decode} D)",
-        link,
-        threshold,
-        f"{d.goodput_req_per_s:.2f}",
-        _money(d.usd_per_hour),
-        f"{_money(d.tokens_at_target.usd_per_million_input_tokens)} / "
-        f"{_money(d.tokens_at_target.usd_per_million_output_tokens)}",
-        f"{_money(d.tokens_at_goodput.usd_per_million_input_tokens)} / "
-        f"{_money(d.tokens_at_goodput.usd_per_million_output_tokens)}",
-        f"{d.egress_at_target_bytes_per_s / GBIT_PER_S:.1f}",
+        Quantity(
+            label="PrfaaS instances",
+            text=lambda d: made(
+                d,
+                lambda x: f"{x.n_prfaas} × {spec.prfaas.hardware_key}" if x.n_prfaas else _DASH,
+                "does not carry the target",
+            ),
+            data=lambda d: {"carries_target": d is not None, "n_prfaas": value(lambda x: x.n_prfaas)(d)},
+        ),
+        Quantity(
+            label="local instances",
+            text=lambda d: made(
+                d, lambda x: f"{x.n_local} × {spec.local.hardware_key} ({x.n_pd_prefill} P + {x.n_pd_decode} D)"
+            ),
+            data=lambda d: {
+                "n_local": value(lambda x: x.n_local)(d),
+                "n_pd_prefill": value(lambda x: x.n_pd_prefill)(d),
+                "n_pd_decode": value(lambda x: x.n_pd_decode)(d),
+            },
+        ),
+        Quantity(
+            label="link",
+            text=lambda d: made(
+                d, lambda x: f"{x.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s" if x.n_prfaas else _DASH
+            ),
+            data=one("link_bandwidth_gbit_per_s", value(lambda x: x.bandwidth_bytes_per_s / GBIT_PER_S)),
+        ),
+        Quantity(
+            label="threshold t (tokens)",
+            text=lambda d: made(d, lambda x: f"{x.threshold_tokens:,.0f}" if x.threshold_tokens is not None else _DASH),
+            data=one("threshold_tokens", value(lambda x: x.threshold_tokens)),
+        ),
+        Quantity(
+            label="goodput (req/s)",
+            text=lambda d: made(d, lambda x: f"{x.goodput_req_per_s:.2f}"),
+            data=one("goodput_req_per_s", value(lambda x: x.goodput_req_per_s)),
+        ),
+        *at_target,
+        per_token_at_goodput,
+        Quantity(
+            label="egress at target (Gbit/s)",
+            text=lambda d: made(d, lambda x: f"{x.egress_at_target_bytes_per_s / GBIT_PER_S:.1f}"),
+            data=one("egress_at_target_gbit_per_s", value(lambda x: x.egress_at_target_bytes_per_s / GBIT_PER_S)),
+        ),
     ]
 
 
@@ -48,29 +106,14 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
     """The two sized deployments side by side, the given deployment's limit, the knee and the check."""
     out = console()
     t = sizing.target
-    table = Table(
+    table = quantity_table(
+        [("PrfaaS-PD", sizing.prfaas_pd), ("Homogeneous PD", sizing.homogeneous_pd)],
+        _deployment_quantities(spec),
+        name_key="deployment",
         title=f"{spec.name}: cheapest deployment for {t.rate_req_per_s:g} req/s with P{t.quantile * 100:g} TTFT "
         f"<= {t.ttft_slo_s:g} s",
         title_justify="left",
     )
-    table.add_column("")
-    table.add_column("PrfaaS-PD", justify="right")
-    table.add_column("Homogeneous PD", justify="right")
-    labels = [
-        "PrfaaS instances",
-        "local instances",
-        "link",
-        "threshold t (tokens)",
-        "goodput (req/s)",
-        "cost at target (USD/h)",
-        "per 1M input / output tokens at target",
-        "per 1M input / output tokens at goodput",
-        "egress at target (Gbit/s)",
-    ]
-    for label, a, b in zip(
-        labels, _deployment_rows(sizing.prfaas_pd, spec), _deployment_rows(sizing.homogeneous_pd, spec), strict=True
-    ):
-        table.add_row(label, a, b)
     out.print(table)
     floor = sizing.cost_floor_usd_per_hour
     if floor is not None and sizing.prfaas_pd is not None:
@@ -92,7 +135,7 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
     )
     knee = payload.get("bandwidth_knee")
     if knee:
-        kt = Table(title="What each link size buys the sized deployment", title_justify="left")
+        kt = DataTable(title="What each link size buys the sized deployment", title_justify="left")
         for col in ("link (Gbit/s)", "Λ_max (req/s)", "binding", "link USD/h"):
             kt.add_column(col, justify="right")
         for p in knee["points"]:
@@ -101,6 +144,14 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
                 f"{p['throughput_req_per_s']:.2f}",
                 p["binding"],
                 _money(p["link_usd_per_hour"]),
+            )
+            kt.add_data(
+                {
+                    "link_bandwidth_gbit_per_s": p["link_bandwidth_gbit_per_s"],
+                    "throughput_req_per_s": p["throughput_req_per_s"],
+                    "binding": p["binding"],
+                    "link_usd_per_hour": p["link_usd_per_hour"],
+                }
             )
         out.print(kt)
         where = knee["knee_gbit_per_s"]
@@ -130,50 +181,76 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
 
 
 def print_cost(spec: Scenario, c: CostComparison) -> None:
-    """The plan priced beside the two homogeneous baselines, and the gain by price ratio."""
+    """The plan priced beside the two homogeneous baselines (cost split and cost per token at each one's Λ_max),
+    and the gain by price ratio."""
     out = console()
     hw = spec.local.hardware_key
-    table = Table(
-        title=f"{spec.name}: cost of the throughput-optimal plan and homogeneous PD ({hw})", title_justify="left"
-    )
-    for col in ("", "PrfaaS-PD", "Homogeneous, equal GPU count", "Homogeneous, equal cost"):
-        table.add_column(col, justify="right" if col else "left")
     plan_cost = c.plan_cost
-    rows = [
+    Item = tuple[str, float, PlanCost, float | None]
+    items: list[tuple[str, Item]] = [
         (
-            "instances",
-            f"{spec.prfaas.instances} × {spec.prfaas.hardware_key} + {spec.local.instances} × {hw}",
-            f"{c.equal_gpu.shape.instances} × {hw}",
-            f"{c.equal_cost.shape.instances} × {hw}",
+            "PrfaaS-PD",
+            (
+                f"{spec.prfaas.instances} × {spec.prfaas.hardware_key} + {spec.local.instances} × {hw}",
+                c.plan.throughput_req_per_s,
+                plan_cost,
+                None,
+            ),
         ),
         (
-            "Λ_max (req/s)",
-            f"{c.plan.throughput_req_per_s:.2f}",
-            f"{c.equal_gpu.plan.throughput_req_per_s:.2f}",
-            f"{c.equal_cost.plan.throughput_req_per_s:.2f}",
+            "Homogeneous, equal GPU count",
+            (
+                f"{c.equal_gpu.shape.instances} × {hw}",
+                c.equal_gpu.plan.throughput_req_per_s,
+                c.equal_gpu.cost,
+                c.equal_gpu.gain,
+            ),
         ),
         (
-            "cost at Λ_max (USD/h)",
-            _money(plan_cost.breakdown.total_usd_per_hour),
-            _money(c.equal_gpu.cost.breakdown.total_usd_per_hour),
-            _money(c.equal_cost.cost.breakdown.total_usd_per_hour),
+            "Homogeneous, equal cost",
+            (
+                f"{c.equal_cost.shape.instances} × {hw}",
+                c.equal_cost.plan.throughput_req_per_s,
+                c.equal_cost.cost,
+                c.equal_cost.gain,
+            ),
         ),
-        (
-            "per 1M input / output tokens",
-            f"{_money(plan_cost.tokens.usd_per_million_input_tokens)} / "
-            f"{_money(plan_cost.tokens.usd_per_million_output_tokens)}",
-            f"{_money(c.equal_gpu.cost.tokens.usd_per_million_input_tokens)} / "
-            f"{_money(c.equal_gpu.cost.tokens.usd_per_million_output_tokens)}",
-            f"{_money(c.equal_cost.cost.tokens.usd_per_million_input_tokens)} / "
-            f"{_money(c.equal_cost.cost.tokens.usd_per_million_output_tokens)}",
-        ),
-        ("PrfaaS-PD gain", "", f"{c.equal_gpu.gain:+.1%}", f"{c.equal_cost.gain:+.1%}"),
     ]
-    for row in rows:
-        table.add_row(*row)
+
+    def at(cost: PlanCost) -> dict[str, Any]:
+        b = cost.breakdown
+        return {
+            "usd_per_hour": b.total_usd_per_hour,
+            "gpus_usd_per_hour": b.prfaas_usd_per_hour + b.local_usd_per_hour,
+            "link_usd_per_hour": b.link_usd_per_hour,
+            "egress_usd_per_hour": b.egress_usd_per_hour,
+            **token_cost_dict(cost.tokens),
+        }
+
+    quantities: list[Quantity[Item]] = [
+        Quantity(
+            label="instances",
+            text=lambda i: i[0],
+            data=lambda i: {"n_prfaas": i[2].n_prfaas, "n_local": i[2].n_local},
+        ),
+        Quantity(label="Λ_max (req/s)", text=lambda i: f"{i[1]:.2f}", data=one("throughput_req_per_s", lambda i: i[1])),
+        *cost_quantities("Λ_max", "throughput", lambda i: at(i[2])),
+        Quantity(
+            label="PrfaaS-PD gain",
+            text=lambda i: "" if i[3] is None else f"{i[3]:+.1%}",
+            data=one("prfaas_pd_gain_fraction", lambda i: i[3]),
+        ),
+    ]
+    table = quantity_table(
+        items,
+        quantities,
+        name_key="deployment",
+        title=f"{spec.name}: cost of the throughput-optimal plan and homogeneous PD ({hw})",
+        title_justify="left",
+    )
     out.print(table)
     out.print(f"equal GPU count: {c.equal_gpu.shape.detail}; equal cost: {c.equal_cost.shape.detail}.", style="dim")
-    ratio = Table(
+    ratio = DataTable(
         title=f"Equal-cost gain by price ratio r = {spec.prfaas.hardware_key} / {hw} GPU-hour (GPUs only); "
         f"the scenario's prices give r = {c.price_ratio:.2f}",
         title_justify="left",
@@ -181,22 +258,52 @@ def print_cost(spec: Scenario, c: CostComparison) -> None:
     for col in ("r", "homogeneous instances", "homogeneous Λ_max (req/s)", "PrfaaS-PD gain"):
         ratio.add_column(col, justify="right")
     for r in c.ratio_table:
-        mark = " ◀" if r.ratio_low <= c.price_ratio < r.ratio_high else ""
+        here = r.ratio_low <= c.price_ratio < r.ratio_high
         ratio.add_row(
             f"{r.ratio_low:.2f}–{r.ratio_high:.2f}",
             str(r.homogeneous_instances),
             f"{r.homogeneous_throughput_req_per_s:.2f}",
-            f"{r.gain:+.1%}{mark}",
+            f"{r.gain:+.1%}{' ◀' if here else ''}",
+        )
+        ratio.add_data(
+            {
+                "price_ratio_from": r.ratio_low,
+                "price_ratio_to": r.ratio_high,
+                "homogeneous_instances": r.homogeneous_instances,
+                "homogeneous_throughput_req_per_s": r.homogeneous_throughput_req_per_s,
+                "prfaas_pd_gain_fraction": r.gain,
+                "scenario_price_ratio_in_range": here,
+            }
         )
     out.print(ratio)
     out.print("Prices: " + "; ".join(f"{k}: {v}" for k, v in c.sources.items()), style="dim")
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _cell_data(c: Any, d: Deployment | None) -> dict[str, Datum]:
+    """A matrix cell as data: the pair, its sized PrfaaS-PD deployment (empty when none carries the target)."""
+    return {
+        "prefill_hardware": c.prefill,
+        "local_hardware": c.local,
+        "n_prfaas": None if d is None else d.n_prfaas,
+        "n_local": None if d is None else d.n_local,
+        "link_bandwidth_gbit_per_s": None if d is None else d.bandwidth_bytes_per_s / GBIT_PER_S,
+        "usd_per_hour": None if d is None else d.usd_per_hour,
+        "goodput_req_per_s": None if d is None else d.goodput_req_per_s,
+        "infeasible": c.reason if d is None else None,
+        "prefill_provenance": c.prefill_provenance,
+        "local_provenance": c.local_provenance,
+    }
 
 
 def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
     """One row per cell (sized deployment and provenance), then the frontier points."""
     out = console()
     t = m.target
-    table = Table(
+    table = DataTable(
         title=f"{spec.name}: each hardware pair sized to {t.rate_req_per_s:g} req/s, P90 TTFT <= {t.ttft_slo_s:g} s",
         title_justify="left",
     )
@@ -212,6 +319,7 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
                 "",
                 f"{c.prefill_provenance}; {c.local_provenance}",
             )
+            table.add_data(_cell_data(c, None))
             continue
         table.add_row(
             f"{c.prefill} × {c.local}",
@@ -220,8 +328,9 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
             f"{d.goodput_req_per_s:.2f}",
             f"{c.prefill_provenance}; {c.local_provenance}",
         )
+        table.add_data(_cell_data(c, d))
     out.print(table)
-    front = Table(title="Pareto frontier: cost against goodput (against throughput: ✓)", title_justify="left")
+    front = DataTable(title="Pareto frontier: cost against goodput (against throughput: ✓)", title_justify="left")
     for col in ("deployment", "USD/h", "goodput (req/s)", "Λ_max (req/s)", "on throughput frontier"):
         front.add_column(col, justify="left" if col == "deployment" else "right")
     for i in m.frontier_goodput:
@@ -234,6 +343,16 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
             f"{p.throughput_req_per_s:.2f}",
             "✓" if i in m.frontier_throughput else "",
         )
+        front.add_data(
+            {
+                "deployment": name,
+                "kind": p.kind,
+                "usd_per_hour": p.usd_per_hour,
+                "goodput_req_per_s": p.goodput_req_per_s,
+                "throughput_req_per_s": p.throughput_req_per_s,
+                "on_throughput_frontier": i in m.frontier_throughput,
+            }
+        )
     out.print(front)
 
 
@@ -242,12 +361,12 @@ def print_headroom(
 ) -> None:
     """The tornado table (widest goodput swing first) and the N-1 table."""
     out = console()
-    table = Table(
+    table = DataTable(
         title=f"{spec.name}: sensitivity to each input (±{t.step:.0%}, t and split re-optimised); base Λ_max "
         f"{t.throughput_req_per_s:.2f}, goodput {t.goodput_req_per_s:.2f} req/s at P90 <= {target.ttft_slo_s:g} s",
         title_justify="left",
     )
-    for col in ("input", "Λ_max low → high", "goodput low → high", "USD/1M tokens low → high"):
+    for col in ("input", "Λ_max low → high", "goodput low → high", "USD per 1M tokens at goodput low → high"):
         table.add_column(col, justify="left" if col == "input" else "right")
     for b in t.bars:
         table.add_row(
@@ -256,10 +375,23 @@ def print_headroom(
             f"{b.goodput_req_per_s[0]:.2f} → {b.goodput_req_per_s[1]:.2f}",
             f"{_money(b.usd_per_million_tokens[0])} → {_money(b.usd_per_million_tokens[1])}",
         )
+        table.add_data(
+            {
+                "input": b.input,
+                "low_factor": b.low_factor,
+                "high_factor": b.high_factor,
+                "throughput_low_req_per_s": b.throughput_req_per_s[0],
+                "throughput_high_req_per_s": b.throughput_req_per_s[1],
+                "goodput_low_req_per_s": b.goodput_req_per_s[0],
+                "goodput_high_req_per_s": b.goodput_req_per_s[1],
+                "usd_per_million_tokens_at_goodput_low": _finite(b.usd_per_million_tokens[0]),
+                "usd_per_million_tokens_at_goodput_high": _finite(b.usd_per_million_tokens[1]),
+            }
+        )
     out.print(table)
     if t.skipped:
         out.print(f"Not applicable to this traffic: {', '.join(t.skipped)}.", style="dim")
-    n1 = Table(
+    n1 = DataTable(
         title=f"N-1 at {target.rate_req_per_s:g} req/s (same hardware, t and split re-optimised)", title_justify="left"
     )
     for col in ("case", "PrfaaS / local / link", "goodput (req/s)", "carries target", "P90 TTFT at target"):
@@ -272,11 +404,22 @@ def print_headroom(
             "yes" if f.carries_target else "[bold red]no[/bold red]",
             _DASH if f.ttft_p90_at_target_s is None else f"{f.ttft_p90_at_target_s:.2f} s",
         )
+        n1.add_data(
+            {
+                "case": f.case,
+                "n_prfaas": f.n_prfaas,
+                "n_local": f.n_local,
+                "link_bandwidth_gbit_per_s": f.link_bandwidth_bytes_per_s / GBIT_PER_S,
+                "goodput_req_per_s": f.carried.goodput_req_per_s,
+                "carries_target": f.carries_target,
+                "ttft_p90_at_target_s": f.ttft_p90_at_target_s,
+            }
+        )
     out.print(n1)
     if robust is not None:
         low = robust.bandwidth_at_quantile_bytes_per_s / GBIT_PER_S
         mean = robust.bandwidth_mean_bytes_per_s / GBIT_PER_S
-        rt = Table(
+        rt = DataTable(
             title=f"Robust plan: goodput at the link's P{robust.quantile * 100:g} bandwidth ({low:.1f} Gbit/s) "
             f"and at its mean ({mean:.1f} Gbit/s)",
             title_justify="left",
@@ -296,11 +439,29 @@ def print_headroom(
             f"{robust.robust.goodput_req_per_s:.2f}",
             f"{robust.robust_goodput_at_mean_req_per_s:.2f}",
         )
+        rt.add_data(
+            {
+                "planned_for": "bandwidth_quantile",
+                "threshold_tokens": robust.robust.threshold_tokens,
+                "n_pd_prefill": robust.robust.n_pd_prefill,
+                "goodput_at_quantile_bandwidth_req_per_s": robust.robust.goodput_req_per_s,
+                "goodput_at_mean_bandwidth_req_per_s": robust.robust_goodput_at_mean_req_per_s,
+            }
+        )
         rt.add_row(
             "mean bandwidth",
             f"{robust.at_mean.threshold_tokens:,.0f}",
             str(robust.at_mean.n_pd_prefill),
             f"{robust.mean_plan_goodput_at_quantile_req_per_s:.2f}",
             f"{robust.at_mean.goodput_req_per_s:.2f}",
+        )
+        rt.add_data(
+            {
+                "planned_for": "bandwidth_mean",
+                "threshold_tokens": robust.at_mean.threshold_tokens,
+                "n_pd_prefill": robust.at_mean.n_pd_prefill,
+                "goodput_at_quantile_bandwidth_req_per_s": robust.mean_plan_goodput_at_quantile_req_per_s,
+                "goodput_at_mean_bandwidth_req_per_s": robust.at_mean.goodput_req_per_s,
+            }
         )
         out.print(rt)
