@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Annotated, Any
 
 import typer
 
 from prfaas_plan.cli.common import check_finite, emit, handled
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
+from prfaas_plan.io.limits import MAX_INSTANCES, MAX_LINK_GBIT_PER_S, MAX_RATE_REQ_PER_S, MIN_LINK_GBIT_PER_S
 
 ScenarioArg = Annotated[
     str | None,
@@ -56,8 +58,13 @@ def _bandwidths(text: str | None) -> list[float] | None:
             raise InputError(
                 Problem(field="--bandwidths", message=f"expected comma-separated Gbit/s values, got {part!r}")
             ) from None
-        if not (math.isfinite(value) and 1e-3 <= value <= 1e6):
-            raise InputError(Problem(field="--bandwidths", message=f"each value must be in 0.001..1e6, got {part}"))
+        if not (math.isfinite(value) and MIN_LINK_GBIT_PER_S <= value <= MAX_LINK_GBIT_PER_S):
+            raise InputError(
+                Problem(
+                    field="--bandwidths",
+                    message=f"each value must be in {MIN_LINK_GBIT_PER_S:g}..{MAX_LINK_GBIT_PER_S:g}, got {part}",
+                )
+            )
         values.append(value)
     if len(values) > 256:
         raise InputError(Problem(field="--bandwidths", message=f"at most 256 values, got {len(values)}"))
@@ -78,8 +85,8 @@ def target_option(spec: Any, rate: float | None, ttft_p90_s: float | None) -> An
     for flag, value in (("--rate", rate), ("--ttft-p90-s", slo)):
         if value is not None and not value > 0:
             problems.append(Problem(field=flag, message=f"must be > 0, got {value}"))
-    if rate is not None and rate > 1e6:
-        problems.append(Problem(field="--rate", message=f"must be <= 1e6 req/s, got {rate}"))
+    if rate is not None and rate > MAX_RATE_REQ_PER_S:
+        problems.append(Problem(field="--rate", message=f"must be <= {MAX_RATE_REQ_PER_S:g} req/s, got {rate}"))
     if problems:
         raise InputError(problems)
     return Target(rate_req_per_s=float(rate), ttft_slo_s=float(slo), quantile=0.9)  # type: ignore[arg-type]
@@ -128,10 +135,10 @@ def size(
         ),
     ] = None,
     max_prfaas: Annotated[
-        int | None, typer.Option("--max-prfaas", min=1, max=10_000, help="Most PrfaaS instances.")
+        int | None, typer.Option("--max-prfaas", min=1, max=MAX_INSTANCES, help="Most PrfaaS instances.")
     ] = None,
     max_local: Annotated[
-        int | None, typer.Option("--max-local", min=2, max=10_000, help="Most local instances.")
+        int | None, typer.Option("--max-local", min=2, max=MAX_INSTANCES, help="Most local instances.")
     ] = None,
     verify: Annotated[
         bool,
@@ -143,6 +150,14 @@ def size(
     ] = True,
     verify_max_requests: VerifyMaxRequestsOpt = 1_000_000,
     verify_max_s: VerifyMaxSecondsOpt = 60.0,
+    write_scenario: Annotated[
+        str | None,
+        typer.Option(
+            "--write-scenario",
+            help="Write the sized PrfaaS-PD deployment as a scenario YAML (the input with the sized instances, link "
+            "and target; the threshold and split in its header) that evaluate and optimize load.",
+        ),
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """The cheapest deployment (PrfaaS instances, local instances, link, threshold and split) that carries a
@@ -150,6 +165,7 @@ def size(
     rate within the SLO; and what each link size buys the sized deployment.
 
     Example: prfaas-plan size --rate 3 --ttft-p90-s 5
+    Example: prfaas-plan size --rate 2000 --no-verify --write-scenario fleet.yaml
     """
     from dataclasses import replace
 
@@ -165,7 +181,10 @@ def size(
     with handled(json_output):
         check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
         given = _bandwidths(bandwidths)
-        spec = load_scenario(resolve_scenario_path(scenario))
+        if write_scenario is not None:
+            _check_scenario_output(write_scenario)
+        spec_path = resolve_scenario_path(scenario)
+        spec = load_scenario(spec_path)
         target = target_option(spec, rate, ttft_p90_s)
         prices = _priced(spec)
         part = sizing_part(
@@ -184,12 +203,47 @@ def size(
         payload = size_to_dict(spec, part)
         if part.sizing.prfaas_pd is None and part.sizing.homogeneous_pd is None:
             raise InfeasibleError(list(part.sizing.reasons))
+        if write_scenario is not None:
+            payload["written_scenario"] = _write_sized(write_scenario, spec_path, part.sizing)
     if json_output:
         emit(payload)
         return
+    if write_scenario is not None:
+        print(f"wrote {payload['written_scenario']}", file=sys.stderr)
     from prfaas_plan.cli.capacity_render import print_sizing
 
     print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
+
+
+def _check_scenario_output(path: str) -> None:
+    """Before the sizing: --write-scenario can be written (a new file, or one this option wrote)."""
+    from dataclasses import replace
+
+    from prfaas_plan.report.scenario import check_scenario_output
+
+    try:
+        check_scenario_output(path)
+    except InputError as exc:
+        raise InputError([replace(p, field="--write-scenario") for p in exc.problems]) from None
+
+
+def _write_sized(path: str, spec_path: Any, sizing: Any) -> str:
+    """Write the sized PrfaaS-PD deployment as a scenario (``report.scenario``); its path as written."""
+    from prfaas_plan.report.scenario import sized_plan, write_sized_scenario
+
+    found = sizing.prfaas_pd
+    if found is None:
+        raise InfeasibleError(
+            ["no PrfaaS-PD deployment carries the target: nothing to write to --write-scenario", *sizing.reasons]
+        )
+    notes = []
+    cheaper = sizing.homogeneous_pd
+    if cheaper is not None and cheaper.usd_per_hour < found.usd_per_hour:
+        notes.append(
+            f"The cheapest homogeneous PD ({cheaper.n_local} instances, {cheaper.usd_per_hour:,.2f} USD/h) costs less; "
+            "this file holds the PrfaaS-PD deployment."
+        )
+    return str(write_sized_scenario(path, spec_path, sized_plan(found, sizing.target, notes)))
 
 
 def cost(
