@@ -1,0 +1,116 @@
+"""``--format csv`` is data: every table a command prints reads back with Python's csv module, its header names
+each column with its unit (snake_case keys, no spaces or signs), and every cell that holds a number parses as
+one (no thousands separators, no %, x, × or $ signs). Cost per token carries the same names everywhere."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+
+from tests.conftest import run_cli
+
+_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+# A cell that a person would read as a number: digits with separators, signs or units around them.
+_HUMAN_NUMBER = re.compile(r"^[+\-−]?\$?[\d,]*\.?\d+\s*(%|×|x|s|/h)?$")
+
+
+def _tables(stdout: str) -> list[list[list[str]]]:
+    blocks = [b for b in stdout.split("\n\n") if b.strip()]
+    return [list(csv.reader(io.StringIO(b))) for b in blocks]
+
+
+def _is_float(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def problems_of(stdout: str) -> list[str]:
+    """What in a command's CSV output is not data (empty when every table is)."""
+    out: list[str] = []
+    tables = _tables(stdout)
+    if not tables:
+        return ["no table printed"]
+    for t, rows in enumerate(tables):
+        header, body = rows[0], rows[1:]
+        out += [f"table {t}: header {h!r} is not a key with its unit" for h in header if not _KEY.match(h)]
+        for row in body:
+            if len(row) != len(header):
+                out.append(f"table {t}: a row of {len(row)} cells under {len(header)} columns")
+            for cell in row:
+                if _HUMAN_NUMBER.match(cell.strip()) and not _is_float(cell):
+                    out.append(f"table {t}: {cell!r} is a number written for people")
+    return out
+
+
+def test_the_checker_refuses_what_people_read() -> None:
+    assert problems_of("plan,threshold_tokens\na,38830\n") == []
+    assert problems_of("plan,threshold (tokens)\na,1\n")
+    for cell in ("38,830", "15.5%", "1.05x", "$440", "1.54×", "+53.9%"):
+        quoted = f'"{cell}"' if "," in cell else cell
+        assert problems_of(f"plan,value_usd\na,{quoted}\n"), cell
+
+
+_COMMANDS = [
+    ("optimize",),
+    ("optimize", "--objective", "goodput", "--ttft-p90-s", "5", "--no-verify"),
+    (
+        "evaluate",
+        "--threshold",
+        "19400",
+        "--n-pd-prefill",
+        "3",
+        "--n-pd-decode",
+        "5",
+        "--load",
+        "0.7",
+        "--curve",
+        "--replications",
+        "2",
+    ),
+    ("fit",),
+    ("kv", "--model", "paper-1t-hybrid", "--hardware", "h200"),
+    ("size", "--no-verify"),
+    ("cost",),
+    ("matrix",),
+]
+
+
+@pytest.mark.parametrize("args", _COMMANDS, ids=[" ".join(a[:2]) for a in _COMMANDS])
+def test_every_table_of_a_command_is_data(args: tuple[str, ...]) -> None:
+    result = run_cli("--format", "csv", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert problems_of(result.stdout) == []
+
+
+@pytest.mark.validation
+def test_headroom_tables_are_data() -> None:
+    result = run_cli("--format", "csv", "headroom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert problems_of(result.stdout) == []
+
+
+def test_cost_per_token_has_one_name_and_its_rate_in_every_table() -> None:
+    """The same three figures under the same names in optimize and cost (both at Λ_max), and the same value."""
+    names = {
+        "usd_per_million_input_tokens_at_throughput",
+        "usd_per_million_output_tokens_at_throughput",
+        "usd_per_million_tokens_at_throughput",
+    }
+    split = {"gpus_at_throughput_usd_per_hour", "link_at_throughput_usd_per_hour", "egress_at_throughput_usd_per_hour"}
+    seen = []
+    for args in (("optimize",), ("cost",)):
+        result = run_cli("--format", "csv", *args)
+        assert result.returncode == 0, result.stderr[-2000:]
+        rows = list(csv.DictReader(io.StringIO(result.stdout.split("\n\n")[0])))
+        assert names | split <= set(rows[0]), args
+        first = rows[0]
+        seen.append(float(first["usd_per_million_tokens_at_throughput"]))
+        parts = sum(float(first[k]) for k in split)
+        assert parts == pytest.approx(float(first["cost_at_throughput_usd_per_hour"]), rel=1e-12)
+    assert seen[0] == pytest.approx(seen[1], rel=1e-9)
