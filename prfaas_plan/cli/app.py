@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from prfaas_plan.cli.calibrate import calibrate
 from prfaas_plan.cli.capacity import cost, headroom, matrix, size
 from prfaas_plan.cli.common import check_finite, interruptible
 from prfaas_plan.cli.common import emit as _emit
@@ -395,6 +396,7 @@ app.command()(matrix)
 app.command()(headroom)
 app.command()(review)
 app.command()(sweep)
+app.command()(calibrate)
 
 
 def main() -> None:

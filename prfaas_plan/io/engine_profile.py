@@ -74,7 +74,8 @@ def load_engine_profile(path: Path) -> EngineProfile:
     fit used."""
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
-    root = checker.root(required=("engine", "terms", "gemm_efficiency"), optional=("fit",))
+    # ``calibration``: what ``prfaas-plan calibrate`` read and how well it fitted (io.error_bands reads its band).
+    root = checker.root(required=("engine", "terms", "gemm_efficiency"), optional=("fit", "calibration"))
     head = root.sub("engine", required=("key", "name", "source"))
     key, name = head.string("key"), head.string("name")
     head.string("source")

@@ -108,6 +108,8 @@ def predict(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
     """The engine-aware roofline's time for one measurement, seconds (``physics.prefill``, ``physics.decode``)."""
     m = case.measurement
     params = case_params(case, engine, base)
+    if not m.includes_request_overhead:
+        params = replace(params, overhead_s=0.0)
     if m.phase == "prefill":
         return float(prefill_time(case.arch, case.instance, params, np.asarray([m.tokens])).total_s[0])
     batch = np.asarray([float(m.batch)])
@@ -123,7 +125,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         ops = forward_ops(arch, cached=0.0, new=tokens)
         chunks = float(prefill_chunks(params, tokens)[0])
         comm = float(communication_s(arch, instance, tokens, params, chunks)[0])
-        counts = np.array([1.0, chunks * arch.n_layers, 0.0, 0.0])
+        counts = np.array([1.0 if m.includes_request_overhead else 0.0, chunks * arch.n_layers, 0.0, 0.0])
         eager = 0.0
     else:
         batch = np.asarray([float(m.batch)])

@@ -295,3 +295,6 @@ class CorpusMeasurement:
     measured_s: float
     metric: str = ""
     derivation: str = ""
+    #: False for an engine-only timing (no server: SGLang ``bench_one_batch``), priced without the engine's
+    #: per-request cost.
+    includes_request_overhead: bool = True

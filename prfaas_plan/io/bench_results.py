@@ -1,0 +1,468 @@
+"""Result files of the standard serving benchmarks, read into the measurements a calibration can honestly use.
+
+Formats (detected from each object's keys; one file holds one format):
+
+- ``vllm-serving``: vLLM ``benchmarks/benchmark_serving.py --save-result`` / ``vllm bench serve --save-result``,
+  one JSON object per run (keys ``*_ttft_ms``, ``*_tpot_ms``, ``*_itl_ms``, ``*_e2el_ms``, totals, load).
+- ``sglang-bench-serving``: SGLang ``python -m sglang.bench_serving --output-file``, one JSON object per line
+  (``*_ttft_ms``, ``*_itl_ms``, ``*_e2e_latency_ms``, ``random_input_len``, ...).
+- ``sglang-bench-one-batch``: SGLang ``python -m sglang.bench_one_batch --result-filename``, one line per
+  (batch, input, output): ``prefill_latency`` and ``median_decode_latency`` in seconds, no server.
+- ``aiperf``: NVIDIA AIPerf ``profile_export_aiperf.json`` and GenAI-Perf ``profile_export_genai_perf.json``:
+  one object whose metrics (``time_to_first_token``, ``inter_token_latency``, ...) hold ``avg``/``p50``/...
+
+What is read (each measurement carries its assumption, in words, for the calibration's report):
+
+- prefill: the mean (else median) TTFT of a serving run as the batch-1 prefill time at the run's mean input
+  length, only where the run was at most one request at a time (``max_concurrency`` 1) or light enough that
+  requests rarely overlapped in prefill: Little's law's mean number of requests in their TTFT (request
+  throughput x mean TTFT) at most ``max_prefill_occupancy``. A ``bench_one_batch`` line of batch 1 gives its
+  ``prefill_latency`` directly (engine only: no HTTP, tokenisation or scheduling, so no per-request cost).
+- decode: the median inter-token latency (else TPOT) of a serving run as one decode step at the run's mean
+  decode batch, from Little's law (output tokens per second x seconds per step), at a context of the mean input
+  plus half the mean output; a ``bench_one_batch`` line's ``median_decode_latency`` at its ``batch_size`` and
+  input + output / 2 tokens.
+
+Every file is read through ``io.guard`` (regular files only, bounded bytes, lines and JSON nesting); every
+problem is one ``InputError`` naming the file, its line and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.guard import Limits, check_lines, decode_utf8, json_bound_problem, read_bytes
+from prfaas_plan.io.limits import MAX_STEP_S, MAX_TOKENS
+
+#: A result file: 64 MiB (a vLLM run saved with ``--save-detailed`` lists every request's TTFT and inter-token
+#: gaps, about 20 bytes a token: some hundred thousand output tokens), 1,000,000 lines (one run per line), and a
+#: line as long as the file (a detailed vLLM result is one line).
+BENCH_LIMITS = Limits(what="a benchmark result file", max_bytes=64 << 20, max_lines=1_000_000, max_line_bytes=64 << 20)
+#: Default bound on Little's law's mean number of requests in their TTFT for a serving run's TTFT to stand for a
+#: batch-1 prefill: at 0.2 a request finds another in prefill about one time in five, so the queueing it adds is
+#: a fraction of one prefill time on average (an assumption stated in every calibration, not a measurement).
+MAX_PREFILL_OCCUPANCY = 0.2
+#: Most decode batch a measurement may claim (sequences).
+MAX_BATCH = 1e6
+
+Format = Literal["vllm-serving", "sglang-bench-serving", "sglang-bench-one-batch", "aiperf"]
+FORMAT_NAMES: dict[str, str] = {
+    "vllm-serving": "vLLM serving benchmark JSON (benchmark_serving.py --save-result / vllm bench serve)",
+    "sglang-bench-serving": "SGLang bench_serving JSONL (--output-file)",
+    "sglang-bench-one-batch": "SGLang bench_one_batch JSONL (--result-filename)",
+    "aiperf": "NVIDIA AIPerf / GenAI-Perf profile export JSON",
+}
+_TIME_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "us": 1e-6, "ns": 1e-9}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchMeasurement:
+    """One time read from a result file: a batch-1 prefill of ``tokens`` input tokens or a decode step of
+    ``batch`` sequences at ``tokens`` of context, seconds; ``run`` is the object's line (JSONL) or 1."""
+
+    file: str
+    run: int
+    format: str
+    phase: Literal["prefill", "decode"]
+    batch: int
+    tokens: float
+    measured_s: float
+    statistic: str
+    assumption: str
+    includes_request_overhead: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchFile:
+    """One result file: its format, SHA-256, how many runs it holds, what was read and what was not (why)."""
+
+    file: str
+    format: str
+    sha256: str
+    runs: int
+    measurements: tuple[BenchMeasurement, ...]
+    skipped: tuple[str, ...]
+    synthetic: bool = False
+
+
+class _Run:
+    """One JSON object of a result file, with typed, located access to its keys."""
+
+    def __init__(self, data: Mapping[str, Any], display: str, line: int | None) -> None:
+        self.data, self.display, self.line = data, display, line
+
+    def problem(self, key: str, message: str) -> InputError:
+        return InputError(Problem(file=self.display, line=self.line, field=key, message=message))
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def number(
+        self,
+        key: str,
+        *,
+        gt: float = 0.0,
+        le: float = math.inf,
+        owner: Mapping[str, Any] | None = None,
+        field: str | None = None,
+    ) -> float:
+        """The finite number at ``key`` (> gt, <= le); missing, wrong type, NaN or out of range: InputError."""
+        source = self.data if owner is None else owner
+        name = field or key
+        if key not in source:
+            raise self.problem(name, "missing")
+        value = source[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.problem(name, f"expected a number, got {_shown(value)}")
+        value = float(value)
+        if math.isnan(value):
+            raise self.problem(name, "is NaN (not a number)")
+        if math.isinf(value) or not (gt < value <= le):
+            bound = f"in ({gt:g}, {le:g}]" if math.isfinite(le) else f"> {gt:g}"
+            raise self.problem(name, f"must be {bound}, got {value:g}")
+        return value
+
+    def first(self, keys: Sequence[str]) -> str | None:
+        """The first of ``keys`` present (not null)."""
+        return next((k for k in keys if self.has(k)), None)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)[:40] if not isinstance(value, float) else repr(value)
+    return f"{type(value).__name__} {text}"
+
+
+def _constant(name: str) -> float:
+    # SGLang writes an unbounded request rate as the bare JSON constant Infinity; NaN can stand for an empty
+    # statistic. Both are read, and refused only where a key the calibration uses holds one.
+    return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[name]
+
+
+def _loads(text: str, display: str, line: int | None) -> Any:
+    bound = json_bound_problem(text)
+    if bound is not None:
+        at = line if line is not None else text.count("\n", 0, bound[0]) + 1
+        raise InputError(Problem(file=display, line=at, message=f"malformed JSON: {bound[1]}"))
+    try:
+        return json.loads(text, parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        at = line if line is not None else exc.lineno
+        raise InputError(
+            Problem(file=display, line=at, message=f"malformed JSON: {exc.msg} (column {exc.colno})")
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(Problem(file=display, line=line, message=f"malformed JSON: {exc}")) from None
+
+
+def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
+    """The file's JSON objects: the whole text as one value, else one value per non-empty line (JSONL)."""
+    if not text.strip():
+        raise InputError(Problem(file=display, message="empty: no benchmark result in it"))
+    try:
+        return [(None, _loads(text, display, None))]
+    except InputError:
+        lines = [(n, s) for n, s in enumerate(text.splitlines(), start=1) if s.strip()]
+        if len(lines) < 2:
+            raise
+    return [(n, _loads(s, display, n)) for n, s in lines]
+
+
+def detect_format(data: Mapping[str, Any]) -> Format | None:
+    """The benchmark that wrote one result object, from its keys; None when none matches."""
+    keys = set(data)
+    if {"prefill_latency", "batch_size", "input_len"} <= keys:
+        return "sglang-bench-one-batch"
+    if isinstance(data.get("time_to_first_token"), Mapping) or isinstance(data.get("inter_token_latency"), Mapping):
+        return "aiperf"
+    if any(k.endswith("_e2el_ms") for k in keys):
+        return "vllm-serving"
+    if any(k.endswith("_e2e_latency_ms") for k in keys) or "random_input_len" in keys:
+        return "sglang-bench-serving"
+    return None
+
+
+_UNKNOWN = (
+    "not a result of a known benchmark: no 'prefill_latency' (SGLang bench_one_batch), 'time_to_first_token' "
+    "(AIPerf/GenAI-Perf), '*_e2el_ms' (vLLM serving) or '*_e2e_latency_ms' (SGLang bench_serving) key"
+)
+
+
+def read_bench_file(
+    path: str | Path, display: str | None = None, *, max_prefill_occupancy: float = MAX_PREFILL_OCCUPANCY
+) -> BenchFile:
+    """Read one result file (module docstring). InputError naming the file, line and key for anything that is
+    not a well-formed result of one known benchmark."""
+    shown = display or str(path)
+    raw = read_bytes(path, shown, BENCH_LIMITS)
+    check_lines(raw, shown, BENCH_LIMITS)
+    text = decode_utf8(raw, shown)
+    objects = _objects(text, shown)
+    formats: list[Format] = []
+    measurements: list[BenchMeasurement] = []
+    skipped: list[str] = []
+    synthetic = False
+    for line, data in objects:
+        if not isinstance(data, Mapping):
+            raise InputError(Problem(file=shown, line=line, message=f"expected a JSON object, got {_shown(data)}"))
+        fmt = detect_format(data)
+        if fmt is None:
+            raise InputError(Problem(file=shown, line=line, message=_UNKNOWN))
+        if formats and fmt != formats[0]:
+            raise InputError(
+                Problem(file=shown, line=line, message=f"a {fmt} result after {formats[0]} ones: one format per file")
+            )
+        formats.append(fmt)
+        synthetic = synthetic or "_synthetic" in data
+        run = _Run(data, shown, line)
+        if fmt == "sglang-bench-one-batch":
+            got, why = _one_batch(run)
+        elif fmt == "aiperf":
+            got, why = _aiperf(run, max_prefill_occupancy)
+        else:
+            got, why = _serving(run, fmt, max_prefill_occupancy)
+        measurements += got
+        skipped += [f"{'line ' + str(line) if line else 'run'}: {w}" for w in why]
+    return BenchFile(
+        file=shown,
+        format=formats[0],
+        sha256=hashlib.sha256(raw).hexdigest(),
+        runs=len(objects),
+        measurements=tuple(measurements),
+        skipped=tuple(skipped),
+        synthetic=synthetic,
+    )
+
+
+def _measurement(run: _Run, fmt: str, phase: Literal["prefill", "decode"], **fields: Any) -> BenchMeasurement:
+    tokens, measured = fields["tokens"], fields["measured_s"]
+    if not (1 <= tokens <= MAX_TOKENS):
+        raise run.problem(fields.pop("tokens_key"), f"{tokens:g} tokens is outside 1..{MAX_TOKENS:g}")
+    fields.pop("tokens_key", None)
+    if not (0 < measured <= MAX_STEP_S):
+        raise run.problem(fields["statistic"], f"{measured:g} s is outside (0, {MAX_STEP_S:g}]")
+    return BenchMeasurement(file=run.display, run=run.line or 1, format=fmt, phase=phase, **fields)
+
+
+def _serving(run: _Run, fmt: Format, max_occupancy: float) -> tuple[list[BenchMeasurement], list[str]]:
+    """A vLLM or SGLang serving run: TTFT as a batch-1 prefill when light, ITL as a decode step."""
+    completed = run.number("completed", le=1e9)
+    mean_in = run.number("total_input_tokens", le=MAX_TOKENS * 1e9) / completed
+    mean_out = run.number("total_output_tokens", le=MAX_TOKENS * 1e9) / completed
+    duration = run.number("duration", le=1e9) if run.has("duration") else None
+    out: list[BenchMeasurement] = []
+    skipped: list[str] = []
+    ttft_key = run.first(("mean_ttft_ms", "median_ttft_ms"))
+    if ttft_key is None:
+        raise run.problem("mean_ttft_ms", "missing (nor median_ttft_ms): no time to first token")
+    ttft_s = run.number(ttft_key, le=MAX_STEP_S * 1e3) * 1e-3
+    if run.has("request_throughput"):
+        rate = run.number("request_throughput", le=1e9)
+    elif duration is not None:
+        rate = completed / duration
+    else:
+        raise run.problem("request_throughput", "missing (nor duration): cannot tell how loaded the run was")
+    concurrency = run.data.get("max_concurrency")
+    occupancy = rate * ttft_s
+    if concurrency == 1 or occupancy <= max_occupancy:
+        why = (
+            "one request at a time (max_concurrency 1)"
+            if concurrency == 1
+            else f"light load: {occupancy:.3f} requests in their TTFT on average (Little's law: {rate:.3g} req/s x "
+            f"{ttft_s:.3g} s <= {max_occupancy:g})"
+        )
+        out.append(
+            _measurement(
+                run,
+                fmt,
+                "prefill",
+                batch=1,
+                tokens=mean_in,
+                tokens_key="total_input_tokens",
+                measured_s=ttft_s,
+                statistic=ttft_key,
+                assumption=f"TTFT ({ttft_key}) as the batch-1 prefill at the mean input length {mean_in:.0f} tokens; "
+                f"{why}; includes HTTP, tokenisation and scheduling (the engine's per-request cost) and any decode "
+                "step running beside it",
+            )
+        )
+    else:
+        skipped.append(
+            f"TTFT not used as a prefill time: {occupancy:.2f} requests in their TTFT on average (Little's law: "
+            f"{rate:.3g} req/s x {ttft_s:.3g} s > {max_occupancy:g}), so it includes queueing and batched prefills"
+        )
+    step_key = run.first(("median_itl_ms", "median_tpot_ms", "mean_tpot_ms", "mean_itl_ms"))
+    if step_key is None:
+        skipped.append("no inter-token latency (median_itl_ms, median_tpot_ms, mean_tpot_ms or mean_itl_ms)")
+        return out, skipped
+    step_s = run.number(step_key, le=MAX_STEP_S * 1e3) * 1e-3
+    if mean_out <= 1:
+        skipped.append(f"mean output {mean_out:.2f} tokens: no decode steps to time")
+        return out, skipped
+    if run.has("output_throughput"):
+        tokens_per_s = run.number("output_throughput", le=1e12)
+    elif duration is not None:
+        tokens_per_s = mean_out * completed / duration
+    else:
+        raise run.problem("output_throughput", "missing (nor duration): cannot estimate the decode batch")
+    batch = tokens_per_s * step_s
+    if batch > MAX_BATCH:
+        raise run.problem("output_throughput", f"implies a decode batch of {batch:g} (more than {MAX_BATCH:g})")
+    context = mean_in + mean_out / 2
+    out.append(
+        _measurement(
+            run,
+            fmt,
+            "decode",
+            batch=max(1, round(batch)),
+            tokens=context,
+            tokens_key="total_input_tokens",
+            measured_s=step_s,
+            statistic=step_key,
+            assumption=f"{step_key} as one decode step at the run's mean batch {batch:.2f} (Little's law: "
+            f"{tokens_per_s:.4g} output tok/s x {step_s:.4g} s per step; rounded to {max(1, round(batch))}"
+            + (f", max_concurrency {concurrency}" if isinstance(concurrency, int) else "")
+            + f") at a context of mean input + half the mean output, {context:.0f} tokens",
+        )
+    )
+    return out, skipped
+
+
+def _one_batch(run: _Run) -> tuple[list[BenchMeasurement], list[str]]:
+    """A ``bench_one_batch`` line: batch-1 prefill latency, and the median decode step at its batch."""
+    fmt = "sglang-bench-one-batch"
+    batch = run.number("batch_size", le=MAX_BATCH)
+    input_len = run.number("input_len", le=MAX_TOKENS)
+    output_len = run.number("output_len", le=MAX_TOKENS) if run.has("output_len") else 1.0
+    prefill_s = run.number("prefill_latency", le=MAX_STEP_S)
+    out: list[BenchMeasurement] = []
+    skipped: list[str] = []
+    if batch != int(batch):
+        raise run.problem("batch_size", f"must be a whole number, got {batch:g}")
+    if batch == 1:
+        out.append(
+            _measurement(
+                run,
+                fmt,
+                "prefill",
+                batch=1,
+                tokens=input_len,
+                tokens_key="input_len",
+                measured_s=prefill_s,
+                statistic="prefill_latency",
+                assumption=f"prefill_latency of batch 1 at {input_len:.0f} tokens: engine only (no server), so no "
+                "per-request cost is priced for it",
+                includes_request_overhead=False,
+            )
+        )
+    else:
+        skipped.append(f"prefill of a static batch of {batch:g} is not a batch-1 prefill: not used")
+    if output_len > 1 and run.has("median_decode_latency"):
+        step = run.number("median_decode_latency", le=MAX_STEP_S)
+        context = input_len + output_len / 2
+        out.append(
+            _measurement(
+                run,
+                fmt,
+                "decode",
+                batch=int(batch),
+                tokens=context,
+                tokens_key="input_len",
+                measured_s=step,
+                statistic="median_decode_latency",
+                assumption=f"median decode step of a static batch of {batch:g} at input + half the output, "
+                f"{context:.0f} tokens of context (engine only)",
+                includes_request_overhead=False,
+            )
+        )
+    elif output_len > 1:
+        raise run.problem("median_decode_latency", f"missing although output_len is {output_len:g}")
+    return out, skipped
+
+
+def _metric(run: _Run, name: str, stats: Sequence[str], *, time: bool) -> tuple[float, str]:
+    """An AIPerf metric object's first present statistic (a time in seconds when ``time``)."""
+    obj = run.data.get(name)
+    if obj is None:
+        raise run.problem(name, "missing")
+    if not isinstance(obj, Mapping):
+        raise run.problem(name, f"expected a metric object with 'avg', got {_shown(obj)}")
+    stat = next((s for s in stats if obj.get(s) is not None), None)
+    if stat is None:
+        raise run.problem(f"{name}.{stats[0]}", "missing")
+    value = run.number(stat, owner=obj, field=f"{name}.{stat}", le=1e15)
+    if time:
+        unit = obj.get("unit", "ms")
+        if unit not in _TIME_UNITS:
+            raise run.problem(f"{name}.unit", f"unknown time unit {_shown(unit)}; known: {', '.join(_TIME_UNITS)}")
+        value *= _TIME_UNITS[unit]
+    return value, f"{name}.{stat}"
+
+
+def _aiperf(run: _Run, max_occupancy: float) -> tuple[list[BenchMeasurement], list[str]]:
+    """An AIPerf / GenAI-Perf export: TTFT as a prefill when light, ITL as a decode step (as ``_serving``)."""
+    fmt = "aiperf"
+    mean_in, _ = _metric(run, "input_sequence_length", ("avg", "p50"), time=False)
+    mean_out, _ = _metric(run, "output_sequence_length", ("avg", "p50"), time=False)
+    ttft_s, ttft_key = _metric(run, "time_to_first_token", ("avg", "p50"), time=True)
+    rate, _ = _metric(run, "request_throughput", ("avg",), time=False)
+    config = run.data.get("input_config")
+    concurrency = None
+    if isinstance(config, Mapping):
+        loadgen = config.get("loadgen")
+        concurrency = (loadgen if isinstance(loadgen, Mapping) else config).get("concurrency")
+    out: list[BenchMeasurement] = []
+    skipped: list[str] = []
+    occupancy = rate * ttft_s
+    if concurrency == 1 or occupancy <= max_occupancy:
+        out.append(
+            _measurement(
+                run,
+                fmt,
+                "prefill",
+                batch=1,
+                tokens=mean_in,
+                tokens_key="input_sequence_length",
+                measured_s=ttft_s,
+                statistic=ttft_key,
+                assumption=f"TTFT ({ttft_key}) as the batch-1 prefill at the mean input length {mean_in:.0f} tokens; "
+                f"{occupancy:.3f} requests in their TTFT on average (Little's law), concurrency {concurrency}; "
+                "includes the engine's per-request cost",
+            )
+        )
+    else:
+        skipped.append(
+            f"TTFT not used as a prefill time: {occupancy:.2f} requests in their TTFT on average (Little's law) "
+            f"> {max_occupancy:g}"
+        )
+    if mean_out <= 1:
+        skipped.append("mean output at most 1 token: no decode steps to time")
+        return out, skipped
+    step_s, step_key = _metric(run, "inter_token_latency", ("p50", "avg"), time=True)
+    tokens_per_s, _ = _metric(run, "output_token_throughput", ("avg",), time=False)
+    batch = tokens_per_s * step_s
+    if batch > MAX_BATCH:
+        raise run.problem("output_token_throughput", f"implies a decode batch of {batch:g} (more than {MAX_BATCH:g})")
+    context = mean_in + mean_out / 2
+    out.append(
+        _measurement(
+            run,
+            fmt,
+            "decode",
+            batch=max(1, round(batch)),
+            tokens=context,
+            tokens_key="input_sequence_length",
+            measured_s=step_s,
+            statistic=step_key,
+            assumption=f"{step_key} as one decode step at the mean batch {batch:.2f} (Little's law: {tokens_per_s:.4g} "
+            f"output tok/s x {step_s:.4g} s; concurrency {concurrency}) at mean input + half the mean output, "
+            f"{context:.0f} tokens",
+        )
+    )
+    return out, skipped

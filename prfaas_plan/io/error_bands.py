@@ -1,0 +1,108 @@
+"""Error bands of the pricings (``hardware_profiles/serving/error_bands.yaml``, written by
+``tests/benchmarks/error_bands.py`` from the corpus's cross-validation) and of calibrated engine profiles (their
+``calibration.error_band`` section, written by ``prfaas-plan calibrate``): what ``spec.uncertainty.TimeBand`` a
+roofline or calibrated pool carries.
+
+- a built-in engine (``sglang``, ``vllm``, ``trtllm``): its leave-one-source-out cross-validation per phase;
+- no engine (the serving defaults): the defaults' error on every corpus point (none of them fitted);
+- an engine profile's path: its calibration's band when it has one; else the band of the built-in engine its
+  ``engine.key`` names; else (a hand-written profile nobody cross-validated) the widest built-in band per phase.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.paths import builtin_root, display_path
+from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml
+from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand
+
+BANDS_FILE = ("hardware_profiles", "serving", "error_bands.yaml")
+#: The key of the serving defaults' band (a pool with no ``engine:``).
+DEFAULTS = "defaults"
+PHASES = ("prefill", "decode")
+#: Largest band factor a file may state (a factor of 1,000 is already no information).
+MAX_FACTOR = 1e3
+
+
+def _phase(sec: Section, basis_prefix: str = "") -> PhaseBand | None:
+    factor = sec.number("factor", ge=1.0, le=MAX_FACTOR)
+    points = sec.number("points", ge=0, le=1e9, integer=True)
+    basis = sec.string("basis")
+    if factor is None or points is None or basis is None:
+        return None
+    return PhaseBand(factor=float(factor), points=int(points), basis=basis_prefix + basis)
+
+
+@cache
+def load_error_bands(path: Path | None = None) -> tuple[float, str, dict[str, dict[str, PhaseBand]]]:
+    """(coverage, source, key -> phase -> band) of the built-in pricings."""
+    path = path or builtin_root().joinpath(*BANDS_FILE)
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    root = checker.root(required=("source", "coverage", "bands"))
+    source = root.string("source")
+    coverage = root.number("coverage", gt=0, le=0.999)
+    keys = tuple(str(k) for k in (root.raw("bands") or {}))
+    table = root.sub("bands", required=(DEFAULTS,), optional=keys)
+    out: dict[str, dict[str, PhaseBand]] = {}
+    for key in keys:
+        phases = table.sub(key, required=PHASES)
+        out[key] = {}
+        for phase in PHASES:
+            sec = phases.sub(
+                phase, required=("factor", "points", "basis"), optional=("sources", "median_factor", "median_ratio")
+            )
+            band = _phase(sec)
+            if band is not None:
+                out[key][phase] = band
+    checker.raise_if_any()
+    assert coverage is not None and source is not None
+    return float(coverage), source, out
+
+
+def engine_band(key: str, phase: str) -> PhaseBand:
+    """The band of built-in pricing ``key`` (an engine, or ``defaults``) in ``phase``; a key without one: the
+    widest built-in engine band of that phase."""
+    _, _, table = load_error_bands()
+    if key in table:
+        return table[key][phase]
+    engines = [(k, b[phase]) for k, b in table.items() if k != DEFAULTS]
+    widest_key, widest = max(engines, key=lambda kb: kb[1].factor)
+    return PhaseBand(
+        factor=widest.factor,
+        points=widest.points,
+        basis=f"no cross-validation of '{key}': the widest built-in engine band ({widest_key}: {widest.basis})",
+    )
+
+
+def builtin_band(key: str) -> TimeBand:
+    """The time band of built-in pricing ``key`` (``engine_band`` per phase)."""
+    coverage, source, _ = load_error_bands()
+    return TimeBand(
+        prefill=engine_band(key, "prefill"), decode=engine_band(key, "decode"), coverage=coverage, source=source
+    )
+
+
+def profile_band(path: Path, key: str) -> TimeBand:
+    """The band of the engine profile at ``path`` (its engine key ``key``): its calibration's, else
+    ``builtin_band(key)`` (module docstring). InputError naming the file and field for a malformed band."""
+    doc = load_yaml(path, display_path(path))
+    checker = Checker(doc)
+    data = doc.data if isinstance(doc.data, dict) else {}
+    calibration = data.get("calibration")
+    if not isinstance(calibration, dict) or "error_band" not in calibration:
+        return builtin_band(key)
+    root = checker.root(optional=tuple(str(k) for k in data))
+    band = root.sub("calibration", optional=tuple(str(k) for k in calibration)).sub(
+        "error_band", required=("coverage", "source", *PHASES)
+    )
+    coverage = band.number("coverage", gt=0, le=0.999)
+    source = band.string("source")
+    phases = {p: _phase(band.sub(p, required=("factor", "points", "basis"))) for p in PHASES}
+    checker.raise_if_any()
+    if coverage is None or source is None or phases["prefill"] is None or phases["decode"] is None:
+        raise InputError(Problem(file=doc.file, field="calibration.error_band", message="incomplete"))
+    return TimeBand(prefill=phases["prefill"], decode=phases["decode"], coverage=float(coverage), source=source)

@@ -1,0 +1,154 @@
+"""Write a calibrated engine profile (``studies.bench_calibration``) as YAML that ``io.engine_profile`` loads
+back and a pool names (``engine: path``): the base engine's terms with the fitted ones replaced, the ``fit``
+section, and a ``calibration`` section with its provenance (each file's path, SHA-256, format and what was read
+from it), every measurement's residuals (in-sample and held out) and the error band per phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prfaas_plan.report.files import Owner, write_file
+from prfaas_plan.studies.bench_calibration import Calibration
+
+HEADER = "# Engine profile calibrated by prfaas-plan calibrate"
+OWNER = Owner(what="an engine profile written by prfaas-plan calibrate", signatures=(HEADER.encode(),))
+#: The loader's bound on the GEMM efficiency scale; a fit above it already prices every GEMM at efficiency 1.
+MAX_SCALE = 10.0
+
+
+def _number(value: float) -> float:
+    return float(f"{float(value):.6g}")
+
+
+def calibration_document(cal: Calibration) -> dict[str, Any]:
+    """The profile as plain data (the layout of ``hardware_profiles/serving/engines/*.yaml`` plus
+    ``calibration``)."""
+    base, engine = cal.base, cal.engine
+    sources = dict(base.sources)
+    fitted = set(cal.fit.values)
+    fit_source = (
+        f"calibrated by prfaas-plan calibrate on {len(cal.points)} measurements of {cal.model} on {cal.gpus} x "
+        f"{cal.hardware} (calibration.measurements), least squares on log(predicted / measured) with the base "
+        f"engine {base.key}'s value as a weak prior (prfaas_plan/physics/corpus_fit.py)"
+    )
+    terms: dict[str, Any] = {}
+    for term in (
+        "request_overhead_s",
+        "prefill_layer_overhead_s",
+        "prefill_chunk_tokens",
+        "decode_step_overhead_s",
+        "decode_layer_overhead_s",
+        "decode_step_overhead_eager_s",
+        "decode_layer_overhead_eager_s",
+        "all_reduce_latency_s",
+        "all_to_all_latency_s",
+        "attention_efficiency",
+        "expert_gemm_half_rows",
+    ):
+        value = getattr(engine, term)
+        entry: dict[str, Any] = {"value": int(value) if term == "prefill_chunk_tokens" else _number(value)}
+        if term in fitted:
+            entry["prior"] = _number(getattr(base, term))
+            entry["source"] = fit_source
+        else:
+            entry["source"] = f"base engine {base.key}: {sources.get(term, 'no source given')}"
+        terms[term] = entry
+    scale = engine.gemm_efficiency_scale
+    table: dict[str, dict[str, float]] = {}
+    for generation, dtype, efficiency in base.gemm_efficiency:
+        table.setdefault(generation, {})[dtype] = efficiency
+    scale_note = "" if scale <= MAX_SCALE else f" (fitted {scale:.4g}, written as {MAX_SCALE:g}: every GEMM at 1)"
+    gemm = {
+        "scale": round(min(scale, MAX_SCALE), 4),
+        "scale_prior": round(base.gemm_efficiency_scale, 4),
+        "source": (fit_source if "gemm_efficiency_scale" in fitted else f"base engine {base.key}")
+        + scale_note
+        + f"; prior table of base engine {base.key}: {sources.get('gemm_efficiency', '')}",
+        "prior": table,
+    }
+    return {
+        "engine": {
+            "key": f"{base.key}-calibrated",
+            "name": f"{base.name} calibrated on {cal.gpus} x {cal.hardware} ({cal.model})",
+            "source": f"prfaas-plan calibrate over {', '.join(b.file for b in cal.files)}; base engine {base.key} "
+            f"({base.file})",
+        },
+        "terms": terms,
+        "gemm_efficiency": gemm,
+        "fit": {
+            "source": fit_source,
+            "corpus": "calibration.measurements (the user's benchmark results)",
+            "fitted": list(cal.fit.values),
+            "fitted_on": list(cal.fit.fitted_on),
+        },
+        "calibration": calibration_section(cal),
+    }
+
+
+def calibration_section(cal: Calibration) -> dict[str, Any]:
+    """Provenance, residuals and band of a calibration (also the ``--json`` payload's core)."""
+    return {
+        "tool": "prfaas-plan calibrate",
+        "base_engine": {"key": cal.base.key, "file": cal.base.file},
+        "model": cal.model,
+        "hardware": cal.hardware,
+        "gpus": cal.gpus,
+        "generation": cal.generation,
+        "weights_dtype": cal.weights_dtype,
+        "kv_dtype": cal.kv_dtype,
+        "assumptions": list(cal.assumptions),
+        "fitted_values": {k: _number(v) for k, v in cal.fit.values.items()},
+        "files": [
+            {
+                "path": b.file,
+                "sha256": b.sha256,
+                "format": b.format,
+                "runs": b.runs,
+                "synthetic": b.synthetic,
+                "read": [p.id for p in cal.points if p.file == b.file],
+                "not_used": list(b.skipped),
+            }
+            for b in cal.files
+        ],
+        "measurements": [
+            {
+                "id": p.id,
+                "file": p.file,
+                "run": p.run,
+                "phase": p.phase,
+                "batch": p.batch,
+                "tokens": _number(p.tokens),
+                "measured_s": _number(p.measured_s),
+                "statistic": p.statistic,
+                "assumption": p.assumption,
+                "fitted_s": _number(p.fitted_s),
+                "fitted_ratio": round(p.fitted_s / p.measured_s, 4),
+                "held_out_s": _number(p.held_out_s),
+                "held_out_ratio": round(p.held_out_s / p.measured_s, 4),
+            }
+            for p in cal.points
+        ],
+        "error_band": {
+            "coverage": cal.coverage,
+            "source": f"prfaas-plan calibrate: the {cal.coverage:.0%} quantile of |log(held-out / measured)| per "
+            "phase (leave-one-out), or the base engine's cross-validated band where a phase has too few points",
+            **{
+                phase: {"factor": round(band.factor, 4), "points": band.points, "basis": band.basis}
+                for phase, band in cal.bands.items()
+            },
+        },
+    }
+
+
+def write_calibration(cal: Calibration, path: str | Path, *, force: bool = False) -> Path:
+    """Write the calibrated profile to ``path`` (atomic, locked; an existing file is replaced only when it is
+    this writer's own output and ``force`` is given, or empty)."""
+    comment = (
+        f"{HEADER} from {len(cal.files)} result file(s); the calibration section says what was read and how well\n"
+        f"# it fitted. Name it from a scenario's pool: engine: {Path(path).name}\n"
+    )
+    text = comment + yaml.safe_dump(calibration_document(cal), sort_keys=False, width=110, allow_unicode=True)
+    return write_file(path, text, owner=OWNER, force=force)

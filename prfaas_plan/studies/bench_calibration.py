@@ -1,0 +1,197 @@
+"""Calibrate an engine profile on a user's own benchmark results (``prfaas-plan calibrate``).
+
+The result files (``io.bench_results``) give batch-1 prefill times and decode steps of one model on one
+instance; the engine's fitted terms (``physics.corpus_fit.FIT_TERMS``: the GEMM efficiency scale and the
+prefill and decode overheads) are refitted on them by the corpus fit's least squares, with the base engine
+profile's values as the weak priors (a term the measurements cannot identify stays near the base engine's).
+
+How sure: every measurement is also predicted by the terms fitted without it (leave-one-out). The error band of
+a phase is the ``coverage`` quantile of |log(held-out / measured)| over its measurements when there are at least
+``MIN_BAND_POINTS`` of them; with fewer, the base engine's cross-validated band (``io.error_bands``) stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, read_bench_file
+from prfaas_plan.io.engine_profile import load_generations, load_named_engine
+from prfaas_plan.io.error_bands import engine_band
+from prfaas_plan.io.names import load_named_hardware, load_named_model
+from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate_engine
+from prfaas_plan.physics.engine import with_dtypes
+from prfaas_plan.physics.roofline import Instance, missing_peak
+from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile
+from prfaas_plan.spec.uncertainty import PhaseBand
+
+#: Fewest measurements of a phase whose leave-one-out errors make that phase's band.
+MIN_BAND_POINTS = 3
+#: Default share of held-out errors inside the band (the 80 % quantile of |log ratio|).
+DEFAULT_COVERAGE = 0.8
+
+ASSUMPTIONS = (
+    "CUDA graphs on for decode (the engines' default); no expert parallelism; tensor parallelism over --gpus",
+    "the terms the measurements cannot tell apart (e.g. the per-step and per-layer decode costs of one model) are "
+    "split as the base engine's priors split them; their sum is what the measurements fix",
+    "terms other than the fitted ones (chunk size, collective latencies, attention efficiency, grouped-GEMM curve, "
+    "eager costs) stay at the base engine's values",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationPoint:
+    """One measurement with its in-sample fit and its leave-one-out prediction, seconds."""
+
+    id: str
+    file: str
+    run: int
+    phase: str
+    batch: int
+    tokens: float
+    measured_s: float
+    statistic: str
+    assumption: str
+    fitted_s: float
+    held_out_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """An engine profile calibrated on result files: the fitted profile, the files and what was read from each,
+    every point's residuals and the error band per phase."""
+
+    base: EngineProfile
+    engine: EngineProfile
+    fit: EngineFit
+    files: tuple[BenchFile, ...]
+    points: tuple[CalibrationPoint, ...]
+    model: str
+    hardware: str
+    gpus: int
+    generation: str
+    weights_dtype: str
+    kv_dtype: str
+    coverage: float
+    bands: dict[str, PhaseBand]
+    assumptions: tuple[str, ...]
+
+
+def _band(points: Sequence[CalibrationPoint], phase: str, coverage: float, base: EngineProfile) -> PhaseBand:
+    mine = [p for p in points if p.phase == phase]
+    if len(mine) >= MIN_BAND_POINTS:
+        logs = np.abs(np.log([p.held_out_s / p.measured_s for p in mine]))
+        return PhaseBand(
+            factor=float(np.exp(np.quantile(logs, coverage))),
+            points=len(mine),
+            basis=f"leave-one-out over this calibration's {len(mine)} {phase} measurements, {coverage:.0%} quantile "
+            "of |log(predicted / measured)|",
+        )
+    inherited = engine_band(base.key, phase)
+    return PhaseBand(
+        factor=inherited.factor,
+        points=inherited.points,
+        basis=f"fewer than {MIN_BAND_POINTS} {phase} measurements here ({len(mine)}): the base engine "
+        f"{base.key}'s band ({inherited.basis})",
+    )
+
+
+def calibrate_files(
+    paths: Sequence[str | Path],
+    *,
+    model: str,
+    hardware: str,
+    gpus: int,
+    engine: str,
+    weights_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    coverage: float = DEFAULT_COVERAGE,
+    max_prefill_occupancy: float = MAX_PREFILL_OCCUPANCY,
+) -> Calibration:
+    """Read ``paths``, fit ``engine``'s terms on what they measured of ``model`` on ``gpus`` x ``hardware`` and
+    cross-validate (module docstring). InputError naming the file, key or flag for anything unusable."""
+    files = [read_bench_file(p, str(p), max_prefill_occupancy=max_prefill_occupancy) for p in paths]
+    card = load_named_model(model, "--model")
+    profile = load_named_hardware(hardware, "--hardware")
+    base = load_named_engine(engine, "--engine")
+    if card.architecture is None:
+        raise InputError(Problem(field="--model", message=f"the model card '{card.key}' has no architecture to price"))
+    why = missing_peak(card.architecture, profile.accelerator)
+    if why is not None:
+        raise InputError(Problem(field="--hardware", message=why))
+    arch = with_dtypes(card.architecture, weights_dtype, kv_dtype)
+    instance = Instance(accelerator=profile.accelerator, gpus=gpus)
+    generation = load_generations().get(profile.accelerator.key, "other")
+    cases: list[CorpusCase] = []
+    files_of: dict[str, str] = {}
+    for bench in files:
+        for k, m in enumerate(bench.measurements, start=1):
+            ident = f"{Path(bench.file).name}#{m.run}-{m.phase}-{k}"
+            measurement = CorpusMeasurement(
+                id=ident,
+                source=ident,  # each measurement its own source: cross-validation leaves one out at a time
+                engine=base.key,
+                engine_version="unknown",
+                model=card.key,
+                hardware=profile.accelerator.key,
+                gpus=gpus,
+                tensor_parallel=gpus,
+                expert_parallel=1,
+                weights_dtype=arch.dtypes.weights,
+                kv_dtype=arch.dtypes.kv_cache,
+                cuda_graphs=True,
+                phase=m.phase,
+                batch=m.batch,
+                tokens=m.tokens,
+                measured_s=m.measured_s,
+                metric=m.statistic,
+                derivation=m.assumption,
+                includes_request_overhead=m.includes_request_overhead,
+            )
+            cases.append(CorpusCase(measurement=measurement, arch=arch, instance=instance, generation=generation))
+            files_of[ident] = bench.file
+    if not cases:
+        reasons = "; ".join(f"{b.file}: {', '.join(b.skipped) or 'nothing timed'}" for b in files)
+        raise InputError(Problem(message=f"no measurement usable for a calibration ({reasons})"))
+    fit, held = cross_validate_engine(cases, base)
+    by_id = {p.id: p for p in held}
+    points = []
+    for case in cases:
+        m = case.measurement
+        h = by_id[m.id]
+        points.append(
+            CalibrationPoint(
+                id=m.id,
+                file=files_of[m.id],
+                run=int(m.id.rsplit("#", 1)[1].split("-")[0]),
+                phase=m.phase,
+                batch=m.batch,
+                tokens=m.tokens,
+                measured_s=m.measured_s,
+                statistic=m.metric,
+                assumption=m.derivation,
+                fitted_s=h.in_sample_s,
+                held_out_s=h.held_out_s,
+            )
+        )
+    bands = {phase: _band(points, phase, coverage, base) for phase in ("prefill", "decode")}
+    return Calibration(
+        base=base,
+        engine=fit.apply(base),
+        fit=fit,
+        files=tuple(files),
+        points=tuple(points),
+        model=card.key,
+        hardware=profile.accelerator.key,
+        gpus=gpus,
+        generation=generation,
+        weights_dtype=arch.dtypes.weights,
+        kv_dtype=arch.dtypes.kv_cache,
+        coverage=coverage,
+        bands=bands,
+        assumptions=ASSUMPTIONS,
+    )

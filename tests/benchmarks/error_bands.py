@@ -1,0 +1,121 @@
+"""The error band of every engine profile and of the serving defaults, per phase, from the public corpus.
+
+- An engine (sglang, vllm, trtllm): the leave-one-source-out cross-validation of ``corpus_cv.py`` (each source
+  predicted by terms fitted without it); the band is the COVERAGE quantile of |log(held-out / measured)|.
+- A phase an engine has no held-out point of: the quantile pooled over the engines that have (stated).
+- The serving defaults (a pool with no ``engine:``): predicted on every corpus point; the defaults were fitted
+  to the paper's Tables 3 and 5, not to the corpus, so these errors are held out too.
+
+Run: python3 tests/benchmarks/error_bands.py           (the table)
+     python3 tests/benchmarks/error_bands.py --write   (also write hardware_profiles/serving/error_bands.yaml)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from prfaas_plan.io.engine_profile import load_corpus, load_generations  # noqa: E402
+from prfaas_plan.physics.decode import decode_step_time  # noqa: E402
+from prfaas_plan.physics.prefill import prefill_time  # noqa: E402
+from prfaas_plan.spec.hardware import RooflineParams  # noqa: E402
+from tests.benchmarks.corpus_cv import CORPUS, case_of, study  # noqa: E402
+
+COVERAGE = 0.8
+OUT = REPO / "hardware_profiles" / "serving" / "error_bands.yaml"
+HEADER = (
+    "# Error bands of the engine profiles and the serving defaults (prfaas_plan/io/error_bands.py reads this).\n"
+    "# Written by tests/benchmarks/error_bands.py --write from the public corpus; do not edit by hand.\n"
+)
+
+
+def _entry(ratios: list[float], sources: int, basis: str) -> dict[str, Any]:
+    logs = np.abs(np.log(np.asarray(ratios)))
+    return {
+        "factor": round(float(np.exp(np.quantile(logs, COVERAGE))), 3),
+        "points": len(ratios),
+        "sources": sources,
+        "median_factor": round(float(np.exp(np.median(logs))), 3),
+        "median_ratio": round(float(np.exp(np.median(np.log(ratios)))), 3),
+        "basis": basis,
+    }
+
+
+def defaults_ratios() -> dict[str, tuple[list[float], int]]:
+    """Serving defaults' predicted / measured on every corpus point, per phase (and the number of sources)."""
+    generations, params = load_generations(), RooflineParams()
+    out: dict[str, tuple[list[float], set[str]]] = {"prefill": ([], set()), "decode": ([], set())}
+    for m in load_corpus(CORPUS):
+        c = case_of(m, generations)
+        if m.phase == "prefill":
+            t = float(prefill_time(c.arch, c.instance, params, np.asarray([m.tokens])).total_s[0])
+        else:
+            t = float(decode_step_time(c.arch, c.instance, params, np.asarray([float(m.batch)]), m.tokens).total_s[0])
+        out[m.phase][0].append(t / m.measured_s)
+        out[m.phase][1].add(m.source)
+    return {k: (v[0], len(v[1])) for k, v in out.items()}
+
+
+def bands() -> dict[str, Any]:
+    """The bands document."""
+    results = study()
+    table: dict[str, dict[str, Any]] = {}
+    pooled: dict[str, list[float]] = {"prefill": [], "decode": []}
+    pooled_sources: dict[str, set[str]] = {"prefill": set(), "decode": set()}
+    for key, (_, _, points) in results.items():
+        table[key] = {}
+        for phase in ("prefill", "decode"):
+            mine = [p for p in points if p.phase == phase]
+            if mine:
+                sources = {p.source for p in mine}
+                table[key][phase] = _entry(
+                    [p.ratio for p in mine], len(sources), f"leave-one-source-out cross-validation of {key} {phase}"
+                )
+                pooled[phase] += [p.ratio for p in mine]
+                pooled_sources[phase] |= {f"{key}:{s}" for s in sources}
+    for key in table:
+        for phase in ("prefill", "decode"):
+            if phase not in table[key]:
+                table[key][phase] = _entry(
+                    pooled[phase],
+                    len(pooled_sources[phase]),
+                    f"no held-out {phase} point of {key}: the cross-validation pooled over the other engines",
+                )
+    table["defaults"] = {
+        phase: _entry(
+            ratios,
+            n,
+            f"serving defaults (fitted to the paper's Tables 3 and 5) on every corpus {phase} "
+            "point, none of them fitted",
+        )
+        for phase, (ratios, n) in defaults_ratios().items()
+    }
+    return {
+        "source": "tests/benchmarks/error_bands.py over hardware_profiles/serving/corpus/public-measurements.yaml "
+        f"(and the paper's Table 3 for SGLang): factor = the {COVERAGE:.0%} quantile of |log(predicted / measured)|, "
+        "held out; median_ratio > 1 means the pricing is too slow",
+        "coverage": COVERAGE,
+        "bands": table,
+    }
+
+
+if __name__ == "__main__":
+    doc = bands()
+    print("| pricing | phase | points | sources | band factor | median factor | median ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for key, phases in doc["bands"].items():
+        for phase, e in phases.items():
+            print(
+                f"| {key} | {phase} | {e['points']} | {e['sources']} | {e['factor']} | {e['median_factor']} | "
+                f"{e['median_ratio']} |"
+            )
+    if "--write" in sys.argv[1:]:
+        OUT.write_text(HEADER + yaml.safe_dump(doc, sort_keys=False, width=110))
