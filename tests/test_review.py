@@ -336,7 +336,7 @@ def test_review_layers() -> None:
             assert root not in ("typer", "rich", "matplotlib", "yaml"), (path, name)
             assert not name.startswith("prfaas_plan.cli"), (path, name)
     users = [p for p in package.rglob("*.py") if any(n.startswith("matplotlib") for n in _imported(p))]
-    assert users == [package / "cli" / "plots.py"]
+    assert users == [package / "report" / "figures.py"]
 
 
 def test_command_module_does_not_import_matplotlib() -> None:

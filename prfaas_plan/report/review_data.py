@@ -138,6 +138,7 @@ def review_to_dict(r: Review) -> dict[str, Any]:
         "matrix": None if r.matrix is None else matrix_to_dict(r.matrix),
         "cost_goodput_frontier": None,
         "sensitivity": None,
+        "recommendation": None if r.recommendation is None else _recommendation(r),
         "skipped": dict(r.skipped),
         "timings_s": dict(r.timings_s),
         "provenance": {k: {"source": v, "kind": provenance_kind(v)} for k, v in r.provenance.items()},
@@ -148,6 +149,9 @@ def review_to_dict(r: Review) -> dict[str, Any]:
             "given_deployment_largest_rate_within_slo": carried_to_dict(r.sizing.own),
             "bandwidth_knee": None if r.sizing.knee is None else knee_to_dict(r.sizing.knee),
             "simulation_check": None if r.sizing.check is None else check_to_dict(r.sizing.check),
+            "homogeneous_pd_simulation_check": None
+            if r.sizing.baseline_check is None
+            else check_to_dict(r.sizing.baseline_check),
         }
     if r.frontier is not None:
         out["cost_goodput_frontier"] = {
@@ -179,6 +183,29 @@ def review_to_dict(r: Review) -> dict[str, Any]:
             "n_minus_one": both["n_minus_one"] if r.n_minus_one is not None else None,
         }
     return out
+
+
+def _recommendation(r: Review) -> dict[str, Any]:
+    rec = r.recommendation
+    assert rec is not None
+    return {
+        "objective": rec.objective,
+        "options": [
+            {
+                "rank": i + 1,
+                "kind": o.kind,
+                "label": o.label,
+                "usd_per_hour": _num(o.usd_per_hour),
+                "req_per_s": o.figure_req_per_s,
+                "margin_over_target": o.margin,
+                "simulation_verdict": o.verdict,
+            }
+            for i, o in enumerate(rec.options)
+        ],
+        "equal_cost_gain": rec.equal_cost_gain,
+        "equal_cost_usd_per_hour": rec.equal_cost_usd_per_hour,
+        "equal_cost_homogeneous_instances": rec.equal_cost_homogeneous_instances,
+    }
 
 
 def _plan(r: Review, key: str) -> PlanEvaluation:
@@ -227,12 +254,14 @@ def _plan_row(key: str, p: PlanEvaluation, base: float) -> tuple[Any, ...]:
 def _check_row(label: str, c: LoadedCheck, lam: float) -> tuple[Any, ...]:
     sim = c.simulated.figures.get("overall", {}) if c.simulated is not None else {}
     cells: list[Any] = [label, c.rate_req_per_s, c.rate_req_per_s / lam if lam > 0 else None, c.closed.stable]
+    cells += [c.answer("overall", "p90"), c.answer_source]
     for stat in ("mean", "p50", "p90", "p99"):
         cells.append(c.figure_closed("overall", stat))
     for stat in ("p50", "p90", "p99"):
         fig = sim.get(stat)
         cells += [None if fig is None else fig.value, None if fig is None else _num(fig.half_width)]
     cells.append(None if c.simulated is None else not c.disagreements)
+    cells.append(None if c.decision is None else c.decision.verdict)
     return tuple(cells)
 
 
@@ -240,6 +269,8 @@ _CHECK_COLUMNS = (
     "rate_req_per_s",
     "load_fraction",
     "stable",
+    "p90_s",
+    "p90_source",
     "closed_mean_s",
     "closed_p50_s",
     "closed_p90_s",
@@ -251,6 +282,7 @@ _CHECK_COLUMNS = (
     "simulated_p99_s",
     "simulated_p99_ci95_s",
     "agrees",
+    "slo_verdict",
 )
 
 
@@ -273,7 +305,10 @@ def _simulation_note(r: Review) -> str:
     v = r.options.verify
     if not v.verify:
         return "simulation off (--no-verify)"
-    return f"simulated: {v.replications} replications of {v.requests:,} requests, mean and 95 % interval"
+    return (
+        f"simulated: {v.budget_line()}; mean and 95 % interval; p90_s is the answer presented, from p90_source "
+        "(the simulation where the closed form is out of its domain or beyond tolerance)"
+    )
 
 
 def _steady_tables(r: Review) -> list[Table]:
@@ -478,7 +513,7 @@ def _cost_tables(r: Review) -> list[Table]:
     tables: list[Table] = []
     if r.cost is not None:
         k = r.cost
-        rows = [
+        rows: list[tuple[Any, ...]] = [
             (
                 "PrfaaS-PD (optimised)",
                 k.plan_cost.n_prfaas,

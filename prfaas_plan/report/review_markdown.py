@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prfaas_plan.report.review_data import Table, provenance_kind
-from prfaas_plan.studies.review import SCHEMA_VERSION, Review
+from prfaas_plan.studies.review import SCHEMA_VERSION, Option, Review
 from prfaas_plan.units import GBIT_PER_S
 
 
@@ -76,13 +76,82 @@ def _loaded_line(r: Review) -> str:
     return line + f"; **they disagree** at {'; '.join(overall)} (the verdicts use the simulation)."
 
 
+def _option_text(o: Option, with_margin: bool) -> str:
+    cost = f"${o.usd_per_hour:,.0f}/h" if math.isfinite(o.usd_per_hour) else "unpriced"
+    text = f"{o.kind}, {o.label}: {cost}"
+    if with_margin and o.margin is not None:
+        text += f", goodput {o.figure_req_per_s:.2f} req/s ({o.margin:+.0%} margin over the target)"
+    elif math.isfinite(o.usd_per_hour) and o.usd_per_hour > 0:
+        text += f", {o.figure_req_per_s:.2f} req/s ({o.figure_req_per_s / o.usd_per_hour * 100:.2f} req/s per $100/h)"
+    else:
+        text += f", {o.figure_req_per_s:.2f} req/s"
+    if o.verdict is not None:
+        text += f"; simulated at the target: {o.verdict}"
+    return text
+
+
+def decision_paragraph(r: Review) -> str:
+    """The review's first paragraph: the decision on its own objective, how the winner compares with the
+    other kinds (PrfaaS-PD, homogeneous PD, naive offload), the equal-cost comparison, and the next best
+    alternatives with their cost and margin."""
+    rec = r.recommendation
+    if rec is None:
+        return ""
+    win = rec.winner
+    target = r.target is not None and r.sizing is not None and win.margin is not None
+    text = f"**Decision** ({rec.objective}): **{_option_text(win, target)}**."
+    rivals: dict[str, Option] = {}
+    for o in rec.options[1:]:
+        rivals.setdefault(o.kind, o)
+    for kind, o in rivals.items():
+        if kind == win.kind:
+            continue
+        if target and math.isfinite(win.usd_per_hour) and win.usd_per_hour > 0:
+            text += (
+                f" The cheapest {kind} that carries it costs ${o.usd_per_hour:,.0f}/h, "
+                f"{o.usd_per_hour / win.usd_per_hour - 1:+.0%} against the decision."
+            )
+        elif math.isfinite(o.usd_per_hour) and o.usd_per_hour > 0 and win.usd_per_hour > 0:
+            per_win = win.figure_req_per_s / win.usd_per_hour
+            per_o = o.figure_req_per_s / o.usd_per_hour
+            text += f" {kind} ({o.label}) gives {per_o / per_win - 1:+.0%} of it per dollar."
+        elif win.figure_req_per_s > 0:
+            text += f" {kind} ({o.label}): {o.figure_req_per_s / win.figure_req_per_s - 1:+.0%}."
+    if target and not any(o.kind != win.kind for o in rec.options[1:]):
+        others = {"PrfaaS-PD", "homogeneous PD"} - {win.kind}
+        text += f" No {' or '.join(sorted(others))} deployment in the search space carries the target."
+    naive = r.goodput.naive_heterogeneous.goodput.rate_req_per_s if r.goodput is not None else None
+    if target and naive is not None and r.target is not None and naive < r.target.rate_req_per_s:
+        text += (
+            f" Naive offload (every request prefilled by the PrfaaS pool) carries only {naive:.2f} req/s on the "
+            "given deployment."
+        )
+    if rec.equal_cost_gain is not None and rec.equal_cost_usd_per_hour is not None:
+        g = rec.equal_cost_gain
+        text += (
+            f" At equal cost (${rec.equal_cost_usd_per_hour:,.0f}/h, the given deployment at its Λ_max, against "
+            f"{rec.equal_cost_homogeneous_instances} homogeneous PD instances), PrfaaS-PD's Λ_max is "
+            f"{g:+.0%} of homogeneous PD's: "
+            + ("PrfaaS-PD wins." if g > 0 else "homogeneous PD wins." if g < 0 else "a tie.")
+        )
+    nxt = list(rec.options[1:4])
+    if nxt:
+        text += " Next best: " + "; ".join(_option_text(o, target) for o in nxt) + "."
+    return text
+
+
 def _summary(r: Review) -> list[str]:
     """The one-minute summary: the decision, whether the target is met, what it costs and what could break."""
     spec, c = r.scenario, r.comparison
     plan = c.plan
-    out = [
-        f"- **Run** t = {plan.threshold_tokens:,.0f} tokens with {plan.n_prfaas} PrfaaS instances and a local split of "
-        f"{plan.n_pd_prefill} prefill / {plan.n_pd_decode} decode: **Λ_max = {plan.throughput_req_per_s:.2f} req/s**, "
+    out = []
+    paragraph = decision_paragraph(r)
+    if paragraph:
+        out += [paragraph, ""]
+    out += [
+        f"- **Best PrfaaS-PD plan on the given deployment** (throughput, equal GPU count): t = "
+        f"{plan.threshold_tokens:,.0f} tokens with {plan.n_prfaas} PrfaaS instances and a local split of "
+        f"{plan.n_pd_prefill} prefill / {plan.n_pd_decode} decode: Λ_max = {plan.throughput_req_per_s:.2f} req/s, "
         f"{plan.throughput_req_per_s / c.homogeneous_pd.throughput_req_per_s:.2f}× homogeneous PD "
         f"({c.homogeneous_pd.throughput_req_per_s:.2f}) and "
         f"{plan.throughput_req_per_s / c.naive_heterogeneous.throughput_req_per_s:.2f}× naive offload "
@@ -101,20 +170,11 @@ def _summary(r: Review) -> list[str]:
             f"given carries up to {own.goodput_req_per_s:.2f} req/s within the SLO, so it "
             + ("**meets** the target." if meets else "**misses** the target.")
         )
-        best, homog = r.sizing.sizing.prfaas_pd, r.sizing.sizing.homogeneous_pd
-        if best is not None:
-            text = (
-                f"- **Cheapest to meet it**: {best.n_prfaas} PrfaaS + {best.n_local} local instances on a "
-                f"{best.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s link, ${best.usd_per_hour:,.0f}/h"
-            )
-            if homog is not None:
-                text += f" against ${homog.usd_per_hour:,.0f}/h for homogeneous PD ({homog.n_local} instances)"
-            else:
-                why = [x for x in r.sizing.sizing.reasons if x.startswith("homogeneous")]
-                text += "; homogeneous PD cannot meet it" + (f" ({why[0].split(': ', 1)[-1]})" if why else "")
-            out.append(text + ".")
-        else:
+        if r.sizing.sizing.prfaas_pd is None and r.sizing.sizing.homogeneous_pd is None:
             out.append("- **No deployment in the search space meets it**: " + "; ".join(r.sizing.sizing.reasons) + ".")
+        for name, check in (("PrfaaS-PD", r.sizing.check), ("homogeneous PD", r.sizing.baseline_check)):
+            if check is not None and check.decision is not None:
+                out.append(f"- **Sized {name}, simulated at the target**: {check.decision.line()}.")
     elif r.goodput is not None:
         g = r.goodput
         out.append(

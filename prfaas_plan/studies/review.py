@@ -37,7 +37,7 @@ from prfaas_plan.optimize.sizing import size as size_deployment
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.closed_form import Traffic
-from prfaas_plan.studies.verify import LoadedCheck, VerifyOptions, check_loaded, check_plans
+from prfaas_plan.studies.verify import MISSES, LoadedCheck, VerifyOptions, check_loaded, check_plans
 from prfaas_plan.throughput import (
     STAGES,
     StageModel,
@@ -183,6 +183,41 @@ class Frontier:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Option:
+    """One way to serve the scenario, on the recommendation's objective: ``kind`` is "PrfaaS-PD",
+    "homogeneous PD" or "naive offload" (with the hardware pair for a matrix point); ``usd_per_hour`` its cost
+    (at the target rate, or at its Λ_max without a target; NaN when unpriced); ``figure_req_per_s`` what the
+    objective counts (goodput with a target or an SLO, else Λ_max); ``margin`` its relative margin
+    (goodput / target - 1 with a target); ``verdict`` the simulation check at the target (None: not simulated)."""
+
+    label: str
+    kind: str
+    usd_per_hour: float
+    figure_req_per_s: float
+    margin: float | None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recommendation:
+    """The review's decision on its own objective: the ``winner`` among ``options`` (ranked, best first; the
+    winner is options[0]), the ``objective`` in words, and the equal-cost comparison of PrfaaS-PD with
+    homogeneous PD (``equal_cost_gain``: PrfaaS-PD's Λ_max over homogeneous PD's at the same hourly cost,
+    minus 1; None unpriced)."""
+
+    objective: str
+    options: tuple[Option, ...]
+    equal_cost_gain: float | None
+    equal_cost_usd_per_hour: float | None
+    equal_cost_homogeneous_instances: int | None
+
+    @property
+    def winner(self) -> Option:
+        """The best option on the objective."""
+        return self.options[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Review:
     """Everything a capacity review found; a part is None when ``skipped`` names it with the reason."""
 
@@ -209,6 +244,8 @@ class Review:
     timings_s: Mapping[str, float]
     #: quantity -> provenance line (the stage model's sources, then the prices').
     provenance: Mapping[str, str]
+    #: The decision on the review's objective (``recommend``).
+    recommendation: Recommendation | None = None
 
 
 T = TypeVar("T")
@@ -482,6 +519,177 @@ def cost_frontier(
     return Frontier(points=tuple(points), pareto=front)
 
 
+def _carries(verdict: str | None) -> bool:
+    return verdict != MISSES
+
+
+def recommend(r: Review) -> Recommendation:
+    """The decision on the review's own objective, never a plan another option beats on it.
+
+    With a target and prices: the cheapest deployment that carries the target within the SLO, among the sized
+    PrfaaS-PD and homogeneous-PD deployments, the given deployment and its priced neighbours, and the matrix
+    points (a deployment whose simulation check misses the SLO is left out; ranked by cost, then by margin).
+    Without a target, with prices: the most requests per second per USD/h, PrfaaS-PD on the given deployment
+    against homogeneous PD at equal GPU count and at equal cost (goodput under the SLO when there is one,
+    else Λ_max). Unpriced: the most requests per second on the given GPUs (the paper's comparison)."""
+    c = r.comparison
+    gain = usd = instances = None
+    if r.cost is not None:
+        gain = r.cost.equal_cost.gain
+        usd = r.cost.plan_cost.breakdown.total_usd_per_hour
+        instances = r.cost.equal_cost.shape.instances
+    options: list[Option] = []
+    if r.target is not None and r.sizing is not None:
+        target = r.target
+        rate = target.rate_req_per_s
+        sized = r.sizing.sizing
+        checks = {"prfaas": r.sizing.check, "homogeneous": r.sizing.baseline_check}
+        for key, d in (("prfaas", sized.prfaas_pd), ("homogeneous", sized.homogeneous_pd)):
+            if d is None:
+                continue
+            check = checks[key]
+            verdict = check.decision.verdict if check is not None and check.decision is not None else None
+            link = f" on a {d.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s link" if d.n_prfaas else ""
+            options.append(
+                Option(
+                    label=f"{d.n_prfaas} PrfaaS + {d.n_local} local instances{link}"
+                    if d.n_prfaas
+                    else f"{d.n_local} local instances, no PrfaaS pool",
+                    kind="PrfaaS-PD" if d.n_prfaas else "homogeneous PD",
+                    usd_per_hour=d.usd_per_hour,
+                    figure_req_per_s=d.goodput_req_per_s,
+                    margin=d.goodput_req_per_s / rate - 1,
+                    verdict=verdict,
+                )
+            )
+        for p in r.frontier.points if r.frontier is not None else ():
+            if p.source in ("given", "scaled") and p.goodput_req_per_s >= rate:
+                options.append(
+                    Option(
+                        label=f"{p.label.split()[0].replace('+', ' PrfaaS + ')} local instances"
+                        + (" (as given)" if p.source == "given" else ""),
+                        kind="PrfaaS-PD",
+                        usd_per_hour=p.usd_per_hour,
+                        figure_req_per_s=p.goodput_req_per_s,
+                        margin=p.goodput_req_per_s / rate - 1,
+                    )
+                )
+        for m in r.matrix.points if r.matrix is not None else ():
+            if m.goodput_req_per_s >= rate:
+                homog = not m.prefill
+                options.append(
+                    Option(
+                        label=f"{m.local} only" if homog else f"{m.prefill} PrfaaS + {m.local} local",
+                        kind="homogeneous PD" if homog else "PrfaaS-PD",
+                        usd_per_hour=m.usd_per_hour,
+                        figure_req_per_s=m.goodput_req_per_s,
+                        margin=m.goodput_req_per_s / rate - 1,
+                    )
+                )
+        options = [o for o in options if _carries(o.verdict)]
+        options.sort(key=lambda o: (o.usd_per_hour, -(o.margin or 0.0)))
+        objective = (
+            f"the cheapest deployment that carries {rate:g} req/s within P{target.quantile * 100:g} TTFT <= "
+            f"{target.ttft_slo_s:g} s"
+        )
+        if options:
+            return Recommendation(
+                objective=objective,
+                options=_unique(options),
+                equal_cost_gain=gain,
+                equal_cost_usd_per_hour=usd,
+                equal_cost_homogeneous_instances=instances,
+            )
+    g = r.goodput
+    by = "goodput" if g is not None else "Λ_max"
+
+    def figure(key: str) -> float:
+        if g is not None:
+            return float(getattr(g, key).goodput.rate_req_per_s)
+        return float(getattr(c, key).throughput_req_per_s)
+
+    plan_label = (
+        f"{c.plan.n_prfaas} PrfaaS + {r.scenario.local.instances} local instances, t = "
+        f"{c.plan.threshold_tokens or 0:,.0f}"
+    )
+    if r.cost is not None:
+        k = r.cost
+        equal = k.equal_cost
+        # Requests per second per USD/h; homogeneous PD at equal cost carries its own figure at the same price.
+        homog_figure = equal.plan.throughput_req_per_s
+        plan_figure = c.plan.throughput_req_per_s
+        if g is not None:
+            plan_figure = figure("plan")
+            homog_figure *= figure("homogeneous_pd") / max(c.homogeneous_pd.throughput_req_per_s, 1e-12)
+        options = [
+            Option(
+                label=plan_label,
+                kind="PrfaaS-PD",
+                usd_per_hour=usd or math.nan,
+                figure_req_per_s=plan_figure,
+                margin=None,
+            ),
+            Option(
+                label=f"{equal.shape.instances} local instances at equal cost",
+                kind="homogeneous PD",
+                usd_per_hour=equal.cost.breakdown.total_usd_per_hour,
+                figure_req_per_s=homog_figure,
+                margin=None,
+            ),
+            Option(
+                label=f"{k.equal_gpu.shape.instances} local instances at equal GPU count",
+                kind="homogeneous PD",
+                usd_per_hour=k.equal_gpu.cost.breakdown.total_usd_per_hour,
+                figure_req_per_s=k.equal_gpu.plan.throughput_req_per_s
+                * (figure("homogeneous_pd") / max(c.homogeneous_pd.throughput_req_per_s, 1e-12) if g else 1.0),
+                margin=None,
+            ),
+        ]
+        options.sort(key=lambda o: -(o.figure_req_per_s / o.usd_per_hour if o.usd_per_hour > 0 else 0.0))
+        objective = f"the most {by} per USD/h (req/s per USD/h)"
+    else:
+        options = [
+            Option(
+                label=plan_label, kind="PrfaaS-PD", usd_per_hour=math.nan, figure_req_per_s=figure("plan"), margin=None
+            ),
+            Option(
+                label="the same local instances, no PrfaaS pool",
+                kind="homogeneous PD",
+                usd_per_hour=math.nan,
+                figure_req_per_s=figure("homogeneous_pd"),
+                margin=None,
+            ),
+            Option(
+                label="every request offloaded",
+                kind="naive offload",
+                usd_per_hour=math.nan,
+                figure_req_per_s=figure("naive_heterogeneous"),
+                margin=None,
+            ),
+        ]
+        options.sort(key=lambda o: -o.figure_req_per_s)
+        objective = f"the most {by} on the given GPUs (no prices)"
+    return Recommendation(
+        objective=objective,
+        options=tuple(options),
+        equal_cost_gain=gain,
+        equal_cost_usd_per_hour=usd,
+        equal_cost_homogeneous_instances=instances,
+    )
+
+
+def _unique(options: Sequence[Option]) -> tuple[Option, ...]:
+    """The options without repeats (the same kind at the same cost and figure), order kept."""
+    seen: set[tuple[str, float, float]] = set()
+    out = []
+    for o in options:
+        key = (o.kind, round(o.usd_per_hour, 6), round(o.figure_req_per_s, 6))
+        if key not in seen:
+            seen.add(key)
+            out.append(o)
+    return tuple(out)
+
+
 def _missing_prices(prices: UnitPrices) -> str:
     missing = [f"{k}: {v}" for k, v in prices.sources.items() if v.startswith("no price")]
     return "no prices (" + "; ".join(missing) + ")" if missing else "no prices"
@@ -650,7 +858,7 @@ def review(
         lambda: n_minus_one(model, target, resolution_tokens=resolution, decode_service_scv=scv),  # type: ignore[arg-type]
         why_not["n_minus_one"],
     )
-    return Review(
+    result = Review(
         scenario=scenario,
         options=options,
         target=target,
@@ -672,6 +880,7 @@ def review(
         timings_s=timings,
         provenance={**model.sources, **prices.sources},
     )
+    return replace(result, recommendation=recommend(result))
 
 
 __all__ = [
@@ -680,11 +889,14 @@ __all__ = [
     "SIZING_CHECK",
     "LoadCurve",
     "Loaded",
+    "Option",
+    "Recommendation",
     "Review",
     "ReviewOptions",
     "SizingPart",
     "SplitSweep",
     "ThresholdSweep",
+    "recommend",
     "review",
     "sizing_part",
     "split_sweep",
