@@ -56,7 +56,8 @@ _SCENARIO_VARIANTS: tuple[tuple[tuple[str, Any], ...], ...] = (
     (("traffic.arrival", {"process": "renewal", "interarrival_scv": 2.0}),),
     (("traffic.arrival", {"process": "diurnal", "amplitude": 0.5, "period_s": 86400}),),
     (("deployment.local.method", "calibrated"), ("deployment.local.calibrate_from", "h200")),
-    (("deployment.prfaas.method", "roofline"),),
+    (("deployment.prfaas.method", "roofline"), ("deployment.prfaas.roofline", {})),
+    (("deployment.local.method", "roofline"), ("deployment.local.roofline", {})),
     (("dynamics.link", {"steps": [{"at_s": 0, "gbit_per_s": 100}]}),),
     (("dynamics.link", {"periodic": {"period_s": 100, "steps": [{"at_s": 0, "gbit_per_s": 100}]}}),),
 )
@@ -120,7 +121,69 @@ def _builtin_files(sub: str) -> list[Path]:
     return sorted((builtin_root() / sub).glob("*.yaml"))
 
 
+#: A string the loader accepts: not empty, not only blanks.
+_NON_BLANK = r"\S"
+#: Units by the end of a key's name (the house names every number with its unit), first match wins.
+_UNITS = (
+    ("_usd_per_gbit_per_s_month", "USD per Gbit/s per month"),
+    ("_usd_per_hour", "USD per hour"),
+    ("usd_per_hour", "USD per hour"),
+    ("_usd_per_gb", "USD per GB"),
+    ("_usd_per_kwh", "USD per kWh"),
+    ("_gbit_per_s", "Gbit/s"),
+    ("_tokens_per_s", "tokens per second"),
+    ("_req_per_s", "requests per second"),
+    ("_bytes_per_s", "bytes per second"),
+    ("_flop_per_s", "FLOP per second"),
+    ("_per_s", "per second"),
+    ("_tokens", "tokens"),
+    ("_bytes", "bytes"),
+    ("_gib", "GiB"),
+    ("_gb", "GB"),
+    ("_ms", "milliseconds"),
+    ("_us", "microseconds"),
+    ("_s", "seconds"),
+    ("_w", "watts"),
+    ("_fraction", "fraction (0-1)"),
+)
+
+
+def _unit(key: str) -> str | None:
+    return next((unit for suffix, unit in _UNITS if key.endswith(suffix)), None)
+
+
+def _annotated(out: dict[str, Any], path: tuple[str, ...], facts: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with a description (where the key sits, its unit, bounds and choices), its unit (``x-unit``) and
+    the default the loader uses when the key is absent."""
+    key = next((p for p in reversed(path) if p != "[]"), "")
+    unit = _unit(key) if facts.get("kinds", set()) & {"number", "integer"} else None
+    words = [f"{'.'.join(path) or 'document'}"]
+    if unit:
+        words.append(f"in {unit}")
+        out["x-unit"] = unit
+    bounds = [
+        f"{op} {facts[name]:g}" for name, op in (("gt", ">"), ("ge", ">="), ("le", "<=")) if facts.get(name) is not None
+    ]
+    if bounds:
+        words.append(", ".join(bounds))
+    if facts.get("enum"):
+        words.append("one of " + ", ".join(facts["enum"]))
+    if "default" in facts:
+        out["default"] = facts["default"]
+        words.append(f"default {facts['default']!r}")
+    out["description"] = "; ".join(words) + "."
+    return out
+
+
 def _node(record: Record, path: tuple[str, ...], only: str | None = None) -> dict[str, Any]:
+    return (
+        _annotated(_shape(record, path, only), path, record.get(path, {}))
+        if only is None
+        else _shape(record, path, only)
+    )
+
+
+def _shape(record: Record, path: tuple[str, ...], only: str | None = None) -> dict[str, Any]:
     facts = record.get(path, {})
     kinds = sorted(facts.get("kinds", set()))
     if only is None and len(kinds) > 1:  # e.g. ``model: NAME`` or ``model: {card: NAME, dtypes: ...}``
@@ -133,7 +196,7 @@ def _node(record: Record, path: tuple[str, ...], only: str | None = None) -> dic
             if (*path, "[]") in record or any(p[: len(path) + 1] == (*path, "[]") for p in record)
             else {}
         )
-        return {"type": "array", "items": items}
+        return {"type": "array", "items": items, "minItems": 1}  # the loader refuses an empty list
     if kind in ("number", "integer"):
         out: dict[str, Any] = {"type": kind}
         if facts.get("gt") is not None:
@@ -144,7 +207,9 @@ def _node(record: Record, path: tuple[str, ...], only: str | None = None) -> dic
             out["maximum"] = facts["le"]
         return out
     if kind == "string":
-        return {"type": "string", "enum": list(facts["enum"])} if facts.get("enum") else {"type": "string"}
+        if facts.get("enum"):
+            return {"type": "string", "enum": list(facts["enum"])}
+        return {"type": "string", "pattern": _NON_BLANK}  # the loader refuses an empty or blank string
     if kind == "boolean":
         return {"type": "boolean"}
     if kind != "object":
@@ -156,6 +221,9 @@ def _node(record: Record, path: tuple[str, ...], only: str | None = None) -> dic
     out = {"type": "object", "properties": {k: _node(record, (*path, k)) for k in keys}, "additionalProperties": False}
     if facts.get("required"):
         out["required"] = sorted(facts["required"])
+        for k in out["required"]:
+            child = out["properties"][k]
+            child["description"] = child.get("description", f"{k}.").rstrip(".") + "; required."
     return out
 
 
@@ -176,4 +244,90 @@ def schema(kind: str) -> dict[str, Any]:
     else:
         raise ValueError(f"unknown input kind {kind!r}; one of {', '.join(KINDS)}")
     body = _node(record, ())
-    return {"$schema": SCHEMA_DRAFT, "title": title, **body}
+    _apply_rules(kind, body)
+    return {"$schema": SCHEMA_DRAFT, "title": title, **body, "description": _DIFFERENCES}
+
+
+#: Where the schema and the loader can differ, and why (``tests/io/test_schema.py`` checks the list).
+_DIFFERENCES = (
+    "Generated from the loader's own checks. Differences from the loader, each because JSON Schema cannot "
+    "express the rule: (1) a hardware, model or calibration name is checked against the built-in names or a "
+    "path ending in .yaml/.yml; the loader also accepts a file of that name next to the scenario and refuses a "
+    "path that does not exist; (2) rules that read another file are the loader's alone: a pool whose hardware "
+    "profile has no measured profile for the model needs method: calibrated or roofline, an engine needs a "
+    "roofline pool, a calibration needs rising points; (3) relations between two numbers (max_tokens > "
+    "min_tokens, a lognormal's min_tokens > 0) are not expressed."
+)
+
+
+def _at(node: dict[str, Any], *path: str) -> dict[str, Any] | None:
+    for key in path:
+        node = node.get("properties", {}).get(key)
+        if node is None:
+            return None
+    return node
+
+
+def _names(sub: str) -> list[str]:
+    return sorted(p.stem for p in (builtin_root() / sub).glob("*.yaml"))
+
+
+def _apply_rules(kind: str, body: dict[str, Any]) -> None:
+    """Rules the loader states in code the recorder cannot see: a length distribution's keys by its kind,
+    a priced link's source, and file names (built-in names or a YAML path)."""
+    if kind != "scenario":
+        return
+    shapes = {
+        "lognormal": ["mu", "sigma", "min_tokens", "max_tokens"],
+        "fixed": ["tokens"],
+        "uniform": ["min_tokens", "max_tokens"],
+        "empirical": ["trace"],
+    }
+    for role in ("input_length", "output_length"):
+        node = _at(body, "traffic", role)
+        if node is None:
+            continue
+        node["allOf"] = [
+            {
+                "if": {"properties": {"distribution": {"const": k}}, "required": ["distribution"]},
+                "then": {
+                    "required": keys,
+                    "propertyNames": {
+                        "enum": [
+                            "distribution",
+                            *keys,
+                            *(["prefix_cache"] if k == "empirical" and role == "input_length" else []),
+                        ]
+                    },
+                },
+            }
+            for k, keys in shapes.items()
+        ]
+    link = _at(body, "cost", "link")
+    if link is not None:
+        link["if"] = {
+            "anyOf": [
+                {"required": ["ports"]},
+                {
+                    "required": ["committed_usd_per_gbit_per_s_month"],
+                    "properties": {"committed_usd_per_gbit_per_s_month": {"exclusiveMinimum": 0}},
+                },
+                {"required": ["egress_usd_per_gb"], "properties": {"egress_usd_per_gb": {"exclusiveMinimum": 0}}},
+            ]
+        }
+        link["then"] = {"required": ["source"]}
+    yaml_path = {"type": "string", "pattern": r"\.ya?ml$"}
+    hardware = {"anyOf": [{"enum": _names("hardware_profiles")}, yaml_path]}
+    for pool in ("prfaas", "local"):
+        for key in ("hardware", "calibrate_from"):
+            node = _at(body, "deployment", pool, key)
+            if node is not None:
+                node.update(hardware)
+    model = body.get("properties", {}).get("model")
+    if model is not None:
+        cards = {"anyOf": [{"enum": _names("workloads/models")}, yaml_path]}
+        for option in model.get("oneOf", [model]):
+            if option.get("type") == "string":
+                option.update(cards)
+            elif option.get("type") == "object" and "card" in option.get("properties", {}):
+                option["properties"]["card"].update(cards)

@@ -40,6 +40,8 @@ def _record(file: str, path: KeyPath, **facts: Any) -> None:
     key = tuple("[]" if isinstance(p, int) else str(p) for p in path)
     entry = record.setdefault(file, {}).setdefault(key, {})
     for name, value in facts.items():
+        if name == "default" and value is None:
+            continue  # no default: the key is required, or its absence means "not given"
         if name == "required" and name in entry:
             entry[name] &= value  # keys required in every variant checked at this path (e.g. layer kinds)
         elif isinstance(value, set):
@@ -328,7 +330,11 @@ class Section:
     def string(self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None) -> str | None:
         """A string field, optionally one of ``choices``."""
         _record(
-            self.checker.doc.file, (*self.path, key), kind="string", enum=None if choices is None else tuple(choices)
+            self.checker.doc.file,
+            (*self.path, key),
+            kind="string",
+            enum=None if choices is None else tuple(choices),
+            default=default,
         )
         if not self.has(key):
             return default
@@ -348,7 +354,7 @@ class Section:
 
     def boolean(self, key: str, *, default: bool) -> bool | None:
         """A true/false field."""
-        _record(self.checker.doc.file, (*self.path, key), kind="boolean")
+        _record(self.checker.doc.file, (*self.path, key), kind="boolean", default=default)
         if not self.has(key):
             return default
         value = self.data[key]
@@ -368,7 +374,15 @@ class Section:
         default: float | None = None,
     ) -> float | None:
         """A finite number within bounds (``integer=True`` demands a whole number)."""
-        _record(self.checker.doc.file, (*self.path, key), kind="integer" if integer else "number", gt=gt, ge=ge, le=le)
+        _record(
+            self.checker.doc.file,
+            (*self.path, key),
+            kind="integer" if integer else "number",
+            gt=gt,
+            ge=ge,
+            le=le,
+            default=default,
+        )
         if not self.has(key):
             return default
         return check_number(self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer)
