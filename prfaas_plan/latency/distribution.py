@@ -21,7 +21,7 @@ closed form: E[g_r(L); r] from ``unloaded.route_mean_s`` plus the mean waits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,10 +158,20 @@ def _safe_mean(wait: Wait) -> float:
 def route_spread(latency_s: Array, first: Wait, second: Wait, weight: Array | None = None) -> RouteSpread:
     """A route's spread term from its (unsorted) zero-wait latencies, their weights (default: equal) and its
     two waits."""
+    g, w = _sorted_latencies(latency_s, weight)
+    return _spread(g, w, first, second)
+
+
+def _sorted_latencies(latency_s: Array, weight: Array | None) -> tuple[Array, Array]:
+    """Latencies (flattened) in increasing order (a stable sort) and their weights (default: equal)."""
     g = np.asarray(latency_s, dtype=np.float64).reshape(-1)
     w = np.full(g.size, 1.0 / g.size) if weight is None else np.asarray(weight, dtype=np.float64).reshape(-1)
     order = np.argsort(g, kind="stable")
-    g, w = g[order], w[order]
+    return g[order], w[order]
+
+
+def _spread(g: Array, w: Array, first: Wait, second: Wait) -> RouteSpread:
+    """``route_spread`` from latencies already sorted and their weights."""
     m1, m2 = _safe_mean(first), _safe_mean(second)
     prefix = None
     if abs(m1 - m2) > _EQUAL_MEANS_RTOL * max(m1, m2):
@@ -222,51 +232,119 @@ def offload_sojourn_latencies(
     (after it, or overlapped layer-wise). Returns (latencies, weights) flattened, weights summing to 1."""
     route = route_latency(model)
     assert route.offload_prefill is not None and route.offload_kv_bytes is not None
-    rho = float(state.utilization["prfaas_link"])
     work = route.offload_kv_bytes(grid) / route.link_bandwidth_bytes_per_s
+    prefill = route.offload_prefill(grid)[..., None]
+    return _sojourn_latencies(route, moments, state, work, prefill, arrival_scv)
+
+
+def _sojourn_latencies(
+    route: RouteLatency, moments: RouteMoments, state: StageState, work: Array, prefill: Array, arrival_scv: float
+) -> tuple[Array, Array]:
+    """``offload_sojourn_latencies`` from the grid's link work (s) and prefill times (s, trailing axis of 1)."""
+    rho = float(state.utilization["prfaas_link"])
     link = (rho, float(moments.link_mean_s), float(moments.link_scv), arrival_scv)
     mean, var = ps_sojourn(work, *link)
     alone = ps_alone_probability(work, *link)
     sojourn, node_weight = sojourn_nodes(mean, var, SOJOURN_NODES, work, atom_probability=alone)
-    prefill = route.offload_prefill(grid)[..., None]
     visible = prefill + sojourn if route.transfer == "after_prefill" else np.maximum(prefill, sojourn)
     latency = visible + route.first_decode_step_s
-    weight = np.broadcast_to(node_weight / grid.size, latency.shape)
+    weight = np.broadcast_to(node_weight / work.size, latency.shape)
     return latency.reshape(-1), weight.reshape(-1)
 
 
-def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_points: int = GRID_POINTS) -> TtftLaw:
-    """Assemble the TTFT law of one stable plan (scalar moments and state) from its stage laws."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RateFree:
+    """The parts of one plan's TTFT law that do not depend on the arrival rate (route curves on the length
+    grids), computed once so that a search over rates (``goodput._with_link_spread``) evaluates only what
+    moves with the rate. Grids the law may not need are built on first use and kept in ``cache``."""
+
+    model: StageModel
+    moments: RouteMoments
+    route: RouteLatency
+    grid_points: int
+    threshold_tokens: float
+    offload_fraction: float
+    #: The local route's zero-wait latencies on its length grid, sorted, with their (equal) weights.
+    local_sorted_s: Array
+    local_weight: Array
+    cache: dict[str, tuple[Array, ...]]
+
+    def mean_stretch_offload(self) -> Array:
+        """The offloaded route's length grid of ``grid_points`` cells (tokens)."""
+        if "plain" not in self.cache:
+            lengths = self.model.lengths
+            lo, hi = lengths.lower_tokens, lengths.upper_tokens
+            self.cache["plain"] = (length_grid(lengths, max(self.threshold_tokens, lo - 1.0), hi, self.grid_points),)
+        return self.cache["plain"][0]
+
+    def sojourn_offload(self) -> tuple[Array, Array]:
+        """(link work (s), prefill time (s, trailing axis of 1)) on the offloaded route's sojourn grid."""
+        if "sojourn" not in self.cache:
+            route = self.route
+            assert route.offload_prefill is not None and route.offload_kv_bytes is not None
+            lengths = self.model.lengths
+            lo, hi = lengths.lower_tokens, lengths.upper_tokens
+            grid = length_grid(lengths, max(self.threshold_tokens, lo - 1.0), hi, SOJOURN_GRID_POINTS)
+            work = route.offload_kv_bytes(grid) / route.link_bandwidth_bytes_per_s
+            self.cache["sojourn"] = (work, route.offload_prefill(grid)[..., None])
+        work, prefill = self.cache["sojourn"]
+        return work, prefill
+
+
+def _rate_free(model: StageModel, moments: RouteMoments, grid_points: int) -> _RateFree:
     lengths = model.lengths
     route = route_latency(model)
     t = float(moments.threshold_tokens)
-    lo, hi = lengths.lower_tokens, lengths.upper_tokens
-    p = float(moments.offload_fraction)
+    local_grid = length_grid(lengths, lengths.lower_tokens - 1.0, t, grid_points)
+    local_sorted, local_weight = _sorted_latencies(route.local_s(local_grid), None)
+    return _RateFree(
+        model=model,
+        moments=moments,
+        route=route,
+        grid_points=grid_points,
+        threshold_tokens=t,
+        offload_fraction=float(moments.offload_fraction),
+        local_sorted_s=local_sorted,
+        local_weight=local_weight,
+        cache={},
+    )
+
+
+def _law(parts: _RateFree, state: StageState) -> TtftLaw:
+    """The TTFT law of one stable plan at the rate of ``state`` (scalar), from its rate-free parts."""
+    model, route = parts.model, parts.route
+    p = parts.offload_fraction
     stretch = float(state.link_stretch)
-    local_grid = length_grid(lengths, lo - 1.0, t, grid_points)
     # Below a utilisation of 1e-9 the spread is below a nanosecond per second of transfer: mean stretch only.
     sojourn = p > 0 and float(state.utilization["prfaas_link"]) > _MIN_SPREAD_UTILIZATION
     if sojourn:
-        offload_grid = length_grid(lengths, max(t, lo - 1.0), hi, SOJOURN_GRID_POINTS)
         ca2_offload = p * model.interarrival_scv + (1.0 - p)
-        offload_latency, offload_weight = offload_sojourn_latencies(model, moments, state, offload_grid, ca2_offload)
+        work, prefill = parts.sojourn_offload()
+        offload_latency, offload_weight = _sojourn_latencies(
+            route, parts.moments, state, work, prefill, ca2_offload
+        )
     else:
-        offload_grid = length_grid(lengths, max(t, lo - 1.0), hi, grid_points)
+        offload_grid = parts.mean_stretch_offload()
         offload_latency = route.offload_s(offload_grid, stretch) if p > 0 else np.zeros_like(offload_grid)
         offload_weight = None
     decode_free = 1.0 - float(state.decode_wait.p_wait)
     return TtftLaw(
-        lengths=lengths,
+        lengths=model.lengths,
         route=route,
-        threshold_tokens=t,
+        threshold_tokens=parts.threshold_tokens,
         offload_fraction=p,
         link_stretch=stretch,
         local_atom=(1.0 - float(state.local_wait.p_wait)) * decode_free,
         offload_atom=(1.0 - float(state.prfaas_wait.p_wait)) * decode_free,
-        local_spread=route_spread(route.local_s(local_grid), state.local_wait, state.decode_wait),
+        local_spread=_spread(parts.local_sorted_s, parts.local_weight, state.local_wait, state.decode_wait),
         offload_spread=route_spread(offload_latency, state.prfaas_wait, state.decode_wait, offload_weight),
         offload_sojourn=sojourn,
     )
+
+
+def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_points: int = GRID_POINTS) -> TtftLaw:
+    """Assemble the TTFT law of one stable plan (scalar moments and state) from its stage laws."""
+    return _law(_rate_free(model, moments, grid_points), state)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -322,8 +400,7 @@ def loaded_ttft(
     N_prfaas is ``model.n_prfaas``. At Λ = 0 the result equals ``unloaded.unloaded_ttft`` (same settings) exactly.
     ``decode_service_scv``: SCV of a decode slot's holding time (that of the output length; 0 = fixed).
     """
-    if not (rate_req_per_s >= 0.0 and np.isfinite(rate_req_per_s)):
-        raise ValueError(f"rate_req_per_s must be a finite number >= 0, got {rate_req_per_s}")
+    _check_rate(rate_req_per_s)
     moments = route_moments(model, np.asarray(float(threshold_tokens)))
     state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv)
     limit, _ = stability_limit_req_per_s(model, moments, n_pd_prefill, n_pd_decode)
@@ -346,9 +423,7 @@ def loaded_ttft(
     law = ttft_law(model, moments, state, grid_points)
     p = law.offload_fraction
     q = 1.0 - p
-    t = law.threshold_tokens
-    stretch = law.link_stretch
-    local_mean, offload_mean = route_mean_s(model.lengths, law.route, t, stretch)
+    local_mean, offload_mean = route_mean_s(model.lengths, law.route, law.threshold_tokens, law.link_stretch)
     if law.offload_sojourn:
         offload_mean = p * law.offload_zero_wait_mean_s
     w_offload = _scalar(state.prfaas_wait.mean_s)
@@ -356,14 +431,7 @@ def loaded_ttft(
     w_decode = _scalar(state.decode_wait.mean_s)
     local_total = local_mean + q * (w_local + w_decode)
     offload_total = offload_mean + p * (w_offload + w_decode)
-    low, high = ttft_bracket(model.lengths, law.route, t, stretch)
-    if law.offload_sojourn:
-        g = law.offload_spread.latency_s
-        low, high = min(low, float(g[0])), max(high, float(g[-1]))
-    tail = max(
-        _scalar(state.prfaas_wait.quantile_s(_WAIT_BOUND_LEVEL)) if p > 0 else 0.0,
-        _scalar(state.local_wait.quantile_s(_WAIT_BOUND_LEVEL)) if q > 0 else 0.0,
-    ) + _scalar(state.decode_wait.quantile_s(_WAIT_BOUND_LEVEL))
+    low, high = _quantile_bracket(law, state)
     kinds = ["overall"] + (["offloaded"] if p > 0 else []) + (["local"] if q > 0 else [])
     kind_index = {k: i for i, k in enumerate(kinds)}
     n_levels = len(TTFT_LEVELS)
@@ -387,7 +455,7 @@ def loaded_ttft(
         return out
 
     levels = np.tile(np.asarray(TTFT_LEVELS), len(kinds))
-    quantiles = solve_quantiles(cdf, levels, low, high + tail).reshape(len(kinds), n_levels)
+    quantiles = solve_quantiles(cdf, levels, low, high).reshape(len(kinds), n_levels)
 
     def summary(kind: str, mean: float) -> TtftSummary:
         p50, p90, p99 = (float(v) for v in quantiles[kind_index[kind]])
@@ -409,3 +477,59 @@ def loaded_ttft(
             "local": summary("local", local_total / q) if q > 0 else None,
         },
     )
+
+
+def _check_rate(rate_req_per_s: float) -> None:
+    if not (rate_req_per_s >= 0.0 and np.isfinite(rate_req_per_s)):
+        raise ValueError(f"rate_req_per_s must be a finite number >= 0, got {rate_req_per_s}")
+
+
+def _quantile_bracket(law: TtftLaw, state: StageState) -> tuple[float, float]:
+    """[low, high] (s) holding every TTFT quantile of the law: the zero-wait latencies' range, widened above by
+    the waits' quantiles at 1 - 1e-9."""
+    p = law.offload_fraction
+    q = 1.0 - p
+    low, high = ttft_bracket(law.lengths, law.route, law.threshold_tokens, law.link_stretch)
+    if law.offload_sojourn:
+        g = law.offload_spread.latency_s
+        low, high = min(low, float(g[0])), max(high, float(g[-1]))
+    tail = max(
+        _scalar(state.prfaas_wait.quantile_s(_WAIT_BOUND_LEVEL)) if p > 0 else 0.0,
+        _scalar(state.local_wait.quantile_s(_WAIT_BOUND_LEVEL)) if q > 0 else 0.0,
+    ) + _scalar(state.decode_wait.quantile_s(_WAIT_BOUND_LEVEL))
+    return low, high + tail
+
+
+def ttft_quantile_at_rates(
+    model: StageModel,
+    threshold_tokens: float,
+    n_pd_prefill: int,
+    n_pd_decode: int,
+    level: float,
+    *,
+    decode_service_scv: float = 0.0,
+    grid_points: int = GRID_POINTS,
+) -> Callable[[float], float | None]:
+    """For one plan, the function Λ -> the ``level`` quantile of TTFT over all requests (s), None where the plan
+    is unstable at Λ: the overall figure ``loaded_ttft`` reports at that level (the same numbers), without the
+    means and the other quantiles, and with the law's rate-free parts (the length grids and the route curves
+    on them) computed once for all the rates asked (a goodput search evaluates dozens)."""
+    moments = route_moments(model, np.asarray(float(threshold_tokens)))
+    parts: list[_RateFree] = []
+
+    def quantile_at(rate_req_per_s: float) -> float | None:
+        _check_rate(rate_req_per_s)
+        state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv)
+        if not bool(state.stable):
+            return None
+        if not parts:
+            parts.append(_rate_free(model, moments, grid_points))
+        law = _law(parts[0], state)
+        low, high = _quantile_bracket(law, state)
+
+        def cdf(xs: Array) -> Array:
+            return np.asarray(law.local_part(xs) + law.offload_part(xs), dtype=np.float64)
+
+        return float(solve_quantiles(cdf, np.asarray([level]), low, high)[0])
+
+    return quantile_at

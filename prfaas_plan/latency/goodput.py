@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 from prfaas_plan.latency.distribution import GRID_POINTS, length_grid, positive_wait_cdf
 from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state
 from prfaas_plan.latency.unloaded import (
+    TTFT_LEVELS,
     RouteLatency,
     largest_length_within,
     local_mass_below,
@@ -335,7 +336,7 @@ def plans_goodput(
 
 
 #: Quantiles the full TTFT law reports (``loaded_ttft``), for which goodput is re-scored with the link's spread.
-_LAW_LEVELS = {0.5: "p50_s", 0.9: "p90_s", 0.99: "p99_s"}
+_LAW_LEVELS = frozenset(TTFT_LEVELS)
 # Illinois steps on P_q(Λ) - X when re-scoring with the full law, and the relative tolerance on P_q.
 _LAW_STEPS = 60
 _LAW_RTOL = 1e-9
@@ -354,16 +355,17 @@ def _with_link_spread(
 ) -> float:
     """Goodput re-scored with the full TTFT law of ``loaded_ttft`` (which spreads each transfer's sojourn on
     the shared link; the vectorised search above charges the mean stretch only): the root of
-    P_q(Λ) = X near ``estimate`` by the Illinois method, bracketed inside (0, limit)."""
-    from prfaas_plan.latency.distribution import loaded_ttft
+    P_q(Λ) = X near ``estimate`` by the Illinois method, bracketed inside (0, limit). P_q is the figure
+    ``loaded_ttft`` reports, computed alone by ``ttft_quantile_at_rates`` (the law's rate-free parts once)."""
+    from prfaas_plan.latency.distribution import ttft_quantile_at_rates
 
-    field = _LAW_LEVELS[quantile]
+    quantile_at = ttft_quantile_at_rates(
+        model, threshold_tokens, n_pd_prefill, n_pd_decode, quantile, decode_service_scv=decode_service_scv
+    )
 
     def excess(rate: float) -> float:
-        law = loaded_ttft(
-            model, threshold_tokens, n_pd_prefill, n_pd_decode, rate, decode_service_scv=decode_service_scv
-        ).ttft
-        return float(getattr(law, field)) - ttft_slo_s if law is not None else float("inf")
+        value = quantile_at(rate)
+        return value - ttft_slo_s if value is not None else float("inf")
 
     low, high = 0.0, limit_req_per_s * (1.0 - 1e-9)
     f_low, f_high = excess(low), excess(high)
