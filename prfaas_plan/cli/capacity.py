@@ -21,6 +21,14 @@ ScenarioArg = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+BandOpt = Annotated[
+    bool,
+    typer.Option(
+        "--band/--no-band",
+        help="Also size at the edges of the roofline and calibrated pools' error bands (their engine's "
+        "cross-validated error): the answer if prefill and decode are that much slower or faster.",
+    ),
+]
 #: The budget of a sequential simulation check (``studies.verify``): replications are added one at a time until
 #: the SLO lies outside the interval, or one of these ends.
 VerifyMaxRequestsOpt = Annotated[
@@ -158,6 +166,7 @@ def size(
             "and target; the threshold and split in its header) that evaluate and optimize load.",
         ),
     ] = None,
+    band: BandOpt = True,
     json_output: JsonOpt = False,
 ) -> None:
     """The cheapest deployment (PrfaaS instances, local instances, link, threshold and split) that carries a
@@ -205,6 +214,8 @@ def size(
             raise InfeasibleError(list(part.sizing.reasons))
         if write_scenario is not None:
             payload["written_scenario"] = _write_sized(write_scenario, spec_path, part.sizing)
+        if band:
+            payload["error_band"] = _size_band(spec, prices, target, part.sizing)
     if json_output:
         emit(payload)
         return
@@ -213,6 +224,25 @@ def size(
     from prfaas_plan.cli.capacity_render import print_sizing
 
     print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
+    if payload.get("error_band"):
+        from prfaas_plan.cli.band_render import print_size_band
+
+        print_size_band(payload["error_band"])
+
+
+def _size_band(spec: Any, prices: Any, target: Any, sizing: Any) -> dict[str, Any] | None:
+    """The sizing at both edges of the pools' error bands (``optimize.uncertainty``); None when no pool has
+    one (measured pools)."""
+    from prfaas_plan.optimize.uncertainty import EDGES, banded, size_edge, verdict
+    from prfaas_plan.report.uncertainty import edges_to_dict
+    from prfaas_plan.studies.uncertainty import banded_scenario
+
+    spec = banded_scenario(spec)
+    if not banded(spec):
+        return None
+    scv = spec.traffic.output_length.scv
+    edges = tuple(size_edge(spec, prices, target, sizing, e, decode_service_scv=scv) for e in EDGES)
+    return edges_to_dict(spec, verdict(sizing), edges)
 
 
 def _check_scenario_output(path: str) -> None:
@@ -304,6 +334,7 @@ def matrix(
     ttft_p90_s: Annotated[
         float | None, typer.Option("--ttft-p90-s", help="P90 TTFT SLO, s (default: the scenario's).")
     ] = None,
+    band: BandOpt = True,
     json_output: JsonOpt = False,
 ) -> None:
     """Size every (prefill hardware x local hardware) pair to the same target, each pool from the best
@@ -334,12 +365,25 @@ def matrix(
             inputs, target, decode_service_scv=spec.traffic.output_length.scv, workers=min(os.cpu_count() or 1, 8)
         )
         payload = {"scenario": spec.name, **matrix_to_dict(result)}
+        if band:
+            from prfaas_plan.report.uncertainty import matrix_band_to_dict
+            from prfaas_plan.studies.uncertainty import matrix_band
+
+            axes = (hardware_names(prefill, "--prefill"), hardware_names(local, "--local"))
+            workers = min(os.cpu_count() or 1, 8)
+            scv = spec.traffic.output_length.scv
+            found = matrix_band(spec, *axes, target, result, decode_service_scv=scv, workers=workers)
+            payload["error_band"] = matrix_band_to_dict(found)
     if json_output:
         emit(payload)
         return
     from prfaas_plan.cli.capacity_render import print_matrix
 
     print_matrix(spec, result)
+    if "error_band" in payload:
+        from prfaas_plan.cli.band_render import print_matrix_band
+
+        print_matrix_band(payload["error_band"])
 
 
 def headroom(

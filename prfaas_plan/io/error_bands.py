@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.engine_profile import engine_path, engines_dir
 from prfaas_plan.io.paths import builtin_root, display_path
 from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml
 from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand
@@ -86,15 +87,28 @@ def builtin_band(key: str) -> TimeBand:
     )
 
 
-def profile_band(path: Path, key: str) -> TimeBand:
-    """The band of the engine profile at ``path`` (its engine key ``key``): its calibration's, else
-    ``builtin_band(key)`` (module docstring). InputError naming the file and field for a malformed band."""
+def pool_band(engine: str | None, base: Path) -> TimeBand:
+    """The band of a roofline or calibrated pool whose ``engine:`` is ``engine`` (None: the serving defaults; a
+    profile's path is looked up next to the scenario in ``base`` first, as the scenario loader does)."""
+    if engine is None:
+        return builtin_band(DEFAULTS)
+    local = base / engine
+    path = local if engine.endswith((".yaml", ".yml")) and local.is_file() else engine_path(engine)
+    if path.parent.resolve() == engines_dir().resolve():
+        return builtin_band(path.stem)
+    return profile_band(path)
+
+
+def profile_band(path: Path) -> TimeBand:
+    """The band of the engine profile at ``path``: its calibration's, else ``builtin_band`` of its
+    ``engine.key`` (module docstring). InputError naming the file and field for a malformed band."""
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     data = doc.data if isinstance(doc.data, dict) else {}
     calibration = data.get("calibration")
     if not isinstance(calibration, dict) or "error_band" not in calibration:
-        return builtin_band(key)
+        head = data.get("engine")
+        return builtin_band(str(head.get("key")) if isinstance(head, dict) else path.stem)
     root = checker.root(optional=tuple(str(k) for k in data))
     band = root.sub("calibration", optional=tuple(str(k) for k in calibration)).sub(
         "error_band", required=("coverage", "source", *PHASES)

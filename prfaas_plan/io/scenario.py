@@ -17,6 +17,7 @@ from prfaas_plan.errors import InputError
 from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
 from prfaas_plan.io.dynamics import DYNAMICS_KEYS, parse_dynamics
 from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
+from prfaas_plan.io.error_bands import pool_band
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.limits import (
     MAX_ABS_MU,
@@ -351,6 +352,13 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
                 where, f"{hardware.file}: the '{model.key}' profile has no decode capacity, needed for the local pool"
             )
             return None
+    time_band = None
+    if method != "measured":
+        try:
+            time_band = pool_band(sec.string("engine") if sec.has("engine") else None, base)
+        except InputError as exc:
+            sec.checker.problems.extend(exc.problems)
+            return None
     return Pool(
         hardware_key=hardware.accelerator.key,
         accelerator=hardware.accelerator,
@@ -361,6 +369,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         roofline=params,
         calibration=calibration,
         calibration_accelerator=calibration_accelerator,
+        time_band=time_band,
     )
 
 

@@ -5,12 +5,12 @@ curves and decode capacity (``pool_costs``), and how well its fitted curves matc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from prfaas_plan.physics.calibration import calibrate
-from prfaas_plan.physics.curves import Curve, fit_profile
+from prfaas_plan.physics.curves import Curve, TabulatedCurve, fit_profile
 from prfaas_plan.physics.decode import decode_capacity, decode_step_time
 from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve, prefill_time
 from prfaas_plan.physics.roofline import Instance, TimeSplit, time_splits
@@ -38,6 +38,34 @@ class PoolCosts:
 SPLIT_LENGTHS_TOKENS = (1_000.0, 8_000.0, 32_000.0, 128_000.0)
 
 
+def _scaled(curve: Curve, factor: float) -> Curve:
+    """``curve`` with every value multiplied by ``factor``."""
+    if factor == 1.0:
+        return curve
+    if isinstance(curve, TabulatedCurve):
+        return replace(curve, knot_values=tuple(v * factor for v in curve.knot_values))
+    return replace(curve, coefficients=tuple(c * factor for c in curve.coefficients))
+
+
+def _time_scaled(costs: PoolCosts, pool: Pool) -> PoolCosts:
+    """``costs`` with the pool's time scales applied (``Pool.prefill_time_scale``, ``decode_time_scale``): the
+    prefill curve and the decode step multiplied. A derived pool's batch was found against the TPOT divided by
+    the decode scale (a step f times slower meets a TPOT t exactly where the priced one meets t / f); a measured
+    pool's (batch, step) pair keeps its batch."""
+    fp, fd = pool.prefill_time_scale, pool.decode_time_scale
+    if fp == 1.0 and fd == 1.0:
+        return costs
+    note = f" x {fp:.3g} (error band edge)" if fp != 1.0 else ""
+    step = costs.decode_step_time_s
+    return replace(
+        costs,
+        prefill=_scaled(costs.prefill, fp),
+        prefill_source=costs.prefill_source + note,
+        decode_step_time_s=None if step is None else step * fd,
+        decode_source=costs.decode_source + (f"; step x {fd:.3g} (error band edge)" if fd != 1.0 else ""),
+    )
+
+
 def pool_costs(
     pool: Pool,
     card: ModelCard,
@@ -62,7 +90,7 @@ def pool_costs(
         assert profile is not None  # the loader requires measured points for a measured pool
         kv = fit_profile(profile.kv_cache) if profile.kv_cache is not None else None
         decode = profile.decode
-        return PoolCosts(
+        costs = PoolCosts(
             prefill=fit_profile(profile.prefill),
             prefill_source=(
                 f"{profile.prefill.provenance} points ({pool.hardware_key}), degree-{profile.prefill.fit_degree} fit"
@@ -73,6 +101,7 @@ def pool_costs(
             decode_step_time_s=decode.step_time_s if decode else None,
             decode_source=f"{decode.provenance} profile ({pool.hardware_key})" if decode else "none",
         )
+        return _time_scaled(costs, pool)
     arch = card.architecture
     assert arch is not None  # the loader requires an architecture for roofline and calibrated pools
     instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
@@ -104,28 +133,34 @@ def pool_costs(
             f"overhead {params.overhead_s:.3f} s; e_a {params.attention_efficiency:.2f} and "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk from the serving defaults)"
         )
-    capacity = decode_capacity(arch, instance, params, context_tokens, tpot_s) if with_decode else None
+    fd = pool.decode_time_scale
+    capacity = decode_capacity(arch, instance, params, context_tokens, tpot_s / fd) if with_decode else None
     split_lengths = np.asarray(SPLIT_LENGTHS_TOKENS)
     decode_split = None
     if capacity is not None and capacity.max_batch >= 1:
         batch = np.asarray(float(capacity.max_batch))
         decode_split = time_splits(decode_step_time(arch, instance, params, batch, context_tokens), batch)[0]
-    return PoolCosts(
-        prefill=prefill_curve(arch, instance, params, source=label, cached_tokens=prefix_tokens),
-        prefill_source=label + (f", after a cached prefix of {prefix_tokens:,.0f} tokens" if prefix_tokens else ""),
-        kv_bytes=kv_transfer_curve(arch, prefix_tokens),
-        kv_source=f"model card '{card.key}' architecture" + (" (inferred dimensions)" if card.inferred else ""),
-        decode_max_batch=capacity.max_batch if capacity else None,
-        decode_step_time_s=capacity.step_time_s if capacity else None,
-        decode_source=(
-            f"{label}: batch {capacity.max_batch} at {capacity.context_tokens:,.0f} tokens of context, "
-            f"limited by {capacity.limited_by}"
-            if capacity
-            else (f"{label}: not one request's cache fits beside the weights" if with_decode else "not computed")
+    return _time_scaled(
+        PoolCosts(
+            prefill=prefill_curve(arch, instance, params, source=label, cached_tokens=prefix_tokens),
+            prefill_source=label + (f", after a cached prefix of {prefix_tokens:,.0f} tokens" if prefix_tokens else ""),
+            kv_bytes=kv_transfer_curve(arch, prefix_tokens),
+            kv_source=f"model card '{card.key}' architecture" + (" (inferred dimensions)" if card.inferred else ""),
+            decode_max_batch=capacity.max_batch if capacity else None,
+            decode_step_time_s=capacity.step_time_s if capacity else None,
+            decode_source=(
+                f"{label}: batch {capacity.max_batch} at {capacity.context_tokens:,.0f} tokens of context, "
+                f"limited by {capacity.limited_by}"
+                if capacity
+                else (f"{label}: not one request's cache fits beside the weights" if with_decode else "not computed")
+            ),
+            roofline=params,
+            prefill_split=time_splits(
+                prefill_time(arch, instance, params, split_lengths, prefix_tokens), split_lengths
+            ),
+            decode_split=decode_split,
         ),
-        roofline=params,
-        prefill_split=time_splits(prefill_time(arch, instance, params, split_lengths, prefix_tokens), split_lengths),
-        decode_split=decode_split,
+        pool,
     )
 
 

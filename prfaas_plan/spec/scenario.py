@@ -10,6 +10,7 @@ from prfaas_plan.spec.cost import CostInputs, Target
 from prfaas_plan.spec.dynamics import Dynamics
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
+from prfaas_plan.spec.uncertainty import TimeBand
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +112,13 @@ class Pool:
     #: Per-instance bandwidth of the intra-cluster KV transfer (RDMA), bytes/s; None = not modelled (the
     #: paper's Eq. 4 assumes it never binds and its TTFT figures omit it).
     kv_transfer_bytes_per_s: float | None = None
+    #: How sure the pricing is (roofline and calibrated pools): the error its engine profile showed in
+    #: cross-validation or its calibration's residuals; None for measured pools (their error is the fit's).
+    time_band: TimeBand | None = None
+    #: Multipliers on the priced prefill and decode-step times (1 = as priced; ``optimize.uncertainty`` sets
+    #: the edges of ``time_band``).
+    prefill_time_scale: float = 1.0
+    decode_time_scale: float = 1.0
 
     @property
     def gpus(self) -> int:

@@ -1,0 +1,183 @@
+"""The capacity answers at the edges of the pools' error bands: ``size`` (``optimize.uncertainty``) and the
+hardware ``matrix`` (every cell's verdict, PrfaaS-PD or homogeneous PD cheapest, at both edges).
+
+Bands come with the pools (``io.error_bands``); a pool the matrix derives from a measured template (roofline or
+calibrated on another accelerator, priced by the serving defaults) gets the defaults' band, and a calibrated
+pool's prefill band is the largest leave-one-out error of its calibration when that is wider than nothing
+(``physics.pools.pool_fit_reports``), its decode band its pricing's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.io.error_bands import DEFAULTS, builtin_band
+from prfaas_plan.optimize.cost import unit_prices
+from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matrix
+from prfaas_plan.optimize.uncertainty import EDGES, at_edge
+from prfaas_plan.physics.pools import pool_fit_reports
+from prfaas_plan.spec.cost import Target
+from prfaas_plan.spec.scenario import Pool, Scenario
+from prfaas_plan.spec.uncertainty import PhaseBand
+from prfaas_plan.studies.matrix_inputs import matrix_cells
+from prfaas_plan.throughput import stage_model
+
+
+def with_band(pool: Pool, scenario: Scenario, role: str) -> Pool:
+    """``pool`` with the band it is sized at the edges of (module docstring); measured pools unchanged."""
+    if pool.method == "measured":
+        return pool
+    band = pool.time_band or builtin_band(DEFAULTS)
+    if pool.method == "calibrated":
+        reports = pool_fit_reports(pool, scenario.model, role)
+        errors = [abs(math.log(h / g)) for r in reports for h, g in zip(r.leave_one_out, r.given, strict=True)]
+        if errors:
+            band = replace(
+                band,
+                prefill=PhaseBand(
+                    factor=math.exp(max(errors)),
+                    points=len(errors),
+                    basis="the largest leave-one-out error of the pool's prefill calibration",
+                ),
+            )
+    return replace(pool, time_band=band)
+
+
+def banded_scenario(scenario: Scenario) -> Scenario:
+    """``scenario`` with both pools' bands in place (``with_band``)."""
+    return replace(
+        scenario,
+        prfaas=with_band(scenario.prfaas, scenario, "prfaas"),
+        local=with_band(scenario.local, scenario, "local"),
+    )
+
+
+def _edge_inputs(spec: Scenario, prefill: Sequence[str], local: Sequence[str], edge: str) -> list[CellInput]:
+    """The matrix's cells (``studies.matrix_inputs``) with every cell's pools at ``edge`` of their bands."""
+    inputs = []
+    for cell in matrix_cells(spec, list(prefill), list(local)):
+        model, prices, reason = None, None, cell.reason
+        if cell.scenario is not None:
+            moved = at_edge(banded_scenario(cell.scenario), edge)
+            try:
+                model = stage_model(moved)
+            except InfeasibleError as exc:
+                reason = "; ".join(exc.reasons)
+            prices = unit_prices(moved)
+            if reason is None and not prices.complete:
+                reason = "no price"
+        inputs.append(
+            CellInput(
+                prefill=cell.prefill,
+                local=cell.local,
+                model=model if reason is None else None,
+                prices=prices,
+                reason=reason,
+                prefill_provenance=cell.prefill_provenance,
+                local_provenance=cell.local_provenance,
+            )
+        )
+    return inputs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellVerdict:
+    """One cell's verdict (``prfaas-pd``, ``homogeneous-pd`` or ``none``) and its two costs (USD/h), nominal and
+    at each edge; ``holds`` when the verdict is the same at both edges as nominal."""
+
+    prefill: str
+    local: str
+    verdicts: dict[str, str]
+    prfaas_usd_per_hour: dict[str, float | None]
+    homogeneous_usd_per_hour: dict[str, float | None]
+
+    @property
+    def holds(self) -> bool:
+        return len(set(self.verdicts.values())) == 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatrixBand:
+    """The matrix at both edges, every cell's verdicts, the bands used per cell and the wall time."""
+
+    edges: dict[str, HardwareMatrix | None]
+    reasons: dict[str, str]
+    cells: tuple[CellVerdict, ...]
+    bands: dict[str, dict[str, float]]
+    wall_s: float
+
+
+def _costs(matrix: HardwareMatrix | None) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+    if matrix is None:
+        return {}
+    homogeneous: dict[str, float] = {}
+    for r in matrix.cells:
+        if r.sizing is not None and r.sizing.homogeneous_pd is not None:
+            homogeneous.setdefault(r.local, r.sizing.homogeneous_pd.usd_per_hour)
+    out = {}
+    for r in matrix.cells:
+        prfaas = None if r.sizing is None or r.sizing.prfaas_pd is None else r.sizing.prfaas_pd.usd_per_hour
+        out[(r.prefill, r.local)] = (prfaas, homogeneous.get(r.local))
+    return out
+
+
+def _verdict(prfaas: float | None, homogeneous: float | None) -> str:
+    if prfaas is None and homogeneous is None:
+        return "none"
+    if homogeneous is None or (prfaas is not None and prfaas <= homogeneous):
+        return "prfaas-pd"
+    return "homogeneous-pd"
+
+
+def matrix_band(
+    spec: Scenario,
+    prefill: Sequence[str],
+    local: Sequence[str],
+    target: Target,
+    nominal: HardwareMatrix,
+    *,
+    decode_service_scv: float = 0.0,
+    workers: int = 1,
+) -> MatrixBand:
+    """Size the matrix at both edges and compare every cell's verdict with the nominal one."""
+    start = time.perf_counter()
+    edges: dict[str, HardwareMatrix | None] = {}
+    reasons: dict[str, str] = {}
+    for edge in EDGES:
+        try:
+            edges[edge] = hardware_matrix(
+                _edge_inputs(spec, prefill, local, edge),
+                target,
+                decode_service_scv=decode_service_scv,
+                workers=workers,
+            )
+        except InfeasibleError as exc:
+            edges[edge] = None
+            reasons[edge] = "; ".join(exc.reasons)
+    costs = {"nominal": _costs(nominal), **{e: _costs(m) for e, m in edges.items()}}
+    cells = []
+    bands: dict[str, dict[str, float]] = {}
+    for cell in matrix_cells(spec, list(prefill), list(local)):
+        key = (cell.prefill, cell.local)
+        if cell.scenario is not None:
+            b = banded_scenario(cell.scenario)
+            for role, pool, name in (("prefill", b.prfaas, cell.prefill), ("local", b.local, cell.local)):
+                band = pool.time_band if pool.method != "measured" else None
+                bands[f"{role}:{name}"] = (
+                    {"prefill": band.prefill.factor, "decode": band.decode.factor} if band is not None else {}
+                )
+        per = {name: costs[name].get(key, (None, None)) for name in costs}
+        cells.append(
+            CellVerdict(
+                prefill=cell.prefill,
+                local=cell.local,
+                verdicts={name: _verdict(*c) for name, c in per.items()},
+                prfaas_usd_per_hour={name: c[0] for name, c in per.items()},
+                homogeneous_usd_per_hour={name: c[1] for name, c in per.items()},
+            )
+        )
+    return MatrixBand(edges=edges, reasons=reasons, cells=tuple(cells), bands=bands, wall_s=time.perf_counter() - start)
