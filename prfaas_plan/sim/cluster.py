@@ -423,7 +423,7 @@ class Cluster:
             first_token_s=first_token[:arrived],
             finish_s=finish[:arrived],
         )
-        bins = np.asarray(self.link.bin_bytes, dtype=np.float64)
+        bins = self.link.bin_array()
         return SimResult(
             records=records,
             end_s=end_s,

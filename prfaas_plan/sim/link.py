@@ -20,12 +20,16 @@ import heapq
 import math
 from array import array
 
+import numpy as np
+import numpy.typing as npt
+
 # A transfer is done when the virtual clock has passed its finish reading to within this relative tolerance
 # (the clock is advanced by floating-point products; exact equality cannot be relied on).
 _FINISH_RTOL = 1e-12
-#: The most egress bins kept (128 MiB of float64): 1 s bins cover 194 days, beyond the simulated span a
-#: study allows (``studies.simulate.MAX_HORIZON_S``), so only runs that outlast it get wider bins.
-MAX_BINS = 1 << 24
+#: The most egress bins kept (32 MiB of float64): 1 s bins cover 48 days of simulated time; a longer run
+#: (a study allows 116 days, ``studies.simulate.MAX_HORIZON_S``; a verification run at a tiny offered rate
+#: may span years) gets bins of 2 s, 4 s, ..., so its peak egress is the peak of a wider bin.
+MAX_BINS = 1 << 22
 
 
 class SharedLink:
@@ -72,12 +76,17 @@ class SharedLink:
         """The width of the egress bins now: the width asked for, doubled each time MAX_BINS was reached."""
         return self._bin_s
 
+    def bin_array(self) -> npt.NDArray[np.float64]:
+        """The bins as a float64 array (a copy), without a Python float per bin."""
+        return np.frombuffer(self._bin_bytes, dtype=np.float64).copy() if self._bin_bytes else np.zeros(0)
+
     def _coarsen(self) -> None:
         """Merge the bins pairwise, doubling their width."""
         old = self._bin_bytes
         if len(old) % 2:
             old.append(0.0)
-        self._bin_bytes = array("d", (old[k] + old[k + 1] for k in range(0, len(old), 2)))
+        pairs = np.frombuffer(old, dtype=np.float64).reshape(-1, 2).sum(axis=1)
+        self._bin_bytes = array("d", pairs.tobytes())
         self._bin_s *= 2.0
 
     def _advance(self, now_s: float) -> None:
@@ -108,8 +117,10 @@ class SharedLink:
             bins[first] += (end_s - start_s) * rate
             return
         bins[first] += ((first + 1) * width - start_s) * rate
-        for k in range(first + 1, last):
-            bins[k] += width * rate
+        if last > first + 1:
+            # Bins strictly inside the interval lie after every earlier interval (time only moves forward):
+            # still empty, so they are set, in one slice, rather than added to one by one.
+            bins[first + 1 : last] = array("d", [width * rate]) * (last - first - 1)
         bins[last] += (end_s - last * width) * rate
 
     def advance_to(self, now_s: float) -> None:
