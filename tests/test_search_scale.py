@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.latency import loaded_ttft
-from prfaas_plan.latency.goodput import _coarse_thresholds, goodput_brackets, goodput_rates
+from prfaas_plan.latency.goodput import goodput_brackets, goodput_rates
 from prfaas_plan.latency.stages import erlang_c, ggc_wait
 from prfaas_plan.optimize import search
-from prfaas_plan.optimize.goodput_search import best_goodput_plan, best_plan_at_rate, threshold_scan
+from prfaas_plan.optimize.goodput_search import _coarse_thresholds, best_goodput_plan, best_plan_at_rate, threshold_scan
 from prfaas_plan.throughput import StageModel
 from tests import queueing_oracles as queueing
 from tests.conftest import examples
