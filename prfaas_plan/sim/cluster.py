@@ -36,7 +36,7 @@ import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.sim.engine import Engine
-from prfaas_plan.sim.link import _FINISH_RTOL, SharedLink
+from prfaas_plan.sim.link import _FINISH_RTOL, MAX_BINS, SharedLink
 from prfaas_plan.sim.records import STATES, Records, SimResult
 from prfaas_plan.sim.workload import Workload
 from prfaas_plan.spec.dynamics import InstanceLoss, RoleControl, ThresholdControl
@@ -345,8 +345,24 @@ class Cluster:
 
     def _run_fused(self) -> SimResult:
         """Run to the end with ``_fused_loop``, then derive what the handlers tally as they go (the decode
-        slot events, the occupancy integrals) from the records."""
+        slot releases, the occupancy integrals) from the records.
+
+        The fused loop handles the same events in the same (time, sequence) order as the engine, with
+        shortcuts that leave every record unchanged. Arrivals are read from the sorted arrival array and the
+        link's one live finish is held apart from the heap; each still takes the sequence number the engine
+        would have given it, so ties between the three resolve as before. A superseded link finish is not
+        pushed at all, only counted. The link's virtual clock and egress bins run in locals with the same
+        floating-point operations as ``SharedLink`` and are written back at the end. The pooled decode slots
+        are a FCFS multi-server queue fed in KV-ready order: a request is admitted at the later of its
+        KV-ready time and the earliest slot release (a heap of release times) instead of through a
+        DECODE_DONE event; a release and a KV-ready at one instant admit at that instant in either order, so
+        the admissions are those of the handlers. The occupancy integrals are summed per request instead of
+        in event order, so they agree with the handlers' to rounding.
+        """
         events, end_s = _fused_loop(self)
+        if self.n:  # every request's DECODE_DONE, the last of them possibly after every other event
+            finished = np.frombuffer(self.decode_start, dtype=np.float64) + np.frombuffer(self.hold, dtype=np.float64)
+            events, end_s = events + self.n, max(end_s, float(np.max(finished)))
         self.engine.events_fired = events
         self.engine.now_s = end_s
         self.link.advance_to(end_s)
@@ -423,7 +439,7 @@ class Cluster:
             first_token_s=first_token[:arrived],
             finish_s=finish[:arrived],
         )
-        bins = self.link.bin_array()
+        bins = np.asarray(self.link.bin_bytes, dtype=np.float64)
         return SimResult(
             records=records,
             end_s=end_s,
@@ -448,172 +464,152 @@ class Cluster:
 
 
 def _fused_loop(c: Cluster) -> tuple[int, float]:
-    """The handlers of ``Cluster`` fused into one loop over local variables; returns (events, end time).
-
-    The same events fire in the same (time, sequence) order as through the engine, with three shortcuts
-    that leave every record unchanged: arrivals are read from the sorted arrival array instead of the heap
-    (each still takes the sequence number the handler would have given it, so ties resolve as before); the
-    link's virtual clock runs in locals and is written back at the end; and the pooled decode slots are a
-    FCFS multi-server queue fed in KV-ready order, so a request's admission is the later of its KV-ready
-    time and the earliest slot release (a heap of release times) instead of a DECODE_DONE event per request.
-    A release and a KV-ready at the same instant admit at that instant in either order, so the admissions
-    are those of the handlers. Only for the static cluster with pooled decode slots and no horizon.
-    """
-    n, inf = c.n, math.inf
+    """The handlers of ``Cluster`` fused into one loop over local variables (``Cluster._run_fused`` says
+    what it changes and why the records are those of the handlers). Returns the events the engine would
+    have fired other than DECODE_DONE, and the time of the last of them."""
+    n, inf, never = c.n, math.inf, 1 << 62
     arrival, offload, service, kv, hold = c.arrival, c.offload, c.service, c.kv, c.hold
     prefill_start, prefill_end, kv_ready, decode_start = c.prefill_start, c.prefill_end, c.kv_ready, c.decode_start
     layerwise, parts_left, rdma, progress = c.layerwise, c.parts_left, c.rdma_bytes_per_s, c.progress
-    free, queues = c.free, c.queues
-    link, profile = c.link, c.config.bandwidth_profile
-    tally, lfin, gen = link._tally, link._finish, c.link_generation
+    free, queues, link, profile = c.free, c.queues, c.link, c.config.bandwidth_profile
+    tally, lfin, gen, bins, width = link._tally, link._finish, c.link_generation, link._bin_bytes, link._bin_s
     bw, virtual, last_s = link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s
-    delivered, busy = link.delivered_bytes, link.busy_s
     slots = [-inf] * c.config.decode_slots  # when each decode slot is next free (a min-heap)
-    heap: list[tuple[float, int, int, int]] = []
     push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
-    # Sequence numbers as the engine hands them out: arrival 0 first, then the bandwidth steps.
-    at, aseq, seq = (arrival[0] if n else inf), 0, 1
-    for step, (start_s, _) in enumerate(profile[1:], start=1):
-        push(heap, (start_s, seq, BANDWIDTH, step))
-        seq += 1
-    ai, fired, now, rtol = 0, 0, 0.0, 1.0 + _FINISH_RTOL
+    # Sequence numbers as the engine's: arrival 0 first, then step k of the bandwidth profile as k (a heap).
+    heap = [(start_s, step, BANDWIDTH, step) for step, (start_s, _) in enumerate(profile[1:], start=1)]
+    at, aseq, seq = (arrival[0] if n else inf), (0 if n else never), max(len(profile), 1)
+    lt, lseq, stale, stale_last, delivered, busy = inf, never, 0, 0.0, link.delivered_bytes, link.busy_s
+    ai, fired, now, rtol, n_bins, last_bin = 0, 0, 0.0, 1.0 + _FINISH_RTOL, len(bins), -1
+    ready: list[int] | tuple[int, ...]
     while True:
+        first = False
         if heap:
-            top = heap[0]
-            ht = top[0]
-            if ht < at or (ht == at and top[1] < aseq):
-                pop(heap)
-                now = ht
-                fired += 1
-                kind, i = top[2], top[3]
-                due: tuple[int, ...] | list[int] = ()
-                if kind == PREFILL_DONE:
-                    prefill_end[i] = now
-                    route = offload[i]
-                    queue = queues[route]
-                    if queue:
-                        j = queue.popleft()
-                        prefill_start[j] = now
-                        push(heap, (now + service[j], seq, PREFILL_DONE, j))
-                        seq += 1
-                        if route and layerwise:
-                            due = (-1 - j,)  # a transfer to start (negative), handled below
-                    else:
-                        free[route] += 1
-                    if route:
-                        if layerwise:
-                            parts_left[i] -= 1
-                            if not parts_left[i]:
-                                due = (*due, i)
-                        else:
-                            due = (*due, -1 - i)
-                    elif rdma is not None:
-                        push(heap, (now + kv[i] / rdma, seq, KV_READY, i))
-                        seq += 1
-                    else:
-                        due = (i,)
-                elif kind == LINK_DONE:
-                    if i != gen:
-                        continue  # superseded by a later change of the link
-                    elapsed = now - last_s
-                    if lfin and elapsed > 0.0 and bw > 0.0:
-                        virtual += elapsed * bw / len(lfin)
-                        delivered += elapsed * bw
-                        busy += elapsed
-                        tally(last_s, now, bw)
-                    last_s = now
-                    done: list[int] = []
-                    if lfin:
-                        done.append(pop(lfin)[1])
-                        limit = virtual * rtol
-                        while lfin and lfin[0][0] <= limit:
-                            done.append(pop(lfin)[1])
-                    if layerwise:
-                        for j in done:
-                            parts_left[j] -= 1
-                        done = [j for j in done if not parts_left[j]]
-                    done.append(-1 - n)  # reschedule the link (no transfer to start)
-                    due = done
-                elif kind == KV_READY:
-                    due = (i,)
-                else:  # BANDWIDTH
-                    elapsed = now - last_s
-                    if lfin and elapsed > 0.0 and bw > 0.0:
-                        virtual += elapsed * bw / len(lfin)
-                        delivered += elapsed * bw
-                        busy += elapsed
-                        tally(last_s, now, bw)
-                    last_s = now
-                    bw = profile[i][1]
-                    due = (-1 - n,)
-                for j in due:
-                    if j >= 0:  # KV at the decode cluster: FCFS onto the earliest free slot
-                        kv_ready[j] = now
+            ht = (top := heap[0])[0]
+            first = (ht < at or (ht == at and top[1] < aseq)) and (ht < lt or (ht == lt and top[1] < lseq))
+        if first:
+            now, _, kind, i = pop(heap)
+            start = -1  # a request whose transfer joins the link now (-2: the link's finish, < -2: a step)
+            if kind == PREFILL_DONE:
+                prefill_end[i] = now
+                route = offload[i]
+                queue = queues[route]
+                if queue:
+                    j = queue.popleft()
+                    prefill_start[j] = now
+                    push(heap, (now + service[j], seq, PREFILL_DONE, j))
+                    seq += 1
+                    if route and layerwise:
+                        start = j
+                else:
+                    free[route] += 1
+                if not route:
+                    if rdma is None:  # KV at the decode cluster: FCFS onto the earliest free slot
+                        kv_ready[i] = now
                         slot = slots[0]
                         begin = now if slot <= now else slot
-                        decode_start[j] = begin
-                        replace(slots, begin + hold[j])
-                        continue
-                    j = -1 - j
-                    if j < n:  # a transfer joins the link
-                        elapsed = now - last_s
-                        if lfin and elapsed > 0.0 and bw > 0.0:
-                            virtual += elapsed * bw / len(lfin)
-                            delivered += elapsed * bw
-                            busy += elapsed
-                            tally(last_s, now, bw)
-                        last_s = now
-                        push(lfin, (virtual + kv[j], j))
-                    gen += 1
-                    if lfin and bw > 0.0:
-                        remaining = lfin[0][0] - virtual
-                        finish = now + (remaining if remaining > 0.0 else 0.0) * len(lfin) / bw
-                        if finish < inf:
-                            push(heap, (finish, seq, LINK_DONE, gen))
-                            seq += 1
+                        decode_start[i] = begin
+                        replace(slots, begin + hold[i])
+                    else:
+                        push(heap, (now + kv[i] / rdma, seq, KV_READY, i))
+                        seq += 1
+                    continue
+                ready = ()
+                if not layerwise:
+                    start = i
+                else:
+                    parts_left[i] -= 1
+                    if not parts_left[i]:
+                        ready = (i,)
+            elif kind == KV_READY:
+                ready, fired = (i,), fired + 1
+            else:  # BANDWIDTH: a step of the profile
+                ready, start, fired = (), -2 - i, fired + 1
+        elif lt < at or (lt == at and lseq < aseq):
+            now, lt, lseq, fired = lt, inf, never, fired + 1
+            ready, start = (), -2  # the transfers due now, then the next finish
+        elif ai < n:
+            now, i = at, ai
+            ai += 1
+            if ai < n:
+                at, aseq = arrival[ai], seq
+                seq += 1
+            else:
+                at, aseq = inf, never
+            if progress is not None and ai % PROGRESS_EVERY == 0:
+                progress(ai)
+            route = offload[i]
+            if not free[route]:
+                queues[route].append(i)
                 continue
-        if ai >= n:
-            break
-        now, i = at, ai
-        fired += 1
-        ai += 1
-        if ai < n:
-            at, aseq = arrival[ai], seq
-            seq += 1
-        else:
-            at = inf
-        if progress is not None and ai % PROGRESS_EVERY == 0:
-            progress(ai)
-        route = offload[i]
-        if free[route]:
             free[route] -= 1
             prefill_start[i] = now
             push(heap, (now + service[i], seq, PREFILL_DONE, i))
             seq += 1
-            if route and layerwise:
-                elapsed = now - last_s
-                if lfin and elapsed > 0.0 and bw > 0.0:
-                    virtual += elapsed * bw / len(lfin)
-                    delivered += elapsed * bw
-                    busy += elapsed
-                    tally(last_s, now, bw)
-                last_s = now
-                push(lfin, (virtual + kv[i], i))
-                gen += 1
-                if bw > 0.0:
-                    remaining = lfin[0][0] - virtual
-                    finish = now + (remaining if remaining > 0.0 else 0.0) * len(lfin) / bw
-                    if finish < inf:
-                        push(heap, (finish, seq, LINK_DONE, gen))
-                        seq += 1
+            if not (route and layerwise):
+                continue
+            ready, start = (), i
         else:
-            queues[route].append(i)
-    c.link_generation = gen
-    link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s = bw, virtual, last_s
+            break
+        if start != -1:  # the link changes: run its clock (and egress tally) up to now, then change it
+            elapsed = now - last_s
+            if lfin and elapsed > 0.0 and bw > 0.0:
+                virtual += elapsed * bw / len(lfin)
+                delivered += elapsed * bw
+                busy += elapsed
+                b0, b1 = int(last_s // width), int(now // width)  # the egress bins, as SharedLink._tally
+                if b1 == b0 and b1 < n_bins:
+                    bins[b0] += elapsed * bw
+                elif b1 == b0 + 1 and b1 < n_bins and b1 * width < now:
+                    bins[b0] += (b1 * width - last_s) * bw
+                    bins[b1] += (now - b1 * width) * bw
+                else:  # more bins, coarser bins or an interval ending on a bin edge
+                    tally(last_s, now, bw)
+                    bins, width = link._bin_bytes, link._bin_s
+                    b0, b1 = int(last_s // width), int(now // width)
+                    b1 -= b1 > b0 and b1 * width >= now
+                    # Room for the bins to come; the ones never reached are cut off at the end.
+                    bins.extend(array("d", bytes(8 * min(4096, MAX_BINS - len(bins)))))
+                    n_bins = len(bins)
+                last_bin = b1
+            last_s = now
+            if start >= 0:
+                push(lfin, (virtual + kv[start], start))
+            elif start == -2:
+                if lfin:
+                    done = [pop(lfin)[1]]
+                    limit = virtual * rtol
+                    while lfin and lfin[0][0] <= limit:
+                        done.append(pop(lfin)[1])
+                    if layerwise:
+                        for k in done:
+                            parts_left[k] -= 1
+                        done = [k for k in done if not parts_left[k]]
+                    ready = done
+            else:
+                bw = profile[-2 - start][1]
+        for j in ready:  # KV at the decode cluster: FCFS onto the earliest free slot
+            kv_ready[j] = now
+            slot = slots[0]
+            begin = now if slot <= now else slot
+            decode_start[j] = begin
+            replace(slots, begin + hold[j])
+        if start != -1:  # the link's next finish supersedes the one announced before
+            gen += 1
+            if lt < inf:
+                stale += 1
+                stale_last = lt if lt > stale_last else stale_last
+                lt, lseq = inf, never
+            if lfin and bw > 0.0:
+                remaining = lfin[0][0] - virtual
+                finish = now + (remaining if remaining > 0.0 else 0.0) * len(lfin) / bw
+                if finish < inf:
+                    lt, lseq = finish, seq
+                    seq += 1
+    if last_bin >= 0:
+        del bins[last_bin + 1 :]  # the last bin written, as SharedLink would have grown them
+    c.link_generation, link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s = gen, bw, virtual, last_s
     link.delivered_bytes, link.busy_s = delivered, busy
-    # Every request was admitted; its DECODE_DONE is an event the handlers would have fired, the last of them
-    # possibly after every other event.
-    if n:
-        finished = np.frombuffer(decode_start, dtype=np.float64) + np.frombuffer(hold, dtype=np.float64)
-        now = max(now, float(np.max(finished)))
-    return fired + n, now
+    # Each request's arrival and prefill end, the events counted, and every superseded link finish (the
+    # engine would have fired each and discarded it).
+    return 2 * n + fired + stale, max(now, stale_last) if stale else now
