@@ -403,6 +403,9 @@ def main() -> None:
     """Console-script entry point. Ctrl-C (SIGINT) and SIGTERM unwind the stack as ``Interrupted``, so that
     every ``finally`` and cleanup handler runs (no temporary file is left behind), then exit with status
     128 + the signal number (130 for Ctrl-C, 143 for SIGTERM) and one line on stderr, never a traceback."""
+    from prfaas_plan.cli.streams import tolerate_narrow_encodings
+
+    tolerate_narrow_encodings()  # a C locale with PYTHONIOENCODING=ascii: "×" as "x", not UnicodeEncodeError
     with interruptible():
         app()
 

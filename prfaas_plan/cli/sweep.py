@@ -4,6 +4,7 @@ JSON Lines or CSV file one row per point, resumable."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import threading
 import time
@@ -16,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import check_finite, check_output, emit, handled
+from prfaas_plan.cli.common import check_finite, emit, handled, on_interrupt
 from prfaas_plan.errors import InputError, Problem
 
 #: Default number of local worker processes: the CPU count, capped (beyond it the rows file and the parent's
@@ -64,7 +65,12 @@ def sweep(
         ),
     ] = None,
     out: Annotated[
-        str, typer.Option("--out", "-o", help="Rows file: .jsonl (JSON Lines) or .csv, one row per point.")
+        str,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Rows file: .jsonl (JSON Lines) or .csv, one row per point; - streams JSON Lines to stdout.",
+        ),
     ] = ...,  # type: ignore[assignment]
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the sweep in --out: skip the points it already holds.")
@@ -138,7 +144,8 @@ def sweep(
     """
     from prfaas_plan.studies.sweep_point import SweepOptions
 
-    with handled():
+    kept = "printed" if out == "-" else f"kept in {out}: the same command with --resume continues"
+    with handled(), on_interrupt(f"the rows finished so far are {kept}"):
         check_finite({"--ttft-p90-s": ttft_p90_s, "--resolution-tokens": resolution_tokens, "--load": load})
         _check_options(load, verify, ttft_p90_s, engine, scheduler)
         options = SweepOptions(
@@ -153,13 +160,13 @@ def sweep(
         )
         plan = _prepare(scenario, set_ or [], grid, options, out, resume)
         summary = _execute(plan, engine, scheduler, workers)
-    if json_output:
+    if json_output and out != "-":
         emit(summary)
         return
     from prfaas_plan.cli.render import console
 
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary["statuses"].items())) or "nothing to do"
-    console().print(
+    console(stderr=out == "-").print(  # with -o -, stdout carries the rows
         f"{summary['points']:,} points ({summary['skipped']:,} already in {out}): {statuses}; "
         f"{summary['wall_s']:.1f} s on {summary['workers']} {engine} workers "
         f"({summary['points_per_s'] or 0:.1f} points/s) -> {out}"
@@ -176,6 +183,7 @@ class _Plan:
     kind: str
     header: list[str]
     resume: bool
+    rows: Any  # report.sweep_rows.RowsTarget, holding the rows file's lock
 
 
 def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: Any, out: str, resume: bool) -> _Plan:
@@ -193,20 +201,18 @@ def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: 
     sweep_grid.check_axes(base, the_grid.axes, field=SET)
     header = sweep_rows.columns(the_grid.axes, options)
     digest = sweep_rows.run_digest(base, options)
-    check_output(out, "--out")
-    if not resume and os.path.exists(out) and os.path.getsize(out) > 0:
-        raise InputError(Problem(field="--out", message=f"{out} exists: --resume continues it; or choose another"))
-    done = (
-        sweep_rows.resume_ids(out, kind, header, digest, resume_field="--resume", out_field="--out")
-        if resume
-        else set()
+    # Held (locked) from here to the last row: a second sweep on the file is refused, never interleaved.
+    ids = {sweep_rows.point_id(point) for point in the_grid.points()}
+    rows = sweep_rows.RowsTarget(
+        out, kind, header, digest, ids, resume=resume, resume_field="--resume", out_field="--out"
     )
+    done = rows.done
     tasks = [
         sweep_rows.PointTask(base=base, axes=the_grid.axes, params=point, options=options, digest=digest)
         for point in the_grid.points()
         if sweep_rows.point_id(point) not in done
     ]
-    return _Plan(tasks=tasks, points=the_grid.size, out=out, kind=kind, header=header, resume=resume)
+    return _Plan(tasks=tasks, points=the_grid.size, out=out, kind=kind, header=header, resume=resume, rows=rows)
 
 
 def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | None) -> dict[str, Any]:
@@ -216,22 +222,25 @@ def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | Non
     start = time.perf_counter()
     counts: dict[str, int] = {}
     parallel = 0
-    with sweep_rows.RowsFile(plan.out, plan.kind, plan.header, append=plan.resume) as rows, ExitStack() as stack:
+    with plan.rows, plan.rows.open() as rows, ExitStack() as stack:
 
         def record(row: dict[str, Any]) -> None:
             rows.write(row)
             counts[row["status"]] = counts.get(row["status"], 0) + 1
 
         if plan.tasks:
-            executor, parallel = _executor(stack, engine, scheduler, workers)
-            _run(
-                iter(plan.tasks),
-                len(plan.tasks),
-                executor,
-                sweep_rows.run_point,
-                record,
-                window=TASKS_PER_WORKER * parallel,
-            )
+            if engine == "local":
+                _check_open_files(workers or min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
+            with _process_limits(workers):
+                executor, parallel = _executor(stack, engine, scheduler, workers)
+                _run(
+                    iter(plan.tasks),
+                    len(plan.tasks),
+                    executor,
+                    sweep_rows.run_point,
+                    record,
+                    window=TASKS_PER_WORKER * parallel,
+                )
     wall_s = time.perf_counter() - start
     return {
         "points": plan.points,
@@ -244,6 +253,56 @@ def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | Non
         "points_per_s": len(plan.tasks) / wall_s if plan.tasks and wall_s > 0 else None,
         "out": plan.out,
     }
+
+
+@contextmanager
+def _process_limits(workers: int | None) -> Iterator[None]:
+    """Starting worker processes past the open-file or process limit (``ulimit -n 16``: each worker takes a
+    few pipes) is one line naming --workers, exit 2; the rows already written stay."""
+    import errno
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM):
+            raise
+        raise InputError(
+            Problem(
+                field="--workers",
+                message=f"cannot start {workers or 'the default number of'} worker processes: {error.strerror} "
+                f"(open-file limit {_open_file_limit()}); give fewer --workers or raise the limit (ulimit -n)",
+            )
+        ) from None
+    except BrokenProcessPool:
+        raise InputError(
+            Problem(field="--workers", message="a worker process could not start or died; give fewer --workers")
+        ) from None
+
+
+def _open_file_limit() -> str:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+
+
+#: Open files a local sweep needs: about 16 for this process, the rows file and the fork server, and 4 per
+#: worker (its pipes); measured: 4 workers start with a limit of 24 and fail at 20.
+_BASE_FILES, _FILES_PER_WORKER = 16, 4
+
+
+def _check_open_files(n_workers: int) -> None:
+    """Refuse before starting anything when the open-file limit cannot hold the workers' pipes (a worker or
+    the fork server failing to start prints its own traceback on stderr)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = _BASE_FILES + _FILES_PER_WORKER * n_workers
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise InputError(
+            Problem(
+                field="--workers",
+                message=f"{n_workers} worker processes need about {needed} open files, and the limit is {soft} "
+                "(ulimit -n): give fewer --workers or raise the limit",
+            )
+        )
 
 
 def _check_options(

@@ -15,8 +15,9 @@ def builtin_root() -> Path:
 
 
 def display_path(path: Path) -> str:
-    """``path`` relative to the working directory when it lies below it (shorter messages), else as given."""
+    """``path`` relative to the working directory when it lies below it (shorter messages), else as given
+    (also when the working directory has been deleted, or a path cannot be resolved)."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # OSError: no working directory; RuntimeError: a symlink loop
         return str(path)
