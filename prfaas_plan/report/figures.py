@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib
@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # a file backend, chosen before pyplot is imported: no di
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from prfaas_plan.studies.review import Review
 from prfaas_plan.units import GBIT_PER_S
@@ -46,12 +46,16 @@ class Figure:
     caption: str
     provenance: str
     png: bytes
+    #: The matplotlib figure, kept open when the builder was asked to (``keep=True``: for tests that read its
+    #: artists); None once closed.
+    drawing: Any = field(default=None, compare=False, repr=False)
 
 
-def _png(fig: Any) -> bytes:
+def _png(fig: Any, keep: bool = False) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.15)
-    plt.close(fig)
+    if not keep:
+        plt.close(fig)
     return buffer.getvalue()
 
 
@@ -78,16 +82,19 @@ def _top(lam: Sequence[float], bounds: Any) -> float:
     return top
 
 
-def _label_points(ax: Any, labels: Sequence[tuple[str, float, float]]) -> None:
-    """Name each point beside it, trying a few positions in turn so that no name covers another name or a
-    point (each name keeps the first free position; a name with none is left out)."""
+def _label_points(ax: Any, labels: Sequence[tuple[str, float, float]], marker_size_pt: float = 8.0) -> None:
+    """Name each point beside it, trying a few positions in turn so that no name covers another name, a point
+    (its marker's whole extent, ``marker_size_pt`` across) or the frame; each name keeps the first free
+    position, and a name with none is left out (the CSV names it). Names are drawn above the markers."""
     fig = ax.figure
     fig.draw_without_rendering()  # settle the constrained layout, so that data map to their final pixels
     renderer = fig.canvas.get_renderer()
+    radius = 0.5 * marker_size_pt * fig.dpi / 72.0 + 2.0
+    frame = ax.get_window_extent(renderer)
     taken = []
     for _, x, y in labels:
         cx, cy = ax.transData.transform((x, y))
-        taken.append((cx - 7, cy - 7, cx + 7, cy + 7))
+        taken.append((cx - radius, cy - radius, cx + radius, cy + radius))
     offsets = (
         (6, -12, "left"),
         (6, 5, "left"),
@@ -100,26 +107,39 @@ def _label_points(ax: Any, labels: Sequence[tuple[str, float, float]]) -> None:
     )
     for text, x, y in labels:
         for dx, dy, ha in offsets:
-            note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, fontsize=7)
+            note = ax.annotate(
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, fontsize=7, zorder=6, gid="point-name"
+            )
             box = note.get_window_extent(renderer)
             rect = (box.x0 - 4, box.y0 - 2, box.x1 + 4, box.y1 + 2)  # a margin: names must not touch either
             clash = any(rect[0] < t[2] and t[0] < rect[2] and rect[1] < t[3] and t[1] < rect[3] for t in taken)
+            clash = clash or not (
+                frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            )
             if not clash:
                 taken.append(rect)
                 break
             note.remove()  # no free place: the point stays unnamed rather than overprint (the CSV names it)
 
 
-def _stage_lines(ax: Any, x: Any, bounds: dict[str, Sequence[float]], top: float) -> None:
-    """Each stage's bound on Λ, dashed; a stage far from binding runs off the plot (said in its label)."""
+def _stage_lines(ax: Any, x: Any, bounds: dict[str, Sequence[float]], top: float) -> list[str]:
+    """Each stage's bound on Λ, dashed. A stage whose bound lies above the plot everywhere is not drawn (a
+    legend entry with nothing on the plot misleads): its name is returned, for the caption to say."""
+    off = []
     for stage, values in bounds.items():
         y = np.asarray(values, dtype=np.float64)
         if not np.isfinite(y).any():
             continue
-        label = f"{STAGE_LABELS[stage]} bound"
         if np.nanmin(np.where(np.isfinite(y), y, np.nan)) > top:
-            label += f" (above {top:.1f}, off the plot)"
+            off.append(f"{STAGE_LABELS[stage]} (above {top:.1f} req/s throughout)")
+            continue
+        label = f"{STAGE_LABELS[stage]} bound"
         ax.plot(x, np.where(np.isfinite(y), y, np.nan), "--", lw=1.2, color=STAGE_COLOURS[stage], label=label)
+    return off
+
+
+def _off_note(off: Sequence[str]) -> str:
+    return f" Bounds off the plot, not drawn: {'; '.join(off)}." if off else ""
 
 
 def _legend_outside(ax: Any) -> None:
@@ -127,7 +147,7 @@ def _legend_outside(ax: Any) -> None:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
-def split_figure(r: Review) -> Figure:
+def split_figure(r: Review, keep: bool = False) -> Figure:
     """Paper Fig. 5a: Λ_max against the split N_p / N_d at the chosen threshold."""
     a, plan = r.split_sweep, r.comparison.plan
     n_local = r.scenario.local.instances
@@ -136,7 +156,7 @@ def split_figure(r: Review) -> Figure:
     top = _top(list(lam), a.stage_bound_req_per_s)
     fig, ax = _axes(f"Λ_max against the local split at t = {a.threshold_tokens:,.0f} tokens (cf. paper Fig. 5a)")
     ax.plot(x, lam, "-o", lw=2.4, color="black", label="Λ_max (Eq. 6)", zorder=3)
-    _stage_lines(ax, x, dict(a.stage_bound_req_per_s), top)
+    off = _stage_lines(ax, x, dict(a.stage_bound_req_per_s), top)
     ax.plot(
         [plan.n_pd_prefill],
         [plan.throughput_req_per_s],
@@ -157,13 +177,42 @@ def split_figure(r: Review) -> Figure:
     return Figure(
         name="fig5a_split.png",
         caption=f"Λ_max (solid) and each stage's bound (dashed) against N_p / N_d at t = {a.threshold_tokens:,.0f} "
-        "tokens; the star is the chosen split.",
+        "tokens; the star is the chosen split." + _off_note(off),
         provenance="closed form (Eqs. 3-6) over the scenario's profiles",
-        png=_png(fig),
+        png=_png(fig, keep),
+        drawing=fig if keep else None,
     )
 
 
-def threshold_figure(r: Review) -> Figure:
+def _teeth(t_tokens: Any, lam: Any) -> list[float]:
+    """Thresholds (tokens) just past which Λ_max falls while it rises on both sides: the saw-tooth."""
+    t = np.asarray(t_tokens, dtype=np.float64)
+    y = np.asarray(lam, dtype=np.float64)
+    d = np.diff(y)
+    out = []
+    for i in range(1, d.size - 1):
+        if d[i] < 0 and d[i - 1] > 0 and np.any(d[i + 1 : i + 4] > 0):
+            out.append(float(t[i]))
+    return out
+
+
+def _teeth_note(teeth: Sequence[float]) -> str:
+    """The saw-tooth explained: chunked prefill (``physics.prefill``: ceil(l / prefill_chunk_tokens) passes,
+    each with a per-layer overhead and a weight read), a step in the prefill time at each multiple of the
+    chunk, spread by the tabulated curve's linear interpolation over one knot (about 2 %)."""
+    if not teeth:
+        return ""
+    where = ", ".join(f"{v / 1e3:,.1f}K" for v in teeth[:6])
+    return (
+        f" The teeth (Λ_max falls near t = {where} tokens) are chunked prefill, not noise: a roofline-costed pool "
+        "prefills a request in chunks of prefill_chunk_tokens (8,192 by default, SGLang's chunked_prefill_size), "
+        "each extra chunk adding the per-layer overhead (layer_overhead_ms x layers) and another read of the "
+        "weights, so prefill time steps up at each multiple of the chunk (spread over one knot, about 2 %, of the "
+        "tabulated curve: e.g. 16,384 to about 16,750 tokens). With one chunk for the whole context the teeth vanish."
+    )
+
+
+def threshold_figure(r: Review, keep: bool = False) -> Figure:
     """Paper Fig. 5b: Λ_max against the threshold t at the chosen split."""
     b, plan = r.threshold_sweep, r.comparison.plan
     t = np.asarray(b.threshold_tokens) / 1e3
@@ -174,7 +223,7 @@ def threshold_figure(r: Review) -> Figure:
         " (cf. paper Fig. 5b)"
     )
     ax.plot(t, lam, "-", lw=2.4, color="black", label="Λ_max (Eq. 6)", zorder=3)
-    _stage_lines(ax, t, dict(b.stage_bound_req_per_s), top)
+    off = _stage_lines(ax, t, dict(b.stage_bound_req_per_s), top)
     t_star = (plan.threshold_tokens or 0.0) / 1e3
     ax.axvline(t_star, color="gray", lw=1, ls=":")
     ax.plot(
@@ -195,13 +244,14 @@ def threshold_figure(r: Review) -> Figure:
     return Figure(
         name="fig5b_threshold.png",
         caption=f"Λ_max (solid) and each stage's bound (dashed) against t at N_p = {b.n_pd_prefill}; the star is "
-        "the chosen threshold.",
+        "the chosen threshold." + _off_note(off) + _teeth_note(_teeth(b.threshold_tokens, lam)),
         provenance="closed form (Eqs. 1-6) over the scenario's profiles and length distribution",
-        png=_png(fig),
+        png=_png(fig, keep),
+        drawing=fig if keep else None,
     )
 
 
-def egress_figure(r: Review) -> Figure:
+def egress_figure(r: Review, keep: bool = False) -> Figure:
     """Cross-datacenter egress against t (at Λ_max, and at the target rate) with the link's capacity."""
     b, plan = r.threshold_sweep, r.comparison.plan
     t = np.asarray(b.threshold_tokens) / 1e3
@@ -211,13 +261,13 @@ def egress_figure(r: Review) -> Figure:
     ax.plot(t, at_max, "-", lw=2.2, color="tab:blue", label="egress at Λ_max(t)")
     if b.egress_at_target_bytes_per_s is not None and r.target is not None:
         at_target = np.asarray(b.egress_at_target_bytes_per_s, dtype=np.float64) / GBIT_PER_S
-        ax.plot(
+        ax.plot(  # above the chosen-point star: the star must not hide the curve where the two meet
             t,
             at_target,
             "-.",
             lw=1.8,
             color="tab:cyan",
-            zorder=3,
+            zorder=5,
             label=f"egress at the target, {r.target.rate_req_per_s:g} req/s "
             + ("(where carried)" if np.isfinite(at_target).any() else "(not carried at any t: none)"),
         )
@@ -233,6 +283,7 @@ def egress_figure(r: Review) -> Figure:
         mec="black",
         zorder=4,
         label=f"chosen t = {t_star:,.1f}K: {plan.egress_bytes_per_s / GBIT_PER_S:.1f} Gbit/s",
+        alpha=0.8,
     )
     ax.set_ylim(0, 1.15 * max(link, float(np.nanmax(at_max))))
     ax.set_xlim(0, t.max())
@@ -240,26 +291,47 @@ def egress_figure(r: Review) -> Figure:
     ax.set_ylabel("egress (Gbit/s)")
     util = ax.secondary_yaxis("right", functions=(lambda g: 100 * g / link, lambda u: u * link / 100))
     util.set_ylabel("link utilisation (%)")
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.09, 1.0), borderaxespad=0.0)
     return Figure(
         name="egress_vs_threshold.png",
         caption="KV-cache egress over the link against t: at Λ_max(t) and at the target rate, with the link's "
         "capacity.",
         provenance="closed form (Λ · p · S_kv(l_long), §4.3.1); KV size from the scenario's profile",
-        png=_png(fig),
+        png=_png(fig, keep),
+        drawing=fig if keep else None,
     )
 
 
-def ttft_figure(r: Review) -> Figure:
+def _log_seconds_axis(ax: Any, values: Sequence[float]) -> None:
+    """A log time axis that holds every value, with labelled ticks at 1, 2 and 5 times each power of ten (and
+    at every integer multiple when the range is under a factor of 4), so that values below 1 s are read too."""
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    if not finite:
+        return
+    lo, hi = min(finite) / 1.1, max(finite) * 1.25
+    # Down to the next 1, 2 or 5 times a power of ten: a labelled tick at or below the lowest value.
+    decade = 10.0 ** math.floor(math.log10(lo))
+    lo = max(m * decade for m in (1.0, 2.0, 5.0) if m * decade <= lo)
+    ax.set_ylim(lo, hi)
+    subs = (1.0, 2.0, 5.0) if hi / lo >= 4 else tuple(float(k) for k in range(1, 10))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(float(k) for k in range(1, 10))))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def ttft_figure(r: Review, keep: bool = False) -> Figure:
     """TTFT percentiles against the offered rate: closed form as lines, simulation as points with 95 % intervals."""
     curve = r.load_curve
     lam = curve.max_throughput_req_per_s
     colours = {"p50": "tab:blue", "p90": "tab:orange", "p99": "tab:red"}
     fig, ax = _axes("TTFT of the optimised plan against load")
     rates = np.array([c.rate_req_per_s for c in curve.closed])
+    shown: list[float] = []
     for stat, colour in colours.items():
         y = np.array([c.figure_closed("overall", stat) or np.nan for c in curve.closed], dtype=np.float64)
         ax.plot(rates, y, "-", lw=2, color=colour, label=f"{stat.upper()} closed form")
+        shown += [float(v) for v in y]
     for stat, colour in colours.items():
         xs, ys, errs = [], [], []
         for c in curve.simulated:
@@ -269,6 +341,7 @@ def ttft_figure(r: Review) -> Figure:
             xs.append(c.rate_req_per_s)
             ys.append(f.value)
             errs.append(f.half_width if math.isfinite(f.half_width) else 0.0)
+            shown += [f.value - errs[-1], f.value + errs[-1]]
         if xs:
             ax.errorbar(
                 xs,
@@ -281,25 +354,45 @@ def ttft_figure(r: Review) -> Figure:
                 mec="black",
                 label=f"{stat.upper()} simulated (95 % CI)",
             )
+    at_target = r.loaded.checks.get("plan") if r.target is not None else None
+    if at_target is not None and at_target.simulated is not None and "overall" in at_target.simulated.figures:
+        # The plan simulated at the target rate itself (the review's loaded part), whatever the curve's loads.
+        for stat, colour in colours.items():
+            f = at_target.simulated.figures["overall"][stat]
+            hw = f.half_width if math.isfinite(f.half_width) else 0.0
+            ax.errorbar(
+                [at_target.rate_req_per_s],
+                [f.value],
+                yerr=[hw],
+                fmt="D",
+                ms=7,
+                capsize=4,
+                color=colour,
+                mec="black",
+                zorder=5,
+                label=f"{stat.upper()} simulated at the target rate",
+            )
+            shown += [f.value - hw, f.value + hw]
     if r.ttft_slo_s is not None:
         ax.axhline(r.ttft_slo_s, color="black", ls="--", lw=1, label=f"P90 SLO, {r.ttft_slo_s:g} s")
-    if r.target is not None and r.target.rate_req_per_s < lam:
+        shown.append(r.ttft_slo_s)
+    if r.target is not None:
         ax.axvline(
             r.target.rate_req_per_s,
             color="gray",
             ls=":",
             lw=1.2,
-            label=f"target rate, {r.target.rate_req_per_s:g} req/s",
+            label=f"target rate, {r.target.rate_req_per_s:g} req/s"
+            + ("" if r.target.rate_req_per_s < lam else " (past Λ_max: at the right edge)"),
         )
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}" if f"{v:g}"[0] in "235" else ""))
-    ax.set_xlim(0, lam)
+    _log_seconds_axis(ax, shown)
+    ax.set_xlim(0, max(lam, 1.02 * r.target.rate_req_per_s if r.target is not None else 0.0))
     ax.set_xlabel(f"offered rate (req/s); the plan's Λ_max = {lam:.2f} req/s")
     ax.set_ylabel("time to first token (s, log scale)")
     top = ax.secondary_xaxis("top", functions=(lambda x: x / lam, lambda f: f * lam))
     top.set_xlabel("load (fraction of Λ_max)")
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    _legend_outside(ax)
     v = r.options.verify
     sim = (
         f"simulated: {v.replications} replications × {v.requests:,} requests per point"
@@ -310,13 +403,14 @@ def ttft_figure(r: Review) -> Figure:
     return Figure(
         name="ttft_vs_load.png",
         caption="TTFT percentiles against the offered rate: closed form (lines) and simulation (points, 95 % "
-        "intervals).",
+        "intervals; diamonds: at the target rate).",
         provenance=f"closed form ({method}); {sim}",
-        png=_png(fig),
+        png=_png(fig, keep),
+        drawing=fig if keep else None,
     )
 
 
-def pareto_figure(r: Review) -> Figure | None:
+def pareto_figure(r: Review, keep: bool = False) -> Figure | None:
     """Cost against goodput of every priced deployment, the Pareto frontier joined."""
     if r.frontier is None or not r.frontier.points:
         return None
@@ -350,18 +444,19 @@ def pareto_figure(r: Review) -> Figure | None:
     ax.set_xlabel(f"goodput: the most traffic within P90 TTFT <= {slo:g} s (req/s)")
     ax.set_ylabel("cost at the target rate (USD/h)")
     # Points are named by their instance counts alone (the legend says what each marker is; the CSV says all).
+    _legend_outside(ax)  # outside the axes: inside, it covered points and their names
     _label_points(ax, [(p.label.split(" ")[0], p.goodput_req_per_s, p.usd_per_hour) for p in points])
-    ax.legend(fontsize=8, loc="lower right")
     return Figure(
         name="cost_goodput_pareto.png",
         caption="Hourly cost (GPUs, link, egress) against goodput of each priced deployment; the line joins the "
         "Pareto frontier.",
         provenance="closed form; prices from the scenario and its hardware profiles",
-        png=_png(fig),
+        png=_png(fig, keep),
+        drawing=fig if keep else None,
     )
 
 
-def tornado_figure(r: Review) -> Figure | None:
+def tornado_figure(r: Review, keep: bool = False) -> Figure | None:
     """The sensitivity tornado: Λ_max, goodput and USD per million tokens at each input's low and high end."""
     t = r.tornado
     if t is None or not t.bars:
@@ -392,12 +487,14 @@ def tornado_figure(r: Review) -> Figure | None:
         caption=f"Each input moved by ±{t.step:.0%} (blue: lower, orange: higher), with t and the split "
         "re-optimised; bars sorted by goodput swing.",
         provenance="closed form (stage model and queueing) over perturbed inputs",
-        png=_png(fig),
+        png=_png(fig, keep),
+        drawing=fig if keep else None,
     )
 
 
-def review_figures(r: Review) -> list[Figure]:
-    """Every figure the review's parts allow, in report order."""
-    figures = [split_figure(r), threshold_figure(r), egress_figure(r), ttft_figure(r)]
-    figures += [f for f in (pareto_figure(r), tornado_figure(r)) if f is not None]
+def review_figures(r: Review, keep: bool = False) -> list[Figure]:
+    """Every figure the review's parts allow, in report order (``keep``: the matplotlib figures stay open in
+    ``Figure.drawing``, for a reader's checks; close them with ``plt.close``)."""
+    figures = [split_figure(r, keep), threshold_figure(r, keep), egress_figure(r, keep), ttft_figure(r, keep)]
+    figures += [f for f in (pareto_figure(r, keep), tornado_figure(r, keep)) if f is not None]
     return figures
