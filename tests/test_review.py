@@ -22,6 +22,7 @@ from prfaas_plan.errors import InputError
 from prfaas_plan.io.names import resolve_scenario_path
 from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.optimize import evaluate
+from prfaas_plan.report.review_dir import OWNER as REVIEW_OWNER
 from prfaas_plan.report.review_dir import check_review_dir, write_review_dir
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.studies.review import ReviewOptions, review, split_sweep, threshold_sweep
@@ -171,6 +172,11 @@ def test_figures_are_pngs(untargeted: Any) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
+def _names(path: Path) -> list[str]:
+    """The review's files, without its marker (report.review_dir.OWNER)."""
+    return sorted(p.name for p in path.iterdir() if p.name != REVIEW_OWNER.marker_name)
+
+
 def _siblings(path: Path) -> list[str]:
     return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f".{path.name}."))
 
@@ -179,7 +185,7 @@ def test_write_is_whole(tmp_path: Path) -> None:
     """The directory appears with every file; no temporary sibling remains."""
     out = tmp_path / "rev"
     write_review_dir(out, {"a.md": "hello", "b.png": b"\x89PNG"})
-    assert sorted(p.name for p in out.iterdir()) == ["a.md", "b.png"]
+    assert _names(out) == ["a.md", "b.png"]
     assert (out / "a.md").read_text() == "hello"
     assert _siblings(out) == []
 
@@ -192,9 +198,9 @@ def test_existing_directory_refused_unless_force(tmp_path: Path) -> None:
     write_review_dir(out, {"x.md": "1"})  # empty: fine
     with pytest.raises(InputError, match="--force"):
         write_review_dir(out, {"y.md": "2"})
-    assert sorted(p.name for p in out.iterdir()) == ["x.md"]
+    assert _names(out) == ["x.md"]
     write_review_dir(out, {"y.md": "2"}, force=True)
-    assert sorted(p.name for p in out.iterdir()) == ["y.md"]
+    assert _names(out) == ["y.md"]
     assert _siblings(out) == []
 
 
@@ -226,7 +232,7 @@ def test_interrupted_write_leaves_nothing_and_keeps_the_old_review(tmp_path: Pat
     write_review_dir(out, {"old.md": "old"})
     with pytest.raises(KeyboardInterrupt):
         write_review_dir(out, files, force=True)
-    assert sorted(p.name for p in out.iterdir()) == ["old.md"]
+    assert _names(out) == ["old.md"]
     assert _siblings(out) == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -10,12 +11,15 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
 from prfaas_plan.spec.scenario import Scenario
+
+if TYPE_CHECKING:
+    from prfaas_plan.report.files import Owner
 
 #: The flags that set a field of the scenario, and the field each sets: they are edits of the scenario document
 #: validated by the scenario loader (``io.overrides``), with its checks and limits (``io.limits``), and a
@@ -28,7 +32,7 @@ SCENARIO_FLAGS: dict[str, tuple[str, ...]] = {
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: unwinds the stack (running every cleanup) up to ``interruptible``.
+    """SIGINT, SIGTERM or SIGHUP arrived: unwinds the stack (running every cleanup) up to ``interruptible``.
 
     A BaseException, like KeyboardInterrupt, so that ``except Exception`` does not swallow it; not a
     KeyboardInterrupt, which click would turn into "Aborted!" and exit status 1."""
@@ -38,27 +42,54 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+#: The signals ``interruptible`` turns into ``Interrupted``: Ctrl-C, kill, and a closed terminal (SIGHUP, whose
+#: default action would kill the process without removing its temporary files).
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: What the interruption message adds for the running command (``on_interrupt``); the default names the files.
+_NOTE = ["unfinished output files were removed"]
+
+
 def _on_signal(signum: int, _frame: object) -> None:
     # One signal is enough: ignore further ones so that the cleanup it starts runs to the end.
-    for other in (signal.SIGINT, signal.SIGTERM):
+    for other in INTERRUPTS:
         signal.signal(other, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
 @contextmanager
+def on_interrupt(note: str) -> Iterator[None]:
+    """While the body runs, an interruption's message ends with ``note`` (what was kept, how to continue)."""
+    _NOTE.append(note)
+    try:
+        yield
+    except (Interrupted, KeyboardInterrupt):
+        raise  # the note stays for ``interruptible``'s message (the process is about to exit)
+    except BaseException:
+        _NOTE.pop()
+        raise
+    _NOTE.pop()
+
+
+@contextmanager
 def interruptible() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into ``Interrupted`` while the body runs; on one, print a line on stderr and
-    exit with status 128 + signal number (130 for Ctrl-C, 143 for SIGTERM), the shell's convention."""
+    """Turn SIGINT, SIGTERM and SIGHUP into ``Interrupted`` while the body runs; on one, print a line on stderr
+    and exit with status 128 + signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), the shell's
+    convention. Standard output is guarded too (``report.files.guarded_stdout``: a closed or full stdout is one
+    line and exit 2; a broken pipe exits quietly with 141)."""
+    from prfaas_plan.report.files import guarded_stdout
+
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, _on_signal) for sig in INTERRUPTS}
     try:
-        yield
+        with guarded_stdout():
+            yield
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         name = signal.Signals(signum).name
-        print(f"interrupted ({name}): stopped; unfinished output files were removed", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):
+            print(f"interrupted ({name}): stopped; {_NOTE[-1]}", file=sys.stderr)
         sys.exit(128 + signum)
     finally:
         for sig, handler in previous.items():
@@ -76,17 +107,39 @@ def check_finite(values: dict[str, float | None]) -> None:
         raise InputError(problems)
 
 
-def check_output(path: str, flag: str) -> None:
-    """Check before any work that ``path`` can be written (see ``io.records.check_writable``); a problem
-    names the flag."""
-    from prfaas_plan.report.records import check_writable
+def check_output(path: str, flag: str, owner: Owner) -> None:
+    """Check before any work that a file can be written at ``path`` by the writer whose files ``owner``
+    recognises (``report.files.check_file``: nothing there or one of its own files, never a link, a device, a
+    FIFO or another program's file); a problem names the flag."""
+    from prfaas_plan.report.files import check_file
 
     try:
-        check_writable(path)
+        check_file(path, owner=owner)
     except InputError as exc:
         raise InputError(
             [dataclasses.replace(p, file=None, field=flag, message=f"{p.file}: {p.message}") for p in exc.problems]
         ) from None
+
+
+def records_owner() -> Owner:
+    """The records CSV writer's ``Owner`` (imported when a command needs it)."""
+    from prfaas_plan.report.records import OWNER
+
+    return OWNER
+
+
+def card_owner() -> Owner:
+    """The model card writer's ``Owner``."""
+    from prfaas_plan.report.card import OWNER
+
+    return OWNER
+
+
+def profile_owner() -> Owner:
+    """The accelerator profile writer's ``Owner``."""
+    from prfaas_plan.report.profile import OWNER
+
+    return OWNER
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.cli.common import check_output, emit, handled
+from prfaas_plan.cli.common import card_owner, check_output, emit, handled
 
 model_app = typer.Typer(
     no_args_is_help=True,
@@ -42,7 +42,7 @@ def import_config(
 
     with handled():
         if out is not None:
-            check_output(os.fspath(out), "--out")
+            check_output(os.fspath(out), "--out", card_owner())
         imported = import_hf_config(config, name=name)
         text = card_yaml(imported)
         if out is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import check_finite, check_output, emit, handled, load_with_flags
+from prfaas_plan.cli.common import check_finite, check_output, emit, handled, load_with_flags, records_owner
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -156,7 +156,7 @@ def _check_flags(
 
     check_finite({"--threshold": threshold, "--decode-kv-gib": decode_kv_gib, "--rate": rate, "--load": load})
     if records is not None:
-        check_output(records, "--records")
+        check_output(records, "--records", records_owner())
     if not 0.0 <= warmup < 1.0:
         raise InputError(Problem(field="--warmup", message=f"must be in [0, 1), got {warmup}"))
     if decode_kv_gib is not None and not decode_kv_gib > 0:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import check_finite, check_output, emit, handled
+from prfaas_plan.cli.common import check_finite, emit, handled, on_interrupt
 from prfaas_plan.errors import InputError, Problem
 
 #: Default number of local worker processes: the CPU count, capped (beyond it the rows file and the parent's
@@ -65,7 +65,12 @@ def sweep(
         ),
     ] = None,
     out: Annotated[
-        str, typer.Option("--out", "-o", help="Rows file: .jsonl (JSON Lines) or .csv, one row per point.")
+        str,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Rows file: .jsonl (JSON Lines) or .csv, one row per point; - streams JSON Lines to stdout.",
+        ),
     ] = ...,  # type: ignore[assignment]
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the sweep in --out: skip the points it already holds.")
@@ -139,7 +144,8 @@ def sweep(
     """
     from prfaas_plan.studies.sweep_point import SweepOptions
 
-    with handled():
+    kept = "printed" if out == "-" else f"kept in {out}: the same command with --resume continues"
+    with handled(), on_interrupt(f"the rows finished so far are {kept}"):
         check_finite({"--ttft-p90-s": ttft_p90_s, "--resolution-tokens": resolution_tokens, "--load": load})
         _check_options(load, verify, ttft_p90_s, engine, scheduler)
         options = SweepOptions(
@@ -154,13 +160,13 @@ def sweep(
         )
         plan = _prepare(scenario, set_ or [], grid, options, out, resume)
         summary = _execute(plan, engine, scheduler, workers)
-    if json_output:
+    if json_output and out != "-":
         emit(summary)
         return
     from prfaas_plan.cli.render import console
 
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary["statuses"].items())) or "nothing to do"
-    console().print(
+    console(stderr=out == "-").print(  # with -o -, stdout carries the rows
         f"{summary['points']:,} points ({summary['skipped']:,} already in {out}): {statuses}; "
         f"{summary['wall_s']:.1f} s on {summary['workers']} {engine} workers "
         f"({summary['points_per_s'] or 0:.1f} points/s) -> {out}"
@@ -177,6 +183,7 @@ class _Plan:
     kind: str
     header: list[str]
     resume: bool
+    rows: Any  # report.sweep_rows.RowsTarget, holding the rows file's lock
 
 
 def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: Any, out: str, resume: bool) -> _Plan:
@@ -194,20 +201,18 @@ def _prepare(scenario: str | None, sets: list[str], grid: Path | None, options: 
     sweep_grid.check_axes(base, the_grid.axes, field=SET)
     header = sweep_rows.columns(the_grid.axes, options)
     digest = sweep_rows.run_digest(base, options)
-    check_output(out, "--out")
-    if not resume and os.path.exists(out) and os.path.getsize(out) > 0:
-        raise InputError(Problem(field="--out", message=f"{out} exists: --resume continues it; or choose another"))
-    done = (
-        sweep_rows.resume_ids(out, kind, header, digest, resume_field="--resume", out_field="--out")
-        if resume
-        else set()
+    # Held (locked) from here to the last row: a second sweep on the file is refused, never interleaved.
+    ids = {sweep_rows.point_id(point) for point in the_grid.points()}
+    rows = sweep_rows.RowsTarget(
+        out, kind, header, digest, ids, resume=resume, resume_field="--resume", out_field="--out"
     )
+    done = rows.done
     tasks = [
         sweep_rows.PointTask(base=base, axes=the_grid.axes, params=point, options=options, digest=digest)
         for point in the_grid.points()
         if sweep_rows.point_id(point) not in done
     ]
-    return _Plan(tasks=tasks, points=the_grid.size, out=out, kind=kind, header=header, resume=resume)
+    return _Plan(tasks=tasks, points=the_grid.size, out=out, kind=kind, header=header, resume=resume, rows=rows)
 
 
 def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | None) -> dict[str, Any]:
@@ -217,7 +222,7 @@ def _execute(plan: _Plan, engine: str, scheduler: str | None, workers: int | Non
     start = time.perf_counter()
     counts: dict[str, int] = {}
     parallel = 0
-    with sweep_rows.RowsFile(plan.out, plan.kind, plan.header, append=plan.resume) as rows, ExitStack() as stack:
+    with plan.rows, plan.rows.open() as rows, ExitStack() as stack:
 
         def record(row: dict[str, Any]) -> None:
             rows.write(row)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import check_output, emit, handled
+from prfaas_plan.cli.common import check_output, emit, handled, profile_owner
 from prfaas_plan.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def _check_profile_out(path: Path) -> None:
     """--profile-out must be writable before minutes of timing: the writer creates missing directories, so
     a path under one is checked at its nearest existing ancestor."""
     if path.parent.is_dir():
-        check_output(os.fspath(path), "--profile-out")
+        check_output(os.fspath(path), "--profile-out", profile_owner())
         return
     ancestor = next((p for p in path.parents if p.exists()), None)
     if ancestor is None or not ancestor.is_dir() or not os.access(ancestor, os.W_OK) or not _can_make_dir(ancestor):

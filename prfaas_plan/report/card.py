@@ -4,18 +4,16 @@ write, and the sizes a card implies (a JSON-ready summary for display)."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.hf_import import ImportedCard
 from prfaas_plan.io.models import ATTENTION_FIELDS, FFN_FIELDS
 from prfaas_plan.physics.memory import kv_bytes_per_token, linear_state_bytes, parameter_count, window_bytes
+from prfaas_plan.report.files import Owner, write_file
 from prfaas_plan.spec.model import Attention, Ffn, LayerGroup
 from prfaas_plan.spec.scenario import ModelCard
 
@@ -120,32 +118,15 @@ def render_card(
     return "\n".join(out) + "\n"
 
 
-def write_card(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename.
+#: How the card writer recognises its own files: the header ``card_yaml`` writes names the command.
+OWNER = Owner(what="a model card written by prfaas-plan model import", comment_markers=(b"`prfaas-plan model import`",))
 
-    Raises InputError naming ``path`` when its directory is missing or the file cannot be written; nothing is
-    left behind then.
-    """
-    directory = path.parent
-    if not directory.is_dir():
-        raise InputError(Problem(file=str(path), message=f"no such directory: {directory}"))
-    umask = os.umask(0)  # mkstemp creates 0600; give the card the mode an ordinary new file would get
-    os.umask(umask)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as error:
-        raise InputError(Problem(file=str(path), message=f"cannot write: {error.strerror or error}")) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as error:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(Problem(file=str(path), message=f"cannot write: {error.strerror or error}")) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+def write_card(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through ``report.files.write_file``: atomic, under the output's lock, and only
+    over nothing, an empty file or a card this writer made (never a link, a device, a FIFO or another
+    program's file). Raises InputError naming ``path``; nothing is left behind then."""
+    write_file(path, text, owner=OWNER)
 
 
 def card_summary(card: ModelCard) -> dict[str, Any]:

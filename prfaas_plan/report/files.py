@@ -39,8 +39,6 @@ status 141 (128 + SIGPIPE, what a shell reports for a coreutils program in the s
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import hashlib
@@ -101,14 +99,27 @@ _CAUSES = {
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Owner:
     """How a writer recognises its own files: ``what`` names them in messages ("a records CSV of prfaas-plan
-    simulate"); an existing file is its own when it begins with one of ``signatures`` (bytes)."""
+    simulate"); an existing file is its own when it begins with one of ``signatures`` (bytes), or when its
+    leading ``#`` comment lines contain one of ``comment_markers`` (for a header whose first line varies, such
+    as a model card's, which begins with the model's name)."""
 
     what: str
-    signatures: tuple[bytes, ...]
+    signatures: tuple[bytes, ...] = ()
+    comment_markers: tuple[bytes, ...] = ()
 
     def recognises(self, head: bytes) -> bool:
         """Whether a file beginning with ``head`` is one of this writer's outputs."""
-        return any(head.startswith(signature) for signature in self.signatures)
+        if any(head.startswith(signature) for signature in self.signatures):
+            return True
+        if not self.comment_markers:
+            return False
+        comments = []
+        for line in head.split(b"\n"):
+            if not line.startswith(b"#"):
+                break
+            comments.append(line.lstrip(b"# "))
+        block = b" ".join(comments)
+        return any(marker in block for marker in self.comment_markers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,7 +311,8 @@ def inspect_dir_target(path: str | os.PathLike[str], *, owner: DirOwner, force: 
     if not owner.recognises(target):
         raise problem(
             target,
-            f"exists, is not empty and is not {owner.what} (no {owner.marker_name} marker); refusing to replace it",
+            f"exists, is not empty and is not {owner.what} (no {owner.marker_name} marker); not replaced, even "
+            "with --force: move it away or choose another name",
         )
     if not force:
         raise problem(target, f"exists ({owner.what}) and is not empty (use --force to replace it)")
@@ -620,8 +632,7 @@ def write_dir(
         except OSError as error:
             raise write_error(target, error) from None
         try:
-            contents = {**files, owner.marker_name: owner.marker_text}
-            for name, content in contents.items():
+            for name, content in [*files.items(), (owner.marker_name, owner.marker_text)]:
                 fd = _create_exclusive(partial / name)
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(content.encode("utf-8") if isinstance(content, str) else content)
@@ -644,10 +655,11 @@ def write_dir(
 
 
 def _libc_renameat2() -> Callable[..., int] | None:
-    name = ctypes.util.find_library("c")
+    """libc's ``renameat2`` (glibc 2.28+), or None where the C library lacks it."""
+    import ctypes
+
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
-        function: Callable[..., int] = libc.renameat2
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return None
     return function
@@ -661,6 +673,8 @@ def _exchange(partial: Path, target: Path) -> None:
     """Swap the directories ``partial`` and ``target`` in one step (``renameat2(RENAME_EXCHANGE)``); where the
     kernel or file system lacks it, the old directory is moved aside, the new one renamed in, and the old one
     renamed back to ``partial`` (so that the caller removes it; on failure it is put back)."""
+    import ctypes
+
     renameat2 = _libc_renameat2()
     if renameat2 is not None:
         result = renameat2(_AT_FDCWD, os.fsencode(partial), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE)

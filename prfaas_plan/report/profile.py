@@ -2,21 +2,28 @@
 
 The ``hardware:`` section (the datasheet part) is written, and a ``kernel_shapes:`` section when measured
 shape curves are given, in the file's human scales (GB, TB/s, TFLOP/s); floats are written in full
-(``repr``) so a write and a read give back the same numbers. The file is written to a temporary name beside
-the target and renamed over it, so a reader never sees half a file.
+(``repr``) so a write and a read give back the same numbers. The file is written through
+``report.files.write_file``: atomic, locked, and never over a file that is not one of these profiles.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from prfaas_plan.report.files import Owner, write_error, write_file
 from prfaas_plan.spec.hardware import Accelerator, KernelShapes
 from prfaas_plan.units import GB, GBIT_PER_S, TB, TFLOP_PER_S
+
+#: The first line of every profile this writer makes; with the line earlier versions began with (the note of
+#: ``validate kernel``), how it recognises its own files (an existing file is replaced only when it is one).
+HEADER = "# Accelerator profile written by prfaas-plan (validate kernel --profile-out).\n"
+OWNER = Owner(
+    what="an accelerator profile written by prfaas-plan",
+    signatures=(HEADER.encode(), b"# Measured by `prfaas-plan validate kernel`"),
+)
 
 
 def accelerator_document(accelerator: Accelerator) -> dict[str, Any]:
@@ -48,8 +55,11 @@ def write_accelerator_profile(
 
     ``comment`` lines go at the top of the file, each prefixed with ``# ``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = "".join(f"# {line}\n" for line in comment.splitlines())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise write_error(path, error) from None
+    header = HEADER + "".join(f"# {line}\n" for line in comment.splitlines())
     document = accelerator_document(accelerator)
     if shapes is not None:
         document["kernel_shapes"] = {
@@ -60,12 +70,5 @@ def write_accelerator_profile(
             "source": shapes.source,
         }
     text = header + yaml.safe_dump(document, sort_keys=False, width=100)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file(path, text, owner=OWNER)
     return path

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.report.files import Owner, atomic_file, check_file
 from prfaas_plan.report.plans import plan_to_dict
 from prfaas_plan.sim.records import COLUMNS, Records
 from prfaas_plan.sim.summary import Estimate, TtftStats
@@ -26,66 +25,42 @@ _TIME_FORMAT = "%.6f"
 DERIVED = ("prefill_wait_s", "decode_wait_s", "ttft_s")
 
 
-def _partial_name(target: Path) -> Path:
-    """The temporary name beside ``target`` that ``write_records_csv`` writes first."""
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+#: How the records writer recognises its own files (an existing file is replaced only when it is one): the
+#: header's first columns, which every records CSV of prfaas-plan begins with.
+OWNER = Owner(
+    what="a records CSV of prfaas-plan simulate",
+    signatures=((",".join(["request", *COLUMNS[:2]]) + ",").encode(),),
+)
 
 
 def check_writable(path: str | os.PathLike[str]) -> None:
-    """Check, before a long run, that a file can be written at ``path``: a non-empty name that is not a
-    directory, in a directory where a file can be created (tried by creating and removing the temporary
-    file ``write_records_csv`` would use). Raises InputError naming the path."""
-    text = os.fspath(path)
-    target = Path(text)
-    if not text.strip() or target.name in ("", ".", ".."):
-        raise InputError(Problem(file=repr(text), message="not a file name"))
-    if target.is_dir():
-        raise InputError(Problem(file=text, message="is a directory, expected a file name"))
-    partial = _partial_name(target)
-    try:
-        with partial.open("x", encoding="utf-8"):
-            pass
-    except FileExistsError:
-        raise InputError(Problem(file=str(partial), message="a temporary file of this name is in the way")) from None
-    except (OSError, ValueError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise InputError(Problem(file=text, message=f"cannot write: {reason}")) from None
-    partial.unlink(missing_ok=True)
+    """Check, before a long run, that the records CSV can be written at ``path`` (``report.files.check_file``:
+    a regular file of this writer's or nothing, never a link, device, FIFO or another program's file, in a
+    directory where a file can be created). Raises InputError naming the path."""
+    check_file(path, owner=OWNER)
 
 
 def write_records_csv(path: str | os.PathLike[str], records: Records, chunk_rows: int = CHUNK_ROWS) -> None:
     """Write one CSV row per request: header ``request``, ``sim.records.COLUMNS``, then ``DERIVED`` (the waits
     and TTFT); empty cells for events that had not happened by the horizon.
 
-    The file is written to a temporary name in the same directory and renamed into place, so a failure
-    never leaves a half-written file under ``path``. Raises InputError when the directory cannot be written.
+    Written through ``report.files.atomic_file``: a temporary sibling renamed over the target under its lock,
+    so a failure or a signal never leaves a half-written file under ``path``, and nothing but a previous
+    records CSV (or an empty file) is ever replaced. Raises InputError naming the path.
     """
-    target = Path(path)
     names = (*COLUMNS, *DERIVED)
     fmt = ",".join(["%d", *(_FORMATS.get(name, _TIME_FORMAT) for name in names)]) + "\n"
     columns = {**records.columns(), **{name: getattr(records, name) for name in DERIVED}}
-    # A unique name beside the target (same filesystem, so the rename is atomic), created with mode "x" so
-    # that it gets the user's usual permissions (tempfile's are 0600).
-    if target.name in ("", ".", ".."):
-        raise InputError(Problem(file=repr(os.fspath(path)), message="not a file name"))
-    partial = _partial_name(target)
-    try:
-        with partial.open("x", encoding="utf-8", newline="") as handle:
-            handle.write(",".join(["request", *names]) + "\n")
-            for start in range(0, records.n_requests, chunk_rows):
-                stop = min(start + chunk_rows, records.n_requests)
-                chunk = np.column_stack(
-                    [np.arange(start, stop, dtype=np.float64)]
-                    + [np.asarray(columns[name][start:stop], dtype=np.float64) for name in names]
-                )
-                text = "".join(fmt % tuple(row) for row in chunk.tolist())
-                handle.write(text.replace("nan", ""))
-        os.replace(partial, target)
-    except BaseException as error:
-        partial.unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise InputError(Problem(file=str(target), message=f"cannot write: {error.strerror or error}")) from None
-        raise
+    with atomic_file(path, owner=OWNER) as handle:
+        handle.write(",".join(["request", *names]) + "\n")
+        for start in range(0, records.n_requests, chunk_rows):
+            stop = min(start + chunk_rows, records.n_requests)
+            chunk = np.column_stack(
+                [np.arange(start, stop, dtype=np.float64)]
+                + [np.asarray(columns[name][start:stop], dtype=np.float64) for name in names]
+            )
+            text = "".join(fmt % tuple(row) for row in chunk.tolist())
+            handle.write(text.replace("nan", ""))
 
 
 def _num(value: float | None) -> float | None:

@@ -8,12 +8,15 @@ different scenarios or options in one file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
 import json
 import math
 import os
+import stat
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,15 @@ from prfaas_plan.errors import InputError, PlanError, Problem
 #: Limits that keep a hostile grid bounded: each point is a scenario load and a search (about 0.1 s), so
 #: 100,000 points is hours of a large machine; more is a typo (a product of long lists).
 from prfaas_plan.io.sweep_grid import Axis, BaseScenario, canonical, load_point, point_problems
+from prfaas_plan.report.files import (
+    Owner,
+    cause,
+    inspect_file_target,
+    is_stdout,
+    open_append,
+    output_lock,
+    write_error,
+)
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.sweep_point import PointOutcome, SweepOptions, evaluate_point
 from prfaas_plan.units import GBIT_PER_S
@@ -221,7 +233,9 @@ def _loaded_fields(scenario: Scenario, model: Any, plan: Any, options: SweepOpti
 
 def rows_format(path: str, *, field: str) -> str:
     """``jsonl`` or ``csv`` from the file name; InputError on ``field`` (the caller's name for the file) for
-    anything else."""
+    anything else. ``-`` (standard output) is JSON Lines."""
+    if is_stdout(path):
+        return "jsonl"
     suffix = Path(path).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
@@ -262,30 +276,51 @@ def format_row(row: Mapping[str, Any], kind: str, header: Sequence[str]) -> str:
     return buffer.getvalue()
 
 
-class RowsFile:
-    """The rows file a sweep streams to: each row is written whole and flushed, so that an interruption
-    leaves every finished row readable (a kill mid-write can leave a partial last line, which
-    ``resume_ids`` drops). A context manager."""
+#: How a sweep recognises its own rows files: a CSV begins with its header (``columns``), JSON Lines with a row
+#: (``run_point``'s mapping, ``point_id`` first). Anything else is never appended to, cut or replaced.
+OWNERS = {
+    "csv": Owner(what="a rows file of prfaas-plan sweep", signatures=(b"point_id,run_digest,",)),
+    "jsonl": Owner(what="a rows file of prfaas-plan sweep", signatures=(b'{"point_id": "',)),
+}
 
-    def __init__(self, path: str, kind: str, header: Sequence[str], *, append: bool) -> None:
+
+class RowsFile:
+    """The rows file a sweep streams to (or standard output): each row is written whole with one write and
+    flushed, so that an interruption leaves every finished row readable; a write that fails part-way (a full
+    disk) is cut back to the last whole row. A context manager."""
+
+    def __init__(self, stream: IO[str], kind: str, header: Sequence[str], *, path: str, write_header: bool) -> None:
         self.kind = kind
         self.header = list(header)
-        new = not append or not os.path.exists(path) or os.path.getsize(path) == 0
-        self._stream: IO[str] = open(path, "a" if append else "w", encoding="utf-8", newline="")  # noqa: SIM115
-        if new and kind == "csv":
+        self.path = path
+        self._stream = stream
+        if write_header and kind == "csv":
             self._write(format_row(dict(zip(self.header, self.header, strict=True)), "csv", self.header))
 
     def _write(self, line: str) -> None:
-        self._stream.write(line)
-        self._stream.flush()
+        if is_stdout(self.path):
+            self._stream.write(line)
+            self._stream.flush()
+            return
+        fd = self._stream.fileno()
+        size = os.fstat(fd).st_size
+        try:
+            self._stream.write(line)
+            self._stream.flush()
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # no partial row is left behind
+            raise write_error(self.path, error) from None
 
     def write(self, row: Mapping[str, Any]) -> None:
         """Append one row."""
         self._write(format_row(row, self.kind, self.header))
 
     def close(self) -> None:
-        """Close the file."""
-        self._stream.close()
+        """Close the file (standard output stays open)."""
+        if not is_stdout(self.path):
+            with contextlib.suppress(OSError):
+                self._stream.close()
 
     def __enter__(self) -> RowsFile:
         return self
@@ -294,35 +329,111 @@ class RowsFile:
         self.close()
 
 
+class RowsTarget:
+    """Where one sweep's rows go, held under the output lock from the check to the last row, so that two sweeps
+    on one file never interleave (the second is refused at once). Checks the file now: a new sweep needs
+    nothing there (or an empty file); ``resume`` needs one of this sweep's own rows files (``resume_ids``),
+    whose finished points ``done`` lists. Standard output (``-``) takes no lock and cannot be resumed. A
+    context manager: leaving it releases the lock."""
+
+    def __init__(
+        self,
+        path: str,
+        kind: str,
+        header: Sequence[str],
+        digest: str,
+        point_ids: set[str],
+        *,
+        resume: bool,
+        resume_field: str,
+        out_field: str,
+    ) -> None:
+        self.path, self.kind, self.header = path, kind, list(header)
+        self.done: set[str] = set()
+        self._lock = contextlib.ExitStack()
+        if is_stdout(path):
+            if resume:
+                raise InputError(
+                    Problem(field=resume_field, message=f"cannot continue standard output ({out_field} -)")
+                )
+            return
+        owner = OWNERS[kind]
+        inspect_file_target(path, owner=owner)  # links, devices, FIFOs, other programs' files: before the lock
+        self._lock.enter_context(output_lock(path, wait_s=0))
+        try:
+            existing = inspect_file_target(path, owner=owner)
+            if existing is not None and existing.st_size > 0 and not resume:
+                raise InputError(
+                    Problem(field=out_field, message=f"{path} exists: {resume_field} continues it; or choose another")
+                )
+            if resume:
+                self.done = resume_ids(
+                    path, kind, header, digest, point_ids, resume_field=resume_field, out_field=out_field
+                )
+        except BaseException:
+            self._lock.close()
+            raise
+
+    def open(self) -> RowsFile:
+        """The rows file, for appending (created when absent; a CSV header written into a new or empty one)."""
+        if is_stdout(self.path):
+            return RowsFile(sys.stdout, self.kind, self.header, path=self.path, write_header=True)
+        stream = open_append(self.path, owner=OWNERS[self.kind])
+        new = os.fstat(stream.fileno()).st_size == 0
+        return RowsFile(stream, self.kind, self.header, path=self.path, write_header=new)
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        self._lock.close()
+
+    def __enter__(self) -> RowsTarget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def resume_ids(
-    path: str, kind: str, header: Sequence[str], digest: str, *, resume_field: str, out_field: str
+    path: str,
+    kind: str,
+    header: Sequence[str],
+    digest: str,
+    point_ids: set[str] | None = None,
+    *,
+    resume_field: str,
+    out_field: str,
 ) -> set[str]:
-    """The ids of the points a rows file already holds. A partial last line (from a kill mid-write) is cut
-    off the file. InputError if the file was written by another sweep (other scenario, options or layout:
-    another ``run_digest`` or CSV header), naming ``resume_field`` (the caller's name for the request to
-    resume) and ``out_field`` (its name for the file), or if it holds a line that is not a row."""
-    if not os.path.exists(path):
-        return set()
+    """The ids of the points a rows file already holds. InputError, and the file left as it is, unless every
+    whole line is a row of this sweep: the same CSV header, the same ``run_digest`` (scenario, options,
+    layout), and a point of this grid (``point_ids``, when given: a grid may grow between runs, but a row of a
+    point it does not hold is another grid's). Only then is a partial last line (a kill mid-write) cut off.
+    Problems name ``resume_field`` (the caller's name for the request to resume) and ``out_field`` (its name
+    for the file)."""
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return set()
     except OSError as exc:
-        raise InputError(Problem(file=path, message=f"cannot read: {exc.strerror or exc}")) from None
+        raise InputError(Problem(file=path, message=f"cannot read: {cause(exc)}")) from None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(Problem(file=path, message="not a regular file: not a rows file of a sweep"))
+        raw = stream.read()
     end = raw.rfind(b"\n") + 1
-    if end < len(raw):
-        with open(path, "r+b") as stream:
-            stream.truncate(end)
     try:
         text = raw[:end].decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(Problem(file=path, message="not UTF-8 text: not a rows file of a sweep")) from None
     lines = text.splitlines()
+    if raw and not OWNERS[kind].recognises(raw):
+        raise InputError(
+            Problem(file=path, line=1, message=f"{resume_field}: not a rows file of a sweep; not continued or changed")
+        )
     other = f"{resume_field}: written by another sweep (another scenario, options or columns); use a new {out_field}"
+    stray = f"{resume_field}: a row of a point this grid does not hold (rows of another grid?); use a new {out_field}"
     done: set[str] = set()
     if kind == "csv":
-        if not lines:
-            return done
-        if next(csv.reader([lines[0]])) != list(header):
+        if lines and next(csv.reader([lines[0]])) != list(header):
             raise InputError(Problem(file=path, line=1, message=f"{other} (its header differs)"))
         for number, record in enumerate(csv.reader(lines[1:]), start=2):
             if len(record) != len(header):
@@ -331,16 +442,26 @@ def resume_ids(
                 )
             if record[1] != digest:
                 raise InputError(Problem(file=path, line=number, message=other))
+            if point_ids is not None and record[0] not in point_ids:
+                raise InputError(Problem(file=path, line=number, message=stray))
             done.add(record[0])
-        return done
-    for number, line in enumerate(lines, start=1):
+    else:
+        for number, line in enumerate(lines, start=1):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict) or not isinstance(row.get("point_id"), str):
+                raise InputError(Problem(file=path, line=number, message="not a row of a sweep (a JSON object)"))
+            if row.get("run_digest") != digest:
+                raise InputError(Problem(file=path, line=number, message=other))
+            if point_ids is not None and row["point_id"] not in point_ids:
+                raise InputError(Problem(file=path, line=number, message=stray))
+            done.add(row["point_id"])
+    if end < len(raw):  # every whole line is ours: the cut last row is dropped, to be run again
         try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if not isinstance(row, dict) or not isinstance(row.get("point_id"), str):
-            raise InputError(Problem(file=path, line=number, message="not a row of a sweep (a JSON object)"))
-        if row.get("run_digest") != digest:
-            raise InputError(Problem(file=path, line=number, message=other))
-        done.add(row["point_id"])
+            with open(path, "r+b") as stream:
+                stream.truncate(end)
+        except OSError as exc:
+            raise write_error(path, exc) from None
     return done

@@ -495,3 +495,10 @@ def test_cause_names_the_errno() -> None:
     text = files.cause(OSError(errno.ENOSPC, "No space left on device"))
     assert text == "no space left on the device (ENOSPC)"
     assert textwrap.shorten(files.cause(OSError(errno.EROFS, "x")), 80).endswith("(EROFS)")
+
+
+def test_comment_markers_recognise_a_header_whose_first_line_varies() -> None:
+    owner = files.Owner(what="a card", comment_markers=(b"by `prfaas-plan model import`",))
+    assert owner.recognises(b"# llama: imported from x.json by\n# `prfaas-plan model import`. Check\nkey: 1\n")
+    assert not owner.recognises(b"key: 1\n# llama: imported by `prfaas-plan model import`\n")  # not leading
+    assert not owner.recognises(b"# my own card\nkey: 1\n")
