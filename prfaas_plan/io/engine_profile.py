@@ -194,7 +194,17 @@ _MEASUREMENT_KEYS = (
     "batch",
     "measured_s",
 )
-_MEASUREMENT_OPTIONAL = ("expert_parallel", "input_tokens", "context_tokens", "metric", "derivation", "note")
+_MEASUREMENT_OPTIONAL = (
+    "expert_parallel",
+    "input_tokens",
+    "context_tokens",
+    "metric",
+    "derivation",
+    "note",
+    "experts_dtype",
+    "interleaved_prefill",
+    "exclude_from_fit",
+)
 
 
 def load_corpus(path: Path | None = None) -> tuple[CorpusMeasurement, ...]:
@@ -237,7 +247,11 @@ def load_corpus(path: Path | None = None) -> tuple[CorpusMeasurement, ...]:
             checker.report((*item_path, "id"), f"duplicate id '{ident}'")
         if ident is not None:
             seen.add(ident)
+        experts = sec.string("experts_dtype") if sec.has("experts_dtype") else ""
+        exclude = sec.string("exclude_from_fit") if sec.has("exclude_from_fit") else ""
+        interleaved = _interleaved(checker, item_path, sec.raw("interleaved_prefill"), phase)
         fields = (ident, source, *strings.values(), weights, kv, gpus, tp, ep, phase, batch, tokens, measured)
+        fields = (*fields, experts, exclude, interleaved)
         if any(v is None for v in fields):
             continue
         out.append(
@@ -260,7 +274,32 @@ def load_corpus(path: Path | None = None) -> tuple[CorpusMeasurement, ...]:
                 measured_s=float(measured or 0),
                 metric=str(sec.raw("metric") or ""),
                 derivation=str(sec.raw("derivation") or ""),
+                experts_dtype=str(experts or ""),
+                interleaved_input_tokens=interleaved[0] if interleaved else 0.0,
+                interleaved_output_tokens=interleaved[1] if interleaved else 0.0,
+                exclude_from_fit=str(exclude or ""),
             )
         )
     checker.raise_if_any()
     return tuple(out)
+
+
+def _interleaved(
+    checker: Checker, item_path: tuple[str | int, ...], raw: object, phase: str | None
+) -> tuple[float, float] | None:
+    """A decode measurement's ``interleaved_prefill: {input_tokens, output_tokens}`` (both > 0) as a pair;
+    (0, 0) where absent; None (reported) when malformed or on a prefill measurement."""
+    if raw is None:
+        return (0.0, 0.0)
+    where = (*item_path, "interleaved_prefill")
+    if phase != "decode":
+        checker.report(where, "only a decode measurement has interleaved prefills")
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"input_tokens", "output_tokens"}:
+        checker.report(where, "must be a mapping with exactly 'input_tokens' and 'output_tokens'")
+        return None
+    values = [raw["input_tokens"], raw["output_tokens"]]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and 1 <= v <= MAX_TOKENS for v in values):
+        checker.report(where, f"'input_tokens' and 'output_tokens' must be numbers in [1, {MAX_TOKENS:g}]")
+        return None
+    return (float(values[0]), float(values[1]))

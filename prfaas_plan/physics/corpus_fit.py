@@ -17,8 +17,15 @@ plus weak priors (``prior_weight`` x the log of each term's ratio to its prior, 
 The other terms (chunk size, collective latencies, attention efficiency, grouped-GEMM curve, eager costs) stay
 at their sourced values. Every kernel piece is priced once at unit efficiency, so a fit costs array arithmetic.
 
+A decode metric that averages over all of a request's steps (mean ITL, per-request TPOT) also carries the
+prefills of the requests that arrive meanwhile (continuous batching runs them between or inside decode steps):
+such a measurement names them (``interleaved_input_tokens`` l_in, ``interleaved_output_tokens`` l_out) and its
+step is priced as decode(B) + ((B - 1) / l_out) x prefill(l_in) (the other requests' turnover), the prefill's kernels and per-chunk costs without the
+per-request cost (host-side work that overlaps the GPU). A median ITL skips those steps and names none.
+
 Leave-one-source-out: each source's measurements are predicted by the terms fitted on the engine's other
-sources; those held-out ratios are the error to quote, the in-sample ones are not.
+sources; those held-out ratios are the error to quote, the in-sample ones are not. A measurement the corpus
+excludes from fitting (``exclude_from_fit``, with its physical reason) is predicted and reported but never fitted.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from numpy.typing import NDArray
 
 from prfaas_plan.physics.decode import decode_step_time
 from prfaas_plan.physics.engine import engine_params
-from prfaas_plan.physics.ops import forward_ops
+from prfaas_plan.physics.ops import Op, forward_ops
 from prfaas_plan.physics.prefill import prefill_chunks, prefill_time
 from prfaas_plan.physics.roofline import (
     _GEMM_GROUP,
@@ -40,6 +47,7 @@ from prfaas_plan.physics.roofline import (
     Instance,
     communication_s,
     compute_dtype,
+    memory_bytes,
     op_peak_flop_per_s,
     shape_factor,
 )
@@ -104,8 +112,18 @@ def case_params(case: CorpusCase, engine: EngineProfile, base: RooflineParams | 
     )
 
 
+def interleaved_per_step(m: CorpusMeasurement) -> float:
+    """Prefills per decode step a measurement's metric carries: (B - 1) / output tokens where it averages over
+    a request's steps (the other B - 1 requests of a closed loop each turn over once per output length; its own
+    prefill comes before its decode), else 0 (module docstring)."""
+    if m.phase != "decode" or m.interleaved_output_tokens <= 0:
+        return 0.0
+    return (m.batch - 1) / m.interleaved_output_tokens
+
+
 def predict(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None = None) -> float:
-    """The engine-aware roofline's time for one measurement, seconds (``physics.prefill``, ``physics.decode``)."""
+    """The engine-aware roofline's time for one measurement, seconds (``physics.prefill``, ``physics.decode``;
+    a decode metric with interleaved prefills adds their share, module docstring)."""
     m = case.measurement
     params = case_params(case, engine, base)
     if not m.includes_request_overhead:
@@ -113,45 +131,61 @@ def predict(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
     if m.phase == "prefill":
         return float(prefill_time(case.arch, case.instance, params, np.asarray([m.tokens])).total_s[0])
     batch = np.asarray([float(m.batch)])
-    return float(decode_step_time(case.arch, case.instance, params, batch, m.tokens).total_s[0])
+    step = float(decode_step_time(case.arch, case.instance, params, batch, m.tokens).total_s[0])
+    share = interleaved_per_step(m)
+    if share > 0:
+        kernels = replace(params, overhead_s=0.0)
+        lengths = np.asarray([m.interleaved_input_tokens])
+        step += share * float(prefill_time(case.arch, case.instance, kernels, lengths).total_s[0])
+    return step
 
 
 def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None) -> _Pieces:
     m = case.measurement
     params = case_params(case, engine, base)
     arch, instance = case.arch, case.instance
+    parts: list[tuple[list[Op], float]] = []  # (ops, weight)
     if m.phase == "prefill":
         tokens = np.asarray([m.tokens])
-        ops = forward_ops(arch, cached=0.0, new=tokens)
+        parts.append((forward_ops(arch, cached=0.0, new=tokens), 1.0))
         chunks = float(prefill_chunks(params, tokens)[0])
         comm = float(communication_s(arch, instance, tokens, params, chunks)[0])
         counts = np.array([1.0 if m.includes_request_overhead else 0.0, chunks * arch.n_layers, 0.0, 0.0])
         eager = 0.0
     else:
         batch = np.asarray([float(m.batch)])
-        ops = forward_ops(arch, cached=m.tokens, new=1.0, batch=batch, decode=True)
+        parts.append((forward_ops(arch, cached=m.tokens, new=1.0, batch=batch, decode=True), 1.0))
         comm = float(communication_s(arch, instance, batch, params)[0])
         graphs = m.cuda_graphs is not False  # unknown: the engines' default, CUDA graphs on
         counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers)]) if graphs else np.zeros(4)
         eager = 0.0 if graphs else params.decode_step_overhead_s + arch.n_layers * params.decode_layer_overhead_s
+        share = interleaved_per_step(m)
+        if share > 0:  # the arriving requests' prefills, without their per-request cost
+            lengths = np.asarray([m.interleaved_input_tokens])
+            parts.append((forward_ops(arch, cached=0.0, new=lengths), share))
+            chunks = float(prefill_chunks(params, lengths)[0])
+            comm += share * float(communication_s(arch, instance, lengths, params, chunks)[0])
+            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0])
     rate = instance.bytes_per_s * params.memory_efficiency
     gemm, prior, gemm_mem, att, att_mem = [], [], [], [], []
     other_mem = 0.0
-    for op in ops:
-        flops = float(np.ravel(op.matmul_flops)[0])
-        memory = float(np.ravel(op.bytes)[0]) / rate
-        if flops <= 0:
-            other_mem += memory
-            continue
-        unit = flops / op_peak_flop_per_s(op, arch, instance) * float(np.ravel(shape_factor(op, instance, params))[0])
-        if op.name in ATTENTION_OPS:
-            att.append(unit / params.attention_efficiency)
-            att_mem.append(memory)
-        else:
-            dtype = compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights"))
-            gemm.append(unit)
-            prior.append(_prior_efficiency(engine, case.generation, dtype))
-            gemm_mem.append(memory)
+    for ops, weight in parts:
+        for op in ops:
+            flops = float(np.ravel(op.matmul_flops)[0])
+            memory = weight * float(np.ravel(memory_bytes(op, instance))[0]) / rate
+            if flops <= 0:
+                other_mem += memory
+                continue
+            shape = float(np.ravel(shape_factor(op, instance, params))[0])
+            unit = weight * flops / op_peak_flop_per_s(op, arch, instance) * shape
+            if op.name in ATTENTION_OPS:
+                att.append(unit / params.attention_efficiency)
+                att_mem.append(memory)
+            else:
+                dtype = compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights"))
+                gemm.append(unit)
+                prior.append(_prior_efficiency(engine, case.generation, dtype))
+                gemm_mem.append(memory)
     return _Pieces(
         unit_gemm_s=np.array(gemm),
         gemm_prior=np.array(prior),
@@ -207,6 +241,11 @@ class EngineFit:
         return replace(engine, fitted=tuple(self.values), fitted_on=self.fitted_on, **terms)
 
 
+def fitted_cases(cases: Sequence[CorpusCase]) -> list[CorpusCase]:
+    """The cases a fit uses: all but those the corpus excludes from fitting (``exclude_from_fit``)."""
+    return [c for c in cases if not c.measurement.exclude_from_fit]
+
+
 def fit_engine(
     cases: Sequence[CorpusCase],
     engine: EngineProfile,
@@ -215,9 +254,11 @@ def fit_engine(
     base: RooflineParams | None = None,
 ) -> EngineFit:
     """Fit ``FIT_TERMS`` of ``engine`` to ``cases`` (module docstring); ``engine``'s current terms are the
-    priors. Terms of a phase with no measurement are not fitted (left out of the result)."""
+    priors. Terms of a phase with no measurement are not fitted (left out of the result); measurements
+    excluded from fitting are skipped."""
     from scipy.optimize import least_squares  # fitting only
 
+    cases = fitted_cases(cases)
     if not cases:
         raise ValueError(f"no measurements to fit engine {engine.key} on")
     pieces = [_pieces(c, engine, base) for c in cases]
@@ -264,6 +305,7 @@ class HeldOutPoint:
     measured_s: float
     held_out_s: float
     in_sample_s: float
+    excluded: str = ""  # the corpus's reason for keeping it out of every fit; "" when fitted
 
     @property
     def ratio(self) -> float:
@@ -285,12 +327,13 @@ def cross_validate_engine(
     base: RooflineParams | None = None,
 ) -> tuple[EngineFit, tuple[HeldOutPoint, ...]]:
     """Fit on every case, then leave each source out and predict its cases (module docstring). A source that is
-    the engine's only one is predicted by the priors (the profile as given)."""
+    the engine's only one is predicted by the priors (the profile as given). Excluded measurements are
+    predicted (held out by construction) but fitted nowhere."""
     everything = fit_engine(cases, engine, prior_weight=prior_weight, base=base)
     fitted = everything.apply(engine)
     points: list[HeldOutPoint] = []
     for source in dict.fromkeys(c.measurement.source for c in cases):
-        keep = [c for c in cases if c.measurement.source != source]
+        keep = fitted_cases([c for c in cases if c.measurement.source != source])
         held = fit_engine(keep, engine, prior_weight=prior_weight, base=base).apply(engine) if keep else engine
         for c in cases:
             if c.measurement.source == source:
@@ -303,6 +346,7 @@ def cross_validate_engine(
                         measured_s=c.measurement.measured_s,
                         held_out_s=predict(c, held, base),
                         in_sample_s=predict(c, fitted, base),
+                        excluded=c.measurement.exclude_from_fit,
                     )
                 )
     return everything, tuple(points)

@@ -59,12 +59,21 @@ def engine_params(
     )
 
 
-def with_dtypes(arch: Architecture, weights_dtype: str | None = None, kv_dtype: str | None = None) -> Architecture:
+def with_dtypes(
+    arch: Architecture,
+    weights_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    experts_dtype: str | None = None,
+) -> Architecture:
     """``arch`` served with its weights (attention, dense and expert matrices; the embeddings stay as the card
-    stores them) in ``weights_dtype`` and its KV cache in ``kv_dtype``; None keeps the card's."""
+    stores them) in ``weights_dtype``, its routed experts in ``experts_dtype`` where that is given (a
+    checkpoint that quantises only the experts, as gpt-oss's MXFP4) and its KV cache in ``kv_dtype``; None
+    keeps the card's."""
     dtypes = arch.dtypes
     if weights_dtype is not None:
         dtypes = replace(dtypes, weights=weights_dtype, experts=None, embeddings=dtypes.dtype_of("embeddings"))
+    if experts_dtype is not None:
+        dtypes = replace(dtypes, experts=experts_dtype)
     if kv_dtype is not None:
         dtypes = replace(dtypes, kv_cache=kv_dtype)
     return replace(arch, dtypes=dtypes)

@@ -74,6 +74,9 @@ class Op:
     rows: Array | float = math.inf  # rows (m) of each of its GEMMs: tokens, or tokens per touched expert
     context: Array | float = math.inf  # attention cores: mean keys attended per query (pairs / queries)
     routing: Routing | None = None  # routed experts: what the load-imbalance model needs
+    #: KV heads its cache reads shard over under tensor parallelism (GQA/SWA: kv_heads; MLA: 1, the latent is
+    #: one head): on more GPUs than that every GPU reads its heads' whole cache (``roofline.memory_bytes``).
+    cache_heads: float = math.inf
 
     @property
     def bytes(self) -> Array:
@@ -161,6 +164,7 @@ def _attention_ops(
                 activation_bytes=count * tokens * (heads * (dk + dv)) * ACTIVATION_BYTES,
                 cache_bytes=count * kv_read,
                 context=_per_query(pairs, tokens),
+                cache_heads=float(kvh),
             )
         )
         ops.append(_matmul(f"{att.kind}.out", tokens, heads * dv, h, wb, count))
@@ -210,6 +214,7 @@ def _attention_ops(
                     activation_bytes=count * tokens * heads * (rank + rope + rank) * ACTIVATION_BYTES,
                     cache_bytes=count * batch * cached * latent,
                     context=_per_query(pairs, tokens),
+                    cache_heads=1.0,
                 )
             )
             ops.append(_matmul("mla.absorb_v", tokens, rank, dv, 0.0, count * heads))

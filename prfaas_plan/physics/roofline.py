@@ -136,6 +136,17 @@ def shape_factor(op: Op, instance: Instance, params: RooflineParams) -> Array:
     return factor
 
 
+def memory_bytes(op: Op, instance: Instance) -> Array:
+    """Bytes ``op`` moves across the whole instance: its weights and activations once, its cache reads once per
+    GPU that holds a copy. Tensor parallelism shards a cache by KV head; on g GPUs a cache of k < g heads (an
+    MLA latent is one) is replicated g / k times and every GPU reads its copy (vLLM and SGLang replicate KV
+    heads when the TP size exceeds them)."""
+    replicas = max(1.0, instance.gpus / op.cache_heads)
+    if replicas == 1.0:
+        return op.bytes
+    return np.asarray(op.bytes + (replicas - 1.0) * op.cache_bytes, dtype=np.float64)
+
+
 def op_peak_flop_per_s(op: Op, arch: Architecture, instance: Instance) -> float:
     """Peak FLOP/s at which ``op``'s matmuls run on ``instance``: the attention dtype for attention cores, else
     the compute dtype of the weight group the op multiplies by."""
@@ -283,7 +294,7 @@ def roofline_time(
         * shape_factor(op, instance, params)
         for op in ops
     ]
-    memory = [op.bytes / bytes_rate for op in ops]
+    memory = [memory_bytes(op, instance) / bytes_rate for op in ops]
     compute_won = [np.where(c >= m, c, 0.0) for c, m in zip(compute, memory, strict=True)]
     memory_won = [np.where(c >= m, 0.0, m) for c, m in zip(compute, memory, strict=True)]
     compute_part, memory_part = _sum(compute_won), _sum(memory_won)

@@ -298,3 +298,12 @@ class CorpusMeasurement:
     #: False for an engine-only timing (no server: SGLang ``bench_one_batch``), priced without the engine's
     #: per-request cost.
     includes_request_overhead: bool = True
+    #: The routed experts' dtype where the checkpoint quantises only them (gpt-oss MXFP4); "" keeps the card's.
+    experts_dtype: str = ""
+    #: A decode metric that averages over every step of a request (mean ITL, per-request TPOT) also carries the
+    #: prefills of the requests that arrive meanwhile: their prompt length and the output length that spaces
+    #: them (batch / output requests per step). 0: the metric excludes them (a median ITL).
+    interleaved_input_tokens: float = 0.0
+    interleaved_output_tokens: float = 0.0
+    #: Why the measurement is kept out of the fit (a physical reason, recorded in the corpus); "" when fitted.
+    exclude_from_fit: str = ""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
+if sys.path[:1] != [str(REPO)]:  # run as a script from anywhere, ahead of any installed top-level `tests`
     sys.path.insert(0, str(REPO))
 
 from prfaas_plan.io.engine_profile import (  # noqa: E402
@@ -55,7 +55,8 @@ def case_of(m: CorpusMeasurement, generations: dict[str, str]) -> CorpusCase:
     measurement that does not say whether CUDA graphs were on is priced with them (the engines' default)."""
     card = load_named_model(m.model)
     assert card.architecture is not None, m.model
-    arch = with_dtypes(card.architecture, _dtype(m.weights_dtype), _dtype(m.kv_dtype))
+    experts = _dtype(m.experts_dtype) if m.experts_dtype else None
+    arch = with_dtypes(card.architecture, _dtype(m.weights_dtype), _dtype(m.kv_dtype), experts)
     accelerator = load_named_hardware(m.hardware).accelerator
     instance = Instance(accelerator=accelerator, gpus=max(m.tensor_parallel, m.expert_parallel))
     measurement = m if m.cuda_graphs is not None else replace(m, cuda_graphs=True)
@@ -137,7 +138,8 @@ def _priors(engine: EngineProfile) -> EngineProfile:
 
 
 def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]] | None = None) -> str:
-    """The cross-validation table per engine and phase, then every point."""
+    """The cross-validation table per engine and phase (over the measurements the corpus does not exclude from
+    fitting), the exclusions with their reasons, then every point."""
     results = results if results is not None else study()
     lines = [
         "## Leave-one-source-out cross-validation (held-out predicted / measured)",
@@ -147,23 +149,30 @@ def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoi
     ]
     for key, (_, _, points) in results.items():
         for phase in ("prefill", "decode"):
-            mine = [p for p in points if p.phase == phase]
+            mine = [p for p in points if p.phase == phase and not p.excluded]
             if not mine:
                 continue
             median, within = factor_stats([p.ratio for p in mine])
             sources = len({p.source for p in mine})
             lines.append(f"| {key} | {phase} | {len(mine)} | {sources} | {median:.2f} | {within:.0%} |")
     every = [p for _, _, pts in results.values() for p in pts]
-    median, within = factor_stats([p.ratio for p in every])
-    lines += [f"| all | both | {len(every)} | | {median:.2f} | {within:.0%} |", "", "## Fitted terms (all sources)", ""]
+    kept = [p for p in every if not p.excluded]
+    median, within = factor_stats([p.ratio for p in kept])
+    lines.append(f"| all | both | {len(kept)} | | {median:.2f} | {within:.0%} |")
+    excluded = [p for p in every if p.excluded]
+    if excluded:
+        lines += ["", "## Excluded from every fit (predicted, not counted above)", ""]
+        lines += [f"- {p.id}: ratio {p.ratio:.2f}; {p.excluded}" for p in excluded]
+    lines += ["", "## Fitted terms (all sources)", ""]
     for key, (_, fit, _) in results.items():
         terms = ", ".join(f"{t} {fit.values[t]:.4g}" for t in FIT_TERMS if t in fit.values)
         lines.append(f"- {key}: {terms}")
     lines += ["", "## Every point", "", "| id | source | phase | measured s | held-out ratio | in-sample ratio |"]
     lines.append("|---|---|---|---|---|---|")
     for p in every:
+        mark = " (excluded)" if p.excluded else ""
         lines.append(
-            f"| {p.id} | {p.source} | {p.phase} | {p.measured_s:.4g} | {p.ratio:.2f} | "
+            f"| {p.id}{mark} | {p.source} | {p.phase} | {p.measured_s:.4g} | {p.ratio:.2f} | "
             f"{p.in_sample_s / p.measured_s:.2f} |"
         )
     return "\n".join(lines)
