@@ -93,6 +93,10 @@ DOMAIN_MAX_LINK_UTILIZATION = 0.9
 DOMAIN_MAX_ARRIVAL_SCV = 10.0
 #: Fraction of time a pool spends in fluid overload (backlog carried across windows).
 DOMAIN_MAX_OVERLOAD_FRACTION = 0.05
+#: Quantised timestamps: at least this share of the requests share their arrival time with another, and the
+#: distinct times lie on a grid (every gap a whole number of the smallest, to this relative tolerance).
+QUANTISED_MIN_SHARED = 0.2
+_GRID_RTOL = 1e-6
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -444,6 +448,44 @@ def _overloaded(rate: float, utilization: dict[str, float], limit: float) -> Pro
     return ProfileTtft(loaded=loaded, pools={}, validity=Validity(in_domain=False, reasons=(reason,)))
 
 
+def quantisation_step_s(arrival_s: Array) -> float | None:
+    """The bucket width (s) of a trace whose timestamps are quantised, None when they are not.
+
+    Quantised: at least ``QUANTISED_MIN_SHARED`` of the requests share an arrival time with another and every
+    gap between distinct times is a whole number of the smallest gap (a grid; Mooncake's 2024 traces stamp
+    requests in 3 s buckets). Genuine batches (several requests at one instant, instants at any time) are not
+    on a grid and keep their batch pricing."""
+    distinct = np.unique(np.asarray(arrival_s, dtype=np.float64))
+    n = int(np.size(arrival_s))
+    if distinct.size < 3 or distinct.size > (1.0 - QUANTISED_MIN_SHARED) * n:
+        return None
+    gaps = np.diff(distinct)
+    step = float(gaps.min())
+    if not step > 0:
+        return None
+    multiple = gaps / step
+    on_grid = np.abs(multiple - np.round(multiple)) <= _GRID_RTOL * np.maximum(multiple, 1.0)
+    return step if bool(np.all(on_grid)) else None
+
+
+def spread_buckets(arrival_s: Array, step_s: float) -> Array:
+    """Arrival times of a quantised trace spread over their buckets: the k requests stamped t (in their input
+    order) arrive at t + step·(j + 1/2)/k, j = 0..k-1. An assumption: a stamp is its bucket's start, and the
+    trace does not say when inside the bucket each request came, so they are taken as evenly spaced."""
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    order = np.argsort(arrival, kind="stable")
+    times = arrival[order]
+    new = np.ones(times.size, dtype=bool)
+    new[1:] = times[1:] != times[:-1]
+    first = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    sizes = np.diff(np.append(first, times.size))
+    rank = np.arange(times.size) - first[group]
+    spread = np.empty_like(arrival)
+    spread[order] = times + step_s * (rank + 0.5) / sizes[group]
+    return spread
+
+
 def profile_ttft(
     model: StageModel,
     threshold_tokens: float,
@@ -468,6 +510,10 @@ def profile_ttft(
         raise ValueError("the requests must span a positive time")
     arrival = arrival - arrival[0]
     rate = (n - 1) / span
+    step = quantisation_step_s(arrival)
+    if step is not None:
+        arrival = spread_buckets(arrival, step)
+        span = float(np.max(arrival))
     route = route_latency(model)
     offload = lengths > threshold_tokens
     local = ~offload
@@ -584,7 +630,10 @@ def profile_ttft(
         ttft=summary("overall"),
         by_route={"offloaded": summary("offloaded"), "local": summary("local")},
     )
-    return ProfileTtft(loaded=loaded, pools=pools, validity=validity(pools, utilization, span))
+    shared = 1.0 - np.unique(np.asarray(arrival_s)).size / n if step is not None else 0.0
+    return ProfileTtft(
+        loaded=loaded, pools=pools, validity=validity(pools, utilization, span, quantised=(step, shared))
+    )
 
 
 _STAGE_WORDS = {
@@ -595,9 +644,23 @@ _STAGE_WORDS = {
 }
 
 
-def validity(pools: Mapping[str, PoolProfile], utilization: Mapping[str, float], span_s: float) -> Validity:
-    """The checks of the validated domain (module constants) on a plan's stage profiles."""
+def validity(
+    pools: Mapping[str, PoolProfile],
+    utilization: Mapping[str, float],
+    span_s: float,
+    *,
+    quantised: tuple[float | None, float] = (None, 0.0),
+) -> Validity:
+    """The checks of the validated domain (module constants) on a plan's stage profiles. ``quantised``: the
+    bucket width of quantised timestamps (None: not quantised) and the share of requests sharing a stamp."""
     reasons = []
+    step, shared = quantised
+    if step is not None:
+        reasons.append(
+            f"arrival times are quantised to {step:g} s buckets ({shared:.0%} of the requests share an earlier "
+            "request's stamp): priced with each bucket's requests spread evenly over it (an assumption), "
+            "not as simultaneous batches"
+        )
     for stage in STAGES:
         rho = utilization.get(stage, 0.0)
         limit = DOMAIN_MAX_LINK_UTILIZATION if stage == "prfaas_link" else DOMAIN_MAX_UTILIZATION
