@@ -62,8 +62,8 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
         table.setdefault(generation, {})[dtype] = efficiency
     scale_note = "" if scale <= MAX_SCALE else f" (fitted {scale:.4g}, written as {MAX_SCALE:g}: every GEMM at 1)"
     gemm = {
-        "scale": round(min(scale, MAX_SCALE), 4),
-        "scale_prior": round(base.gemm_efficiency_scale, 4),
+        "scale": _number(min(scale, MAX_SCALE)),
+        "scale_prior": _number(base.gemm_efficiency_scale),
         "source": (fit_source if "gemm_efficiency_scale" in fitted else f"base engine {base.key}")
         + scale_note
         + f"; prior table of base engine {base.key}: {sources.get('gemm_efficiency', '')}",

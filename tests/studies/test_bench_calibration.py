@@ -1,0 +1,164 @@
+"""Calibration from benchmark results (``studies.bench_calibration``, ``prfaas-plan calibrate``): each format's
+example file calibrates, the written profile round-trips through the loader and prices a scenario's pools, and a
+calibration refits its own synthetic measurements."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.errors import InputError
+from prfaas_plan.io.engine_profile import load_engine_profile, load_named_engine
+from prfaas_plan.io.error_bands import pool_band
+from prfaas_plan.io.names import load_named_hardware, load_named_model
+from prfaas_plan.io.scenario import load_scenario
+from prfaas_plan.physics.corpus_fit import CorpusCase, predict
+from prfaas_plan.physics.roofline import Instance
+from prfaas_plan.report.engine_calibration import write_calibration
+from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile
+from prfaas_plan.studies.bench_calibration import calibrate_files
+from tests.conftest import REPO, examples, run_cli
+
+FIXTURES = REPO / "tests" / "fixtures" / "bench_results"
+# (file, model, hardware, gpus, engine): the real files with their published setup (the InferenceX MiniMax run
+# does not name its GPUs in the file: H200 is this test's assumption); synthetic files on a small card.
+CASES = {
+    "vllm-real": ("vllm-bench-serve-minimax-m2.5-conc4.json", "minimax-m2.5", "h200", 8, "vllm"),
+    "sglang-serving-real": ("sglang-bench-serving-llama-3.3-70b-4xh200.jsonl", "llama-3.1-70b", "h200", 4, "sglang"),
+    "sglang-one-batch-synthetic": ("synthetic-sglang-bench-one-batch.jsonl", "llama-3.1-8b", "h100", 1, "sglang"),
+    "aiperf-synthetic": ("synthetic-aiperf-profile-export.json", "llama-3.1-8b", "h100", 1, "trtllm"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_format_calibrates_and_round_trips(tmp_path: Path, name: str) -> None:
+    """Calibrate on the example file, write the profile, load it back: the fitted terms and the band survive."""
+    file, model, hardware, gpus, engine = CASES[name]
+    cal = calibrate_files([FIXTURES / file], model=model, hardware=hardware, gpus=gpus, engine=engine)
+    assert cal.points and all(p.measured_s > 0 and p.fitted_s > 0 for p in cal.points)
+    out = write_calibration(cal, tmp_path / "cal.yaml")
+    back = load_engine_profile(out)
+    for term, value in cal.fit.values.items():
+        written = back.gemm_efficiency_scale if term == "gemm_efficiency_scale" else getattr(back, term)
+        assert written == pytest.approx(min(value, 10.0), rel=1e-4, abs=1e-12)
+    assert set(back.fitted) == set(cal.fit.values)
+    band = pool_band(str(out), tmp_path)
+    assert band.prefill.factor == pytest.approx(cal.bands["prefill"].factor, rel=1e-3)
+    assert band.decode.factor == pytest.approx(cal.bands["decode"].factor, rel=1e-3)
+    text = out.read_text()
+    assert cal.files[0].sha256 in text and "held_out_ratio" in text
+
+
+def test_written_profile_prices_a_scenario_used_by_optimize(tmp_path: Path) -> None:
+    """A scenario whose pools name the calibrated profile loads (with its band) and optimize answers."""
+    file, model, hardware, gpus, engine = CASES["vllm-real"]
+    done = run_cli(
+        "calibrate", str(FIXTURES / file), "--model", model, "--hardware", hardware, "--gpus", str(gpus),
+        "--engine", engine, "--out", str(tmp_path / "cal.yaml"), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["profile"] == str(tmp_path / "cal.yaml")
+    text = (REPO / "workloads" / "qwen3.5-capacity.yaml").read_text()
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text.replace("method: roofline", "method: roofline\n    engine: cal.yaml"))
+    spec = load_scenario(scenario)
+    assert spec.prfaas.roofline.source.startswith("engine vllm-calibrated")
+    assert spec.prfaas.time_band is not None and spec.prfaas.time_band.source.startswith("prfaas-plan calibrate")
+    done = run_cli("optimize", str(scenario), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)
+
+
+def test_refuses_to_overwrite_a_foreign_file(tmp_path: Path) -> None:
+    target = tmp_path / "notes.yaml"
+    target.write_text("my own notes\n")
+    file, model, hardware, gpus, engine = CASES["vllm-real"]
+    cal = calibrate_files([FIXTURES / file], model=model, hardware=hardware, gpus=gpus, engine=engine)
+    with pytest.raises(InputError, match=r"notes\.yaml"):
+        write_calibration(cal, target, force=True)
+    assert target.read_text() == "my own notes\n"
+
+
+# --- a calibration refits its own synthetic measurements -------------------------------------------------
+
+_ARCH = load_named_model("llama-3.1-8b").architecture
+_INSTANCE = Instance(accelerator=load_named_hardware("h100").accelerator, gpus=1)
+_LENGTHS = (128, 512, 4096, 16384, 32768, 65536)
+_BATCHES = (2, 8, 32, 128, 256)
+
+
+def _time(truth: EngineProfile, phase: str, batch: int, tokens: float) -> float:
+    assert _ARCH is not None
+    m = CorpusMeasurement(
+        id="synthetic", source="synthetic", engine="vllm", engine_version="", model="llama-3.1-8b", hardware="h100",
+        gpus=1, tensor_parallel=1, expert_parallel=1, weights_dtype="bf16", kv_dtype="bf16", cuda_graphs=True,
+        phase="prefill" if phase == "prefill" else "decode", batch=batch, tokens=tokens, measured_s=1.0,
+    )  # fmt: skip
+    return predict(CorpusCase(measurement=m, arch=_ARCH, instance=_INSTANCE, generation="hopper"), truth)
+
+
+def _synthetic_files(truth: EngineProfile, folder: Path) -> list[Path]:
+    """SYNTHETIC benchmark files generated from ``truth``: vLLM runs at one request at a time (TTFT = batch-1
+    prefill, one output token: no decode) and a bench_one_batch file of decode steps at batches > 1."""
+    files = []
+    for length in _LENGTHS:
+        t = _time(truth, "prefill", 1, length)
+        doc = {
+            "completed": 10, "total_input_tokens": 10 * length, "total_output_tokens": 10, "max_concurrency": 1,
+            "request_throughput": 1 / t, "mean_ttft_ms": t * 1e3, "mean_e2el_ms": t * 1e3, "output_throughput": 1 / t,
+        }  # fmt: skip
+        path = folder / f"vllm-{length}.json"
+        path.write_text(json.dumps(doc))
+        files.append(path)
+    lines = [
+        json.dumps({"batch_size": b, "input_len": 2048, "output_len": 128, "prefill_latency": 1.0,
+                    "median_decode_latency": _time(truth, "decode", b, 2048 + 64)})
+        for b in _BATCHES
+    ]  # fmt: skip
+    path = folder / "one-batch.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return [*files, path]
+
+
+# No shrinking: each example is a calibration of seconds; a failure prints its example as drawn.
+@settings(max_examples=examples(3), phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(
+    scale=st.floats(0.6, 1.3),
+    request_s=st.floats(0.005, 0.08),
+    chunk_s=st.floats(2e-5, 3e-4),
+    step_s=st.floats(5e-4, 4e-3),
+    layer_s=st.floats(5e-6, 6e-5),
+)
+def test_calibration_refits_its_own_synthetic_measurements(
+    tmp_path_factory: pytest.TempPathFactory, scale: float, request_s: float, chunk_s: float, step_s: float,
+    layer_s: float,
+) -> None:  # fmt: skip
+    """Files generated from known terms calibrate back to them: the measurements are reproduced within 5 %, the
+    GEMM efficiency scale within 5 %, and the fixed costs the files identify (a one-chunk prefill's o_req +
+    layers x o_chunk, a decode step's o_step + layers x o_layer) to within 5 % of the shortest time they are
+    part of. Why not tighter: the weak priors (weight 0.1 on log(term / prior)) pull each term towards the base
+    engine's value, most where a term adds little to the times; how the fixed costs split between their terms
+    is not identified by these files and is not checked."""
+    assert _ARCH is not None
+    base = load_named_engine("vllm")
+    truth = replace(
+        base, gemm_efficiency_scale=scale, request_overhead_s=request_s, prefill_layer_overhead_s=chunk_s,
+        decode_step_overhead_s=step_s, decode_layer_overhead_s=layer_s,
+    )  # fmt: skip
+    files = _synthetic_files(truth, tmp_path_factory.mktemp("synthetic"))
+    cal = calibrate_files(files, model="llama-3.1-8b", hardware="h100", gpus=1, engine="vllm")
+    fitted = cal.engine
+    assert max(abs(np.log(p.fitted_s / p.measured_s)) for p in cal.points) < 0.05
+    assert fitted.gemm_efficiency_scale == pytest.approx(scale, rel=0.05)
+    shortest = {ph: min(p.measured_s for p in cal.points if p.phase == ph) for ph in ("prefill", "decode")}
+    layers = _ARCH.n_layers
+    one_chunk = fitted.request_overhead_s + layers * fitted.prefill_layer_overhead_s
+    assert abs(one_chunk - (request_s + layers * chunk_s)) <= 0.05 * shortest["prefill"]
+    decode_fixed = fitted.decode_step_overhead_s + layers * fitted.decode_layer_overhead_s
+    assert abs(decode_fixed - (step_s + layers * layer_s)) <= 0.05 * shortest["decode"]
