@@ -81,8 +81,8 @@ def main() -> None:
     """Run the family on one seed set, print the cells and the confusion table, optionally save JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", choices=("tuning", "judging"), default="judging")
-    parser.add_argument("--replications", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=8000)
+    parser.add_argument("--replications", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=6000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", default=None, help="write every cell (with the pool features) here")
     options = parser.parse_args()
