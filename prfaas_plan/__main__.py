@@ -1,5 +1,5 @@
 """``python -m prfaas_plan`` runs the command line."""
 
-from prfaas_plan.cli.app import main
+from prfaas_plan.cli.entry import main
 
 main()

@@ -1,0 +1,32 @@
+"""The console script's entry point: SIGINT, SIGTERM and SIGHUP are handled before anything heavy is imported.
+
+Importing the command line (numpy, typer, rich and the planner) takes a fraction of a second; a signal in that
+window used to end in a KeyboardInterrupt traceback. Until ``cli.app.main`` installs its own handlers (which unwind
+the stack so that cleanups run), nothing has been written, so a signal ends the process at once with one line on
+stderr and status 128 + the signal number, as after the command line is up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_EARLY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _before_start(signum: int, _frame: object) -> None:
+    try:
+        os.write(
+            2, f"interrupted ({signal.Signals(signum).name}): stopped before starting; nothing was written\n".encode()
+        )
+    finally:
+        os._exit(128 + signum)
+
+
+def main() -> None:
+    """Console-script entry point: early signal handlers, then ``prfaas_plan.cli.app.main``."""
+    for sig in _EARLY_SIGNALS:
+        signal.signal(sig, _before_start)
+    from prfaas_plan.cli.app import main as run
+
+    run()
