@@ -17,6 +17,7 @@ from prfaas_plan.cli.model import model_app
 from prfaas_plan.cli.review import review
 from prfaas_plan.cli.simulate import simulate
 from prfaas_plan.cli.sweep import sweep
+from prfaas_plan.cli.topology import topology_app
 from prfaas_plan.cli.validate import validate_app
 from prfaas_plan.errors import InputError, Problem
 
@@ -68,6 +69,7 @@ def _main(
 
 app.add_typer(model_app, name="model")
 app.add_typer(validate_app, name="validate")
+app.add_typer(topology_app, name="topology")
 
 ScenarioArg = Annotated[
     str | None,

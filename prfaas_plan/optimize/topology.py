@@ -611,7 +611,9 @@ def plan_at(tm: TopologyModel, thresholds: Array, label: str, lp_solves: int = 0
         scale=lam,
         regions=tuple(regions),
         links=links,
-        site_utilization={s: float(busy[k] / tm.site_instances[k]) for k, s in enumerate(tm.sites)},
+        site_utilization={
+            s: float(busy[k] / tm.site_instances[k]) if tm.site_instances[k] > 0 else 0.0 for k, s in enumerate(tm.sites)
+        },
         lp_solves=lp_solves,
     )
 

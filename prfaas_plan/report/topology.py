@@ -1,0 +1,94 @@
+"""A topology study as plain JSON-ready data (display units named in every key)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prfaas_plan.optimize.topology import TopologyPlan
+from prfaas_plan.studies.topology import TopologyStudy
+from prfaas_plan.units import GBIT_PER_S
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else value
+
+
+def topology_plan_dict(study: TopologyStudy, plan: TopologyPlan) -> dict[str, Any]:
+    """One plan: λ, what every region carries and how, every link's load, every site's utilisation, price."""
+    price = study.prices[plan.label]
+    return {
+        "label": plan.label,
+        "scale": plan.scale,
+        "throughput_req_per_s": plan.throughput_req_per_s,
+        "regions": [
+            {
+                "cluster": r.cluster,
+                "threshold_tokens": r.threshold_tokens,
+                "offload_fraction": r.offload_fraction,
+                "n_pd_prefill": r.n_pd_prefill,
+                "n_pd_decode": r.n_pd_decode,
+                "carried_req_per_s": r.carried_req_per_s,
+                "local_bound_req_per_s": _finite(r.local_bound_req_per_s),
+                "long_req_per_s_by_site": r.long_req_per_s_by_site,
+                "long_share_by_site": r.shares,
+            }
+            for r in plan.regions
+        ],
+        "links": [
+            {
+                "prfaas": lk.prfaas,
+                "pd": lk.pd,
+                "req_per_s": lk.req_per_s,
+                "kv_gbit_per_s": lk.kv_bytes_per_s / GBIT_PER_S,
+                "bandwidth_gbit_per_s": lk.bandwidth_bytes_per_s / GBIT_PER_S,
+                "utilization": lk.utilization,
+            }
+            for lk in plan.links
+        ],
+        "site_utilization": plan.site_utilization,
+        "price": {
+            "gpu_usd_per_hour": price.gpu_usd_per_hour,
+            "link_usd_per_hour": price.link_usd_per_hour,
+            "egress_usd_per_hour": price.egress_usd_per_hour,
+            "total_usd_per_hour": price.total_usd_per_hour(),
+            "usd_per_million_requests": study.usd_per_million_requests(plan),
+            "unpriced": list(price.unpriced),
+        },
+        "lp_solves": plan.lp_solves,
+    }
+
+
+def topology_study_dict(study: TopologyStudy) -> dict[str, Any]:
+    """The ``topology plan --json`` object."""
+    c = study.comparison
+    topo = study.topology
+    return {
+        "topology": topo.name,
+        "file": topo.file,
+        "clusters": [
+            {
+                "name": cl.name,
+                "kind": cl.kind,
+                "region": cl.region,
+                "hardware": cl.pool.hardware_key,
+                "instances": cl.pool.instances,
+                "gpus_per_instance": cl.pool.gpus_per_instance,
+                "method": cl.pool.method,
+            }
+            for cl in topo.clusters
+        ],
+        "rates_req_per_s": {t.cluster: t.rate_req_per_s for t in topo.traffic},
+        "global_plan": topology_plan_dict(study, c.plan),
+        "bound": {
+            "scale": c.search.bound,
+            "gap": c.search.gap,
+            "method": "cell relaxation: each region's traffic split over threshold cells priced at their most "
+            "favourable ends, local split continuous (optimize.topology.topology_bound)",
+        },
+        "alternatives": {
+            "nearest_site_only": topology_plan_dict(study, c.nearest.plan),
+            "no_sharing": topology_plan_dict(study, c.no_sharing.plan),
+        },
+        "gain": {"vs_no_sharing": c.sharing_gain, "vs_nearest_site_only": c.nearest_gain},
+    }

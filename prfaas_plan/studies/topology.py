@@ -1,0 +1,92 @@
+"""A topology's global plan beside its alternatives, priced: what ``prfaas-plan topology plan`` reports.
+
+Prices: every cluster's GPUs at its own ``gpu_usd_per_hour`` (else the topology's cost section, else the
+hardware profile's, ``optimize.cost.gpu_hour_price``), and each link that carries traffic in the plan at its
+ports or committed bandwidth plus egress at the plan's KV bytes per second (a link the plan does not use is
+not bought).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from prfaas_plan.optimize.cost import egress_usd_per_hour, gpu_hour_price, link_fixed_usd_per_hour
+from prfaas_plan.optimize.topology import GRID_POINTS, TopologyPlan, topology_model
+from prfaas_plan.optimize.topology_compare import TopologyComparison, compare
+from prfaas_plan.spec.topology import Topology
+
+_SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanPrice:
+    """What a plan costs per hour at its λ, and per million requests carried (None: a GPU has no price)."""
+
+    gpu_usd_per_hour: float | None
+    link_usd_per_hour: float
+    egress_usd_per_hour: float
+    unpriced: tuple[str, ...]
+
+    def total_usd_per_hour(self) -> float | None:
+        """GPUs + links + egress."""
+        if self.gpu_usd_per_hour is None:
+            return None
+        return self.gpu_usd_per_hour + self.link_usd_per_hour + self.egress_usd_per_hour
+
+
+def plan_price(topology: Topology, plan: TopologyPlan) -> PlanPrice:
+    """The hourly price of ``plan`` (see the module docstring)."""
+    gpus = 0.0
+    unpriced = []
+    for cluster in topology.clusters:
+        price = cluster.gpu_usd_per_hour
+        if price is None:
+            price, why = gpu_hour_price(cluster.pool.hardware_key, cluster.pool.accelerator, topology.cost)
+            if price is None:
+                unpriced.append(f"{cluster.name}: {why}")
+                continue
+        gpus += price * cluster.pool.gpus
+    fixed = egress = 0.0
+    for load in plan.links:
+        link = topology.link(load.prfaas, load.pd)
+        if link is None or not load.req_per_s > 0:
+            continue
+        fixed += link_fixed_usd_per_hour(link.pricing, link.bandwidth_bytes_per_s)
+        egress += float(egress_usd_per_hour(link.pricing, load.kv_bytes_per_s))
+    return PlanPrice(
+        gpu_usd_per_hour=None if unpriced else gpus,
+        link_usd_per_hour=fixed,
+        egress_usd_per_hour=egress,
+        unpriced=tuple(unpriced),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyStudy:
+    """A topology, its comparison (global plan, bound, alternatives) and each plan's price."""
+
+    topology: Topology
+    comparison: TopologyComparison
+    prices: dict[str, PlanPrice]
+
+    def usd_per_million_requests(self, plan: TopologyPlan) -> float | None:
+        """The plan's hourly price over what it carries in an hour, per million requests."""
+        total = self.prices[plan.label].total_usd_per_hour()
+        if total is None or not plan.throughput_req_per_s > 0:
+            return None
+        return total / (plan.throughput_req_per_s * _SECONDS_PER_HOUR) * 1e6
+
+
+def topology_study(topology: Topology, grid_points: int = GRID_POINTS) -> TopologyStudy:
+    """Price the topology, plan it globally and by both alternatives, and price each plan."""
+    result = compare(topology_model(topology), grid_points)
+    plans = (result.plan, result.nearest.plan, result.no_sharing.plan)
+    return TopologyStudy(topology=topology, comparison=result, prices={p.label: plan_price(topology, p) for p in plans})
+
+
+def study_file(path: Path, grid_points: int = GRID_POINTS) -> TopologyStudy:
+    """``topology_study`` of a topology or scenario file."""
+    from prfaas_plan.io.topology import load_topology
+
+    return topology_study(load_topology(path), grid_points)
