@@ -251,8 +251,7 @@ def load_corpus(path: Path | None = None) -> tuple[CorpusMeasurement, ...]:
         exclude = sec.string("exclude_from_fit") if sec.has("exclude_from_fit") else ""
         interleaved = _interleaved(checker, item_path, sec.raw("interleaved_prefill"), phase)
         fields = (ident, source, *strings.values(), weights, kv, gpus, tp, ep, phase, batch, tokens, measured)
-        fields = (*fields, experts, exclude, interleaved)
-        if any(v is None for v in fields):
+        if any(v is None for v in (*fields, experts, exclude)) or interleaved is None:
             continue
         out.append(
             CorpusMeasurement(

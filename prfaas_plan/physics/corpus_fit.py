@@ -20,8 +20,9 @@ at their sourced values. Every kernel piece is priced once at unit efficiency, s
 A decode metric that averages over all of a request's steps (mean ITL, per-request TPOT) also carries the
 prefills of the requests that arrive meanwhile (continuous batching runs them between or inside decode steps):
 such a measurement names them (``interleaved_input_tokens`` l_in, ``interleaved_output_tokens`` l_out) and its
-step is priced as decode(B) + ((B - 1) / l_out) x prefill(l_in) (the other requests' turnover), the prefill's kernels and per-chunk costs without the
-per-request cost (host-side work that overlaps the GPU). A median ITL skips those steps and names none.
+step is priced as decode(B) + ((B - 1) / l_out) x prefill(l_in) (the other requests' turnover), the prefill's
+kernels and per-chunk costs without the per-request cost (host-side work that overlaps the GPU). A median ITL
+skips those steps and names none.
 
 Leave-one-source-out: each source's measurements are predicted by the terms fitted on the engine's other
 sources; those held-out ratios are the error to quote, the in-sample ones are not. A measurement the corpus

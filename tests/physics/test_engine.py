@@ -382,3 +382,98 @@ def test_a_bad_engine_is_named(tmp_path: Path, local: str, message: str) -> None
 
     with pytest.raises(InputError, match=message):
         load_scenario(_scenario_with(tmp_path, local))
+
+
+# ------------------------------------------------------------------ KV replication, interleaved prefills, exclusions
+
+
+def test_a_cache_of_fewer_heads_than_gpus_is_read_by_every_copy() -> None:
+    """MLA's latent (one head) on 8 GPUs is read 8 times; GQA with 8 KV heads on 8 GPUs once, on 16 twice;
+    weights and activations are not replicated."""
+    from prfaas_plan.physics.roofline import memory_bytes
+
+    deepseek = load_named_model("deepseek-v3").architecture
+    llama = load_named_model("llama-3.1-70b").architecture
+    assert deepseek is not None and llama is not None
+    batch = np.asarray([16.0])
+    for arch, core, heads in ((deepseek, "mla.core", 1.0), (llama, "gqa.core", 8.0)):
+        op = next(o for o in forward_ops(arch, cached=4_000.0, new=1.0, batch=batch, decode=True) if o.name == core)
+        assert float(op.cache_bytes[0]) > 0
+        for gpus in (1, 8, 16):
+            moved = memory_bytes(op, Instance(accelerator=H200, gpus=gpus))
+            copies = max(1.0, gpus / heads)
+            assert float(moved[0]) == pytest.approx(float(op.bytes[0] + (copies - 1) * op.cache_bytes[0]))
+        qkv = next(o for o in forward_ops(arch, cached=4_000.0, new=1.0, batch=batch, decode=True) if o.cache_heads)
+        assert np.isinf(qkv.cache_heads) or qkv.name == core
+
+
+def test_interleaved_prefills_add_the_other_requests_share() -> None:
+    """A decode metric that averages over a request's steps carries (B - 1) / l_out prefills of l_in tokens per
+    step, priced without the per-request cost; at batch 1 there is no other request; the fit's pieces agree."""
+    case = next(c for c in CASES if c.measurement.phase == "decode" and c.measurement.batch == 64)
+    plain = predict(case, SGLANG)
+    m = replace(case.measurement, interleaved_input_tokens=2_000.0, interleaved_output_tokens=500.0)
+    mixed = replace(case, measurement=m)
+    prefill_case = replace(
+        case, measurement=replace(m, phase="prefill", batch=1, tokens=2_000.0, includes_request_overhead=False)
+    )
+    share = 63 / 500
+    assert predict(mixed, SGLANG) == pytest.approx(plain + share * predict(prefill_case, SGLANG), rel=1e-9)
+    assert _predict_pieces(_pieces(mixed, SGLANG, None), engine_theta(SGLANG)) == pytest.approx(
+        predict(mixed, SGLANG), rel=1e-9
+    )
+    alone = replace(case, measurement=replace(m, batch=1))
+    assert predict(alone, SGLANG) == pytest.approx(
+        predict(replace(alone, measurement=replace(m, batch=1, interleaved_output_tokens=0.0)), SGLANG), rel=1e-12
+    )
+
+
+def test_an_excluded_measurement_is_never_fitted() -> None:
+    """A measurement with exclude_from_fit is left out of the fit (and of fitted_on), whatever it measured."""
+    wild = replace(CASES[3], measurement=replace(CASES[3].measurement, measured_s=50.0, exclude_from_fit="test"))
+    cases = [*CASES[:3], wild, *CASES[4:]]
+    fit = fit_engine(cases, SGLANG)
+    assert wild.measurement.id not in fit.fitted_on
+    assert fit.values == fit_engine([c for c in cases if c is not wild], SGLANG).values
+
+
+def test_experts_dtype_overrides_only_the_experts() -> None:
+    arch = load_named_model("gpt-oss-120b").architecture
+    assert arch is not None
+    served = with_dtypes(arch, "bf16", None, "fp4")
+    assert served.dtypes.dtype_of("experts") == "fp4" and served.dtypes.dtype_of("weights") == "bf16"
+    assert with_dtypes(arch, "fp4").dtypes.dtype_of("weights") == "fp4"
+
+
+@pytest.mark.parametrize(
+    ("anchor", "bad", "message"),
+    [
+        ("  interleaved_prefill: {input_tokens: 500, output_tokens: 2000}\n", "{input_tokens: 100}", "exactly"),
+        (
+            "  interleaved_prefill: {input_tokens: 500, output_tokens: 2000}\n",
+            "{input_tokens: 1, output_tokens: 0}",
+            "must be numbers",
+        ),
+        ("  measured_s: 0.007\n", "{input_tokens: 1, output_tokens: 2}", "only a decode measurement"),
+    ],
+)
+def test_a_bad_interleaved_prefill_is_named(tmp_path: Path, anchor: str, bad: str, message: str) -> None:
+    from prfaas_plan.io.engine_profile import load_corpus
+
+    text = (REPO / "hardware_profiles/serving/corpus/public-measurements.yaml").read_text()
+    head, sep, tail = text.partition(anchor)
+    assert sep
+    keep = sep if sep.startswith("  measured_s") else ""
+    path = tmp_path / "corpus.yaml"
+    path.write_text(head + keep + f"  interleaved_prefill: {bad}\n" + tail)
+    with pytest.raises(InputError, match=f"interleaved_prefill.*{message}"):
+        load_corpus(path)
+
+
+def test_the_corpus_records_why_a_point_is_excluded() -> None:
+    from prfaas_plan.io.engine_profile import load_corpus
+
+    corpus = load_corpus()
+    excluded = [m for m in corpus if m.exclude_from_fit]
+    assert excluded and all(len(m.exclude_from_fit) > 40 for m in excluded)
+    assert any(m.interleaved_output_tokens > 0 for m in corpus)

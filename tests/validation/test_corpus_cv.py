@@ -3,10 +3,11 @@
 The fitted terms in hardware_profiles/serving/engines/*.yaml must be what a refit of the corpus gives (run
 `python3 tests/benchmarks/corpus_cv.py --write` after the corpus changes), fitted on exactly the ids they name.
 SGLang's fit includes the paper's Table 3 (source prfaas-paper-table3). The cross-validated error is the held-out
-one (leave-one-source-out). When written (70 points, 11 sources): held-out median factor 1.19-2.40 per engine and
-phase, 63 % of points within 2x overall, short of the issue's targets (1.3x, 90 %); the bounds asserted are loose
-guards around those figures, not targets. Table 3 by the SGLang profile is in-sample (median 1.20, worst 1.50);
-Table 5 (in-house vLLM, not fitted by any engine) is out of sample (0.93-1.13).
+one (leave-one-source-out), over the measurements the corpus does not exclude from fitting. When written (69
+fitted points and 1 excluded, 11 sources): held-out median factor 1.18-2.06 per engine and phase, 77 % of points
+within 2x overall, short of the issue's targets (1.3x, 90 %); the bounds asserted are loose guards around those
+figures, not targets. Table 3 by the SGLang profile is in-sample (median 1.20, worst 1.52); Table 5 (in-house
+vLLM, not fitted by any engine) is out of sample (0.84-1.16).
 """
 
 from __future__ import annotations
@@ -42,20 +43,24 @@ def test_held_out_error_per_engine_and_phase(results: Results) -> None:
     every = []
     for key, (_, _, points) in results.items():
         for phase in ("prefill", "decode"):
-            ratios = [p.ratio for p in points if p.phase == phase]
+            ratios = [p.ratio for p in points if p.phase == phase and not p.excluded]
             if ratios:
                 median, within = factor_stats(ratios)
-                assert median < 3.0 and within >= 0.3, (key, phase, median, within)
+                assert median < 2.5 and within >= 0.3, (key, phase, median, within)
                 every += ratios
     median, within = factor_stats(every)
-    assert median < 2.2 and within >= 0.5, (median, within)
+    assert median < 1.9 and within >= 0.7, (median, within)
     assert np.all(np.isfinite(every))
 
 
 def test_report_lists_every_point(results: Results) -> None:
+    """Every point is listed, the excluded ones marked and their reasons given."""
     text = markdown(results)
     n = sum(len(points) for _, _, points in results.values())
     assert text.count("\n| ") >= n and "## Every point" in text
+    excluded = [p for _, _, points in results.values() for p in points if p.excluded]
+    for p in excluded:
+        assert f"| {p.id} (excluded) |" in text and p.excluded in text
 
 
 def test_sglang_profile_reproduces_tables_3_and_5() -> None:
