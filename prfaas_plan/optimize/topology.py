@@ -423,7 +423,9 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS) -> Bound:
     """A proven upper bound on λ over every threshold vector and integer split (see the module docstring):
     each region splits its traffic a_jg >= 0 (Σ_g a_jg = λ r_j) over the cells [t_g, t_g+1] of its grid; a
     cell is priced with p(t_g+1), l_long(t_g) and l_short(t_g), the least each cost can be inside it, and the
-    local pool by instance-seconds, Σ_g a_jg ((1 - p) T_j(l_short) + 1/θ_j) <= N_j (the split relaxed)."""
+    local pool twice: by instance-seconds, Σ_g a_jg ((1 - p) T_j(l_short) + 1/θ_j) <= N_j (the split relaxed),
+    and by its best integer split time-shared, Σ_g a_jg / Λ_local,j(t_g) <= 1 (a pure threshold in cell g
+    carries λ r_j <= Λ_local,j(t) <= Λ_local,j(t_g))."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_array
 
@@ -467,6 +469,15 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS) -> Bound:
         vals.append(local_cost)
         ub_b.append(float(tm.local_instances[j]))
         n_ub += 1
+        # the best integer split, time-shared: Σ_g a_jg / Λ_local(t_g) <= 1 (Λ_local never rises with t)
+        integer_bound = _local_split(model, p_lo, route_lo.short_tokens)[0]
+        usable = integer_bound > 0
+        rows.append(np.full(int(usable.sum()), n_ub))
+        cols.append(a[usable])
+        vals.append(1.0 / integer_bound[usable])
+        ub_b.append(1.0)
+        n_ub += 1
+        upper[-1] = np.where(usable, np.inf, 0.0)
         pairs = np.flatnonzero(tm.pair_region == j)
         flows = []
         for q in pairs:
