@@ -6,8 +6,8 @@
 - The serving defaults (a pool with no ``engine:``): predicted on every corpus point; the defaults were fitted
   to the paper's Tables 3 and 5, not to the corpus, so these errors are held out too.
 
-Run: python3 tests/benchmarks/error_bands.py           (the table)
-     python3 tests/benchmarks/error_bands.py --write   (also write hardware_profiles/serving/error_bands.yaml)
+Run: python3 -m tests.benchmarks.error_bands           (the table; from the repository root)
+     python3 -m tests.benchmarks.error_bands --write   (also write hardware_profiles/serving/error_bands.yaml)
 """
 
 from __future__ import annotations
