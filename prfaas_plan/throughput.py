@@ -26,8 +26,11 @@ from numpy.typing import ArrayLike, NDArray
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
+from prfaas_plan.physics.decode import decode_step_seconds
 from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.physics.pools import pool_costs
+from prfaas_plan.physics.roofline import Instance
+from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.scenario import Arrival, Scenario, TransferMode
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
@@ -63,6 +66,13 @@ class StageModel:
     interarrival_scv: float = 1.0
     arrival: Arrival = field(default_factory=Arrival)
     ttft_includes_first_decode_step: bool = False
+    #: The decode step against the batch, knots (batch, s) interpolated linearly and held flat outside them
+    #: (``decode_step_s``): what TPOT follows under load (``latency.tpot``, the simulator). Empty: flat at
+    #: ``decode_step_time_s``, today's fixed-step decode.
+    decode_step_batches: tuple[float, ...] = ()
+    decode_step_times_s: tuple[float, ...] = ()
+    #: P90 TPOT SLO under load, s, held by goodput and sizing beside the TTFT SLO (None: not stated).
+    tpot_p90_slo_s: float | None = None
     #: Where each input came from (quantity -> provenance line), for reports.
     sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
@@ -70,6 +80,19 @@ class StageModel:
     def decode_req_per_s_per_instance(self) -> float:
         """Θ_pd-d of one decode instance (Eq. 5 with N_d = 1): BS_max / (T_decode · L_out), req/s."""
         return decode_rate_req_per_s(self.decode_max_batch, self.decode_step_time_s, self.output_tokens_mean)
+
+    def decode_step_s(self, batch: ArrayLike) -> Array:
+        """Decode step time at ``batch`` sequences, s: the knots interpolated linearly, flat outside them
+        (``decode_step_time_s`` everywhere when there are none)."""
+        b = np.asarray(batch, dtype=np.float64)
+        if not self.decode_step_batches:
+            return np.full(b.shape, self.decode_step_time_s)
+        return np.asarray(np.interp(b, self.decode_step_batches, self.decode_step_times_s), dtype=np.float64)
+
+    @property
+    def decode_step_flat(self) -> bool:
+        """Whether the step time is the same at every batch (today's fixed-step decode)."""
+        return len(set(self.decode_step_times_s)) <= 1
 
 
 def decode_rate_req_per_s(max_batch: int, step_time_s: float, output_tokens_mean: float) -> float:
@@ -108,6 +131,7 @@ def stage_model(scenario: Scenario) -> StageModel:
             f"TPOT SLO: the decode step time {local.decode_step_time_s * 1e3:.1f} ms at batch "
             f"{local.decode_max_batch} exceeds 1/{scenario.slo.decode_tokens_per_s:g} tok/s = {tpot_s * 1e3:.1f} ms"
         )
+    batches, steps = decode_step_knots(scenario, local.roofline, local.decode_max_batch, context)
     return StageModel(
         lengths=lengths,
         prfaas_prefill=prfaas.prefill,
@@ -124,6 +148,9 @@ def stage_model(scenario: Scenario) -> StageModel:
         interarrival_scv=scenario.traffic.arrival.interarrival_scv,
         arrival=scenario.traffic.arrival,
         ttft_includes_first_decode_step=scenario.slo.ttft_includes_first_decode_step,
+        decode_step_batches=batches,
+        decode_step_times_s=steps,
+        tpot_p90_slo_s=scenario.slo.tpot_p90_s,
         sources={
             f"prefill ({scenario.prfaas.hardware_key}, PrfaaS)": prfaas.prefill_source,
             f"prefill ({scenario.local.hardware_key}, local)": local.prefill_source,
@@ -131,6 +158,25 @@ def stage_model(scenario: Scenario) -> StageModel:
             f"decode ({scenario.local.hardware_key})": local.decode_source,
         },
     )
+
+
+def decode_step_knots(
+    scenario: Scenario, params: RooflineParams | None, max_batch: int, context_tokens: float
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The local pool's decode step at batches 1..``max_batch`` (batch, s): the physics decode step at
+    ``context_tokens`` for a roofline or calibrated pool (times its ``decode_time_scale``); the profile's one
+    (BS_max, T_decode) point for a measured pool, which makes the curve flat (one point says nothing of how
+    the step varies with the batch)."""
+    pool, arch = scenario.local, scenario.model.architecture
+    if params is None or arch is None:
+        decode = pool.profile.decode if pool.profile is not None else None
+        if decode is None:
+            return (), ()
+        return (float(decode.max_batch),), (decode.step_time_s * pool.decode_time_scale,)
+    batches = np.arange(1, max_batch + 1, dtype=np.float64)
+    instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
+    steps = decode_step_seconds(arch, instance, params, batches, context_tokens) * pool.decode_time_scale
+    return tuple(batches.tolist()), tuple(float(v) for v in steps)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -137,11 +137,22 @@ SeedOpt = Annotated[
 ]
 
 
-def _scenario(name: str | None, bandwidth: float | None, n_prfaas: int | None, n_local: int | None) -> Any:
+def _scenario(
+    name: str | None,
+    bandwidth: float | None,
+    n_prfaas: int | None,
+    n_local: int | None,
+    tpot_p90_ms: float | None = None,
+) -> Any:
     """The scenario with the flags that set its fields, validated by its loader (``cli.common.load_with_flags``)."""
     from prfaas_plan.cli.common import load_with_flags
 
-    flags = {"--bandwidth-gbit-per-s": bandwidth, "--n-prfaas": n_prfaas, "--n-local": n_local}
+    flags = {
+        "--bandwidth-gbit-per-s": bandwidth,
+        "--n-prfaas": n_prfaas,
+        "--n-local": n_local,
+        "--tpot-p90-ms": tpot_p90_ms,
+    }
     return load_with_flags(name, flags)
 
 
@@ -162,6 +173,14 @@ def optimize(
         float | None,
         typer.Option("--ttft-p90-s", help="P90 TTFT SLO for --objective goodput (default: the scenario's slo)."),
     ] = None,
+    tpot_p90_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--tpot-p90-ms",
+            help="P90 TPOT SLO under load, ms, held beside the TTFT SLO by --objective goodput (default: the "
+            "scenario's slo tpot_p90_ms; none).",
+        ),
+    ] = None,
     rate: RateOpt = None,
     load: LoadOpt = None,
     curve: CurveOpt = False,
@@ -179,19 +198,28 @@ def optimize(
     Example: prfaas-plan optimize --bandwidth-gbit-per-s 10
     Example: prfaas-plan optimize --load 0.7 --trace azure-conv
     Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5
+    Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5 --tpot-p90-ms 50
     """
     from prfaas_plan.cli import latency_render as lat
     from prfaas_plan.optimize import compare, compare_goodput
+    from prfaas_plan.optimize.token_rates import comparison_token_rates
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict, goodput_comparison_to_dict
+    from prfaas_plan.report.tpot import token_rates_to_dict
     from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
     with _handled(json_output):
         check_finite(
-            {"--resolution-tokens": resolution_tokens, "--ttft-p90-s": ttft_p90_s, "--rate": rate, "--load": load}
+            {
+                "--resolution-tokens": resolution_tokens,
+                "--ttft-p90-s": ttft_p90_s,
+                "--tpot-p90-ms": tpot_p90_ms,
+                "--rate": rate,
+                "--load": load,
+            }
         )
         lat.check_load_options(rate, load)
-        spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local)
+        spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local, tpot_p90_ms)
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
         loaded = slo is not None or rate is not None or load is not None or curve
         model, traffic, label, caches = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
@@ -202,6 +230,8 @@ def optimize(
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
             check = under_load_study.verified_goodput(model, best, traffic, options)
             payload = goodput_comparison_to_dict(spec, best, check, model)
+            token_rates = comparison_token_rates(model, best, spec.prfaas.gpus_per_instance, pools[1])
+            payload["token_rates"] = token_rates_to_dict(token_rates)
         else:
             result = compare(model, *pools, resolution_tokens)
             view = under_load_study.under_load(model, result, spec, rate, load, curve, traffic, options, label)
@@ -217,6 +247,9 @@ def optimize(
     if slo is not None:
         out.print(lat.goodput_table(spec, best, check))
         out.print(lat.goodput_note(best, check) + " " + lat.load_note(), style="dim")
+        from prfaas_plan.cli.tpot_render import token_rates_table
+
+        out.print(token_rates_table(token_rates))
         return
     _print_comparison(out, spec, result, payload, view, plan_title="PrfaaS-PD (optimised)", model=model)
 

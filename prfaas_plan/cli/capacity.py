@@ -134,6 +134,13 @@ def size(
         float | None,
         typer.Option("--ttft-p90-s", help="P90 TTFT SLO, s (default: the scenario's target, then its slo)."),
     ] = None,
+    tpot_p90_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--tpot-p90-ms",
+            help="P90 TPOT SLO under load, ms, held beside the TTFT SLO (default: the scenario's slo tpot_p90_ms).",
+        ),
+    ] = None,
     bandwidths: Annotated[
         str | None,
         typer.Option(
@@ -174,6 +181,7 @@ def size(
     rate within the SLO; and what each link size buys the sized deployment.
 
     Example: prfaas-plan size --rate 3 --ttft-p90-s 5
+    Example: prfaas-plan size --rate 3 --ttft-p90-s 5 --tpot-p90-ms 50
     Example: prfaas-plan size --rate 2000 --no-verify --write-scenario fleet.yaml
     """
     from dataclasses import replace
@@ -188,12 +196,17 @@ def size(
     from prfaas_plan.units import GBIT_PER_S
 
     with handled(json_output):
-        check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s})
+        check_finite({"--rate": rate, "--ttft-p90-s": ttft_p90_s, "--tpot-p90-ms": tpot_p90_ms})
         given = _bandwidths(bandwidths)
         if write_scenario is not None:
             _check_scenario_output(write_scenario)
         spec_path = resolve_scenario_path(scenario)
-        spec = load_scenario(spec_path)
+        if tpot_p90_ms is None:
+            spec = load_scenario(spec_path)
+        else:  # through the loader, so that the flag meets the file's limits
+            from prfaas_plan.cli.common import load_with_flags
+
+            spec = load_with_flags(scenario, {"--tpot-p90-ms": tpot_p90_ms})
         target = target_option(spec, rate, ttft_p90_s)
         prices = _priced(spec)
         part = sizing_part(

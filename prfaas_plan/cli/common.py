@@ -28,6 +28,7 @@ SCENARIO_FLAGS: dict[str, tuple[str, ...]] = {
     "--bandwidth-gbit-per-s": ("deployment", "link", "bandwidth_gbit_per_s"),
     "--n-prfaas": ("deployment", "prfaas", "instances"),
     "--n-local": ("deployment", "local", "instances"),
+    "--tpot-p90-ms": ("slo", "tpot_p90_ms"),
 }
 
 

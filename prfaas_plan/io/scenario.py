@@ -463,11 +463,14 @@ def scenario_from_document(doc: Document, base: Path) -> Scenario:
     if traffic.has("arrival"):
         arrival = _arrival(checker, traffic.sub("arrival", required=("process",), optional=_ARRIVAL_KEYS))
     slo_sec = root.sub(
-        "slo", required=("decode_tokens_per_s",), optional=("ttft_p90_s", "ttft_includes_first_decode_step")
+        "slo",
+        required=("decode_tokens_per_s",),
+        optional=("ttft_p90_s", "ttft_includes_first_decode_step", "tpot_p90_ms"),
     )
     tokens_per_s = slo_sec.number("decode_tokens_per_s", gt=0, ge=MIN_DECODE_TOKENS_PER_S, le=MAX_DECODE_TOKENS_PER_S)
     ttft_p90 = slo_sec.number("ttft_p90_s", gt=0, ge=MIN_STEP_S, le=MAX_TTFT_S)
     first_step = slo_sec.boolean("ttft_includes_first_decode_step", default=False)
+    tpot_p90_ms = slo_sec.number("tpot_p90_ms", gt=0, ge=MIN_STEP_S * 1e3, le=MAX_TTFT_S * 1e3)
     deployment = root.sub("deployment", required=("prfaas", "local", "link"))
     prfaas = _pool(deployment.sub("prfaas", required=_POOL_KEYS, optional=_POOL_OPTIONAL), base, model, role="prfaas")
     local_sec = deployment.sub("local", required=_POOL_KEYS, optional=(*_POOL_OPTIONAL, "kv_transfer_gbit_per_s"))
@@ -509,6 +512,7 @@ def scenario_from_document(doc: Document, base: Path) -> Scenario:
             decode_tokens_per_s=tokens_per_s,
             ttft_p90_s=ttft_p90,
             ttft_includes_first_decode_step=bool(first_step),
+            tpot_p90_s=None if tpot_p90_ms is None else tpot_p90_ms / 1e3,
         ),
         prfaas=prfaas,
         local=local,

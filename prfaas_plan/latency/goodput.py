@@ -3,8 +3,11 @@
 For a plan, P_q(TTFT) <= X  <=>  P(TTFT <= X) >= q (the quantile is the smallest x with CDF >= q), and
 P(TTFT <= X) falls as Λ grows (every wait grows stochastically with Λ, and so does the link stretch). So
 goodput is the root of P_Λ(TTFT <= X) = q on (0, Λ_stable), found by bisection, with no quantile solved
-inside the loop. Λ_stable is the rate at which the first stage saturates; the TPOT SLO is already met by
-every plan the stage model accepts (``throughput.stage_model`` rejects a decode profile that misses it).
+inside the loop. Λ_stable is the rate at which the first stage saturates; the batch-cap TPOT
+(``decode_tokens_per_s``) is already met by every plan the stage model accepts (``throughput.stage_model``
+rejects a decode profile that misses it). A P90 TPOT SLO under load (``StageModel.tpot_p90_slo_s``) lowers
+Λ_stable to the rate at which it binds (``latency.tpot.tpot_rate_limit``, a function of N_d alone), so every
+search over these laws holds both SLOs.
 
 The search over plans that uses these laws lives in ``optimize.goodput_search``.
 """
@@ -19,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.latency.distribution import GRID_POINTS, length_grid, positive_wait_cdf
 from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state
+from prfaas_plan.latency.tpot import tpot_rate_limit
 from prfaas_plan.latency.unloaded import (
     TTFT_LEVELS,
     RouteLatency,
@@ -49,7 +53,9 @@ class Goodput:
     """The largest Λ (req/s) at which the ``quantile`` of TTFT is <= ``ttft_slo_s``.
 
     ``limited_by``: "slo" (the percentile reaches the SLO at that rate), "unloaded" (even an empty system
-    misses the SLO: goodput 0), or "stability" (the SLO still holds just below the saturation rate).
+    misses the SLO: goodput 0), "stability" (the SLO still holds just below the saturation rate), or
+    "tpot_slo" (the model's P90 TPOT SLO binds first: ``latency.tpot``; the stability limit is then the
+    rate at which P90 TPOT reaches it).
     """
 
     rate_req_per_s: float
@@ -186,6 +192,8 @@ def slack_setup(
     n_d = d_all.ravel().astype(np.float64)
     moments = route_moments(model, t)
     limit, _ = stability_limit_req_per_s(model, moments, n_p, n_d)
+    if model.tpot_p90_slo_s is not None:  # the TPOT SLO caps the rate a plan may carry (latency.tpot)
+        limit = np.fmin(limit, tpot_rate_limit(model, n_d))
     lo, hi = lengths.lower_tokens, lengths.upper_tokens
     local_grid = length_grid(lengths, lo - 1.0, unique_t, grid_points)[which]
     offload_grid = length_grid(lengths, np.maximum(unique_t, lo - 1.0), hi, grid_points)[which]
@@ -317,8 +325,11 @@ def plans_goodput(
             value = _with_link_spread(
                 model, float(ts[i]), n_p, model.n_local - n_p, ttft_slo_s, quantile, value, limit, decode_service_scv
             )
+        tpot_cap = float(tpot_rate_limit(model, model.n_local - nps[i]))
         if zero_load < quantile:
             limited_by = "unloaded"
+        elif tpot_cap <= 0.0 or (value >= limit * (1.0 - 1e-6) and tpot_cap <= limit):
+            limited_by = "tpot_slo"
         elif value >= limit * (1.0 - 1e-6):
             limited_by = "stability"
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from prfaas_plan.sim.batch_decode import BatchDecodeCluster
 from prfaas_plan.sim.cluster import Cluster, ClusterConfig
 from prfaas_plan.sim.dynamic_cluster import DynamicCluster
 from prfaas_plan.sim.records import SimResult
@@ -22,11 +23,15 @@ def simulate(
 ) -> SimResult:
     """Run the cluster on a workload until every request has finished or until ``horizon_s``.
 
-    Deterministic: the workload carries all randomness. ``progress`` (optional) is called with the number
+    A stage model whose decode step varies with the batch runs ``sim.batch_decode`` (the step follows each
+    instance's batch; the dynamic cluster keeps the fixed step T_decode). Deterministic: the workload carries
+    all randomness. ``progress`` (optional) is called with the number
     of arrivals so far, every ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed
     traffic without servers or a request can never be admitted to decode.
     """
     if config.dynamic or workload.moves_caches:
         return DynamicCluster(config, workload, progress).run(horizon_s)
+    if not config.model.decode_step_flat:  # the decode step follows each instance's batch
+        return BatchDecodeCluster(config, workload, progress).run(horizon_s)
     cluster = Cluster(config, workload, progress)
     return cluster.run(horizon_s)

@@ -66,6 +66,10 @@ class Summary:
     egress_peak_bytes_per_s: float
     utilization: dict[str, float]
     occupancy: dict[str, float]
+    #: Percentiles over the measured requests of each one's mean TPOT, (finish - decode start) / L_out, s.
+    tpot_p50_s: float = math.nan
+    tpot_p90_s: float = math.nan
+    tpot_p99_s: float = math.nan
 
 
 def student_t_quantile(q: float, df: int) -> float:
@@ -225,7 +229,16 @@ def summarize(result: SimResult, *, warmup_fraction: float = 0.1, batches: int =
         egress_peak_bytes_per_s=egress_peak,
         utilization=utilization,
         occupancy={name: states[name] for name in STATES},
+        **_tpot_percentiles(tpot),
     )
+
+
+def _tpot_percentiles(tpot: npt.NDArray[np.float64]) -> dict[str, float]:
+    """P50, P90 and P99 of the per-request mean TPOTs (NaN when none finished)."""
+    if not tpot.size:
+        return {}
+    p50, p90, p99 = (float(v) for v in np.percentile(tpot, [50.0, 90.0, 99.0]))
+    return {"tpot_p50_s": p50, "tpot_p90_s": p90, "tpot_p99_s": p99}
 
 
 def replicate(run: Callable[[np.random.Generator], T], replications: int, seed: int) -> list[T]:

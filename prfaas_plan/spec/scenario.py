@@ -76,7 +76,8 @@ class Traffic:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Slo:
-    """Service-level objectives. ``decode_tokens_per_s`` is the per-request decode rate (1 / TPOT).
+    """Service-level objectives. ``decode_tokens_per_s`` is the per-request decode rate (1 / TPOT) that caps
+    the decode batch (the largest batch whose step meets it).
 
     ``ttft_includes_first_decode_step``: whether TTFT ends after the first decode step (True) or when the KV
     cache is ready at the decode instance (False, what the paper's Table 6 figures imply).
@@ -85,6 +86,9 @@ class Slo:
     decode_tokens_per_s: float
     ttft_p90_s: float | None = None
     ttft_includes_first_decode_step: bool = False
+    #: P90 of the time per output token under load, s (YAML ``tpot_p90_ms``): held beside the TTFT SLO by
+    #: goodput and sizing (``latency.tpot``); None = not stated. ``decode_tokens_per_s`` stays the batch cap.
+    tpot_p90_s: float | None = None
 
 
 POOL_METHODS = ("measured", "calibrated", "roofline")
