@@ -170,8 +170,10 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
             + {
                 "meets": "meets the SLO.",
                 "misses": "[bold red]misses the SLO[/bold red].",
-                "undecided": "[yellow]the SLO lies inside the interval: at the SLO within simulation noise.[/yellow]",
-            }[check["simulation_verdict"]],
+                "undecided": "[yellow]undecided within the simulation budget: the SLO lies inside the "
+                "interval.[/yellow]",
+            }[check["simulation_verdict"]]
+            + (f" Stopped by: {check['decision']['stopped_by']}." if check.get("decision") else ""),
         )
     out.print(
         "Goodput is the closed form's (latency.goodput); prices: "
@@ -284,8 +286,9 @@ def _finite(value: float) -> float | None:
 
 
 def _cell_data(c: Any, d: Deployment | None) -> dict[str, Datum]:
-    """A matrix cell as data: the pair, its sized PrfaaS-PD deployment (empty when none carries the target)."""
+    """A matrix cell as data: the pair, its sized deployment (PrfaaS-PD; empty when none carries the target)."""
     return {
+        "kind": "prfaas-pd",
         "prefill_hardware": c.prefill,
         "local_hardware": c.local,
         "n_prfaas": None if d is None else d.n_prfaas,
@@ -329,6 +332,22 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
             f"{c.prefill_provenance}; {c.local_provenance}",
         )
         table.add_data(_cell_data(c, d))
+    shown: set[str] = set()
+    for c in m.cells:  # homogeneous PD on each local accelerator, once (it does not depend on the prefill side)
+        h = c.sizing.homogeneous_pd if c.sizing is not None else None
+        if c.local in shown or h is None:
+            continue
+        shown.add(c.local)
+        table.add_row(
+            f"homogeneous PD × {c.local}",
+            f"— / {h.n_local} / —",
+            _money(h.usd_per_hour),
+            f"{h.goodput_req_per_s:.2f}",
+            c.local_provenance,
+        )
+        table.add_data(
+            {**_cell_data(c, h), "kind": "homogeneous-pd", "prefill_hardware": None, "prefill_provenance": None}
+        )
     out.print(table)
     front = DataTable(title="Pareto frontier: cost against goodput (against throughput: ✓)", title_justify="left")
     for col in ("deployment", "USD/h", "goodput (req/s)", "Λ_max (req/s)", "on throughput frontier"):
@@ -394,12 +413,15 @@ def print_headroom(
     n1 = DataTable(
         title=f"N-1 at {target.rate_req_per_s:g} req/s (same hardware, t and split re-optimised)", title_justify="left"
     )
-    for col in ("case", "PrfaaS / local / link", "goodput (req/s)", "carries target", "P90 TTFT at target"):
+    columns = ("case", "PrfaaS / local / link", "plan: t / N_p + N_d", "goodput (req/s)", "carries target")
+    for col in (*columns, "P90 TTFT at target (this plan)"):
         n1.add_column(col, justify="left" if col == "case" else "right")
     for f in failures:
+        n_decode = f.n_local - f.carried.n_pd_prefill
         n1.add_row(
             f.case,
             f"{f.n_prfaas} / {f.n_local} / {f.link_bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s",
+            f"{f.carried.threshold_tokens:,.0f} / {f.carried.n_pd_prefill} + {n_decode}",
             f"{f.carried.goodput_req_per_s:.2f}",
             "yes" if f.carries_target else "[bold red]no[/bold red]",
             _DASH if f.ttft_p90_at_target_s is None else f"{f.ttft_p90_at_target_s:.2f} s",
@@ -410,12 +432,20 @@ def print_headroom(
                 "n_prfaas": f.n_prfaas,
                 "n_local": f.n_local,
                 "link_bandwidth_gbit_per_s": f.link_bandwidth_bytes_per_s / GBIT_PER_S,
+                "threshold_tokens": f.carried.threshold_tokens,
+                "n_pd_prefill": f.carried.n_pd_prefill,
+                "n_pd_decode": n_decode,
                 "goodput_req_per_s": f.carried.goodput_req_per_s,
                 "carries_target": f.carries_target,
                 "ttft_p90_at_target_s": f.ttft_p90_at_target_s,
             }
         )
     out.print(n1)
+    out.print(
+        "Each case's P90 is at its own goodput-optimal plan (t and split above), so it can differ from a P90 of the "
+        "same deployment at another plan (e.g. size's throughput-optimal split).",
+        style="dim",
+    )
     if robust is not None:
         low = robust.bandwidth_at_quantile_bytes_per_s / GBIT_PER_S
         mean = robust.bandwidth_mean_bytes_per_s / GBIT_PER_S

@@ -71,7 +71,7 @@ def named(name: str, dirs: tuple[str, ...], what: str, field: str) -> Path:
     """A file given by path or by built-in name (``DIR/NAME.yaml`` for each of ``dirs``); an unknown name is an
     InputError on ``field`` (the caller's name for the argument: a YAML field or a command-line flag)."""
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or path.is_file():
         return path
     for sub in dirs:
         candidate = builtin_root() / sub / f"{name}.yaml"
@@ -167,11 +167,12 @@ def pool_for(
 
 
 def resolve_scenario_path(name: str | None, field: str = "SCENARIO") -> Path:
-    """A scenario argument: a path to a YAML file, or the name of a built-in scenario (default: the paper's)."""
+    """A scenario argument: a path to a YAML file, or the name of a built-in scenario (default: the paper's). A
+    directory or special file that happens to carry a built-in's name does not shadow it."""
     if name is None:
         return builtin_root() / "workloads" / f"{DEFAULT_SCENARIO}.yaml"
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or path.is_file():
         return path
     builtin = builtin_root() / "workloads" / f"{name}.yaml"
     if builtin.is_file():

@@ -159,7 +159,10 @@ def sizing_check_to_dict(check: LoadedCheck, target: Target) -> dict[str, Any] |
         "closed_form_p90_s": closed,
         "simulated_p90_s": figure.value,
         "simulated_p90_half_width_s": _finite(figure.half_width),
-        "simulation_verdict": _verdict(figure.value, figure.half_width, target.ttft_slo_s),
+        # The sequential check's own verdict when it decided against the SLO (one verdict for size and review).
+        "simulation_verdict": decision.verdict.split()[0]
+        if decision is not None
+        else _verdict(figure.value, figure.half_width, target.ttft_slo_s),
         "replications": check.simulated.replications,
         "requests": check.simulated.requests,
         "source": check.answer_source,
