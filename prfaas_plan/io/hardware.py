@@ -138,6 +138,7 @@ def _instance_profile(checker: Checker, path: KeyPath, raw: Any) -> InstanceProf
 _HARDWARE_KEYS = (
     "scale_up_bandwidth_gb_per_s",
     "scale_out_gbit_per_s",
+    "scale_up_gpus",
     "tdp_w",
     "price_usd_per_gpu_hour",
 )
@@ -166,6 +167,7 @@ def load_hardware(path: Path) -> HardwareProfile:
     bandwidth = hw.number("hbm_bandwidth_tb_per_s", gt=0, ge=MIN_HBM_TB_PER_S, le=MAX_HBM_TB_PER_S)
     scale_up = hw.number("scale_up_bandwidth_gb_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
     scale_out = hw.number("scale_out_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GB_PER_S)
+    domain = hw.number("scale_up_gpus", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
     tdp = hw.number("tdp_w", gt=0, le=MAX_TDP_W)
     price = hw.number("price_usd_per_gpu_hour", gt=0, le=MAX_PRICE_USD_PER_HOUR)
     confidence = hw.string("confidence", choices=("high", "medium", "low"))
@@ -209,6 +211,7 @@ def load_hardware(path: Path) -> HardwareProfile:
         dense_flop_per_s=dense,
         scale_up_bandwidth_bytes_per_s=None if scale_up is None else scale_up * GB,
         scale_out_bandwidth_bytes_per_s=None if scale_out is None else scale_out * GBIT_PER_S,
+        scale_up_gpus=None if domain is None else int(domain),
         tdp_w=tdp,
         price_usd_per_gpu_hour=price,
         confidence=str(confidence),

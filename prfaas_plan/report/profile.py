@@ -38,6 +38,8 @@ def accelerator_document(accelerator: Accelerator) -> dict[str, Any]:
         hw["scale_up_bandwidth_gb_per_s"] = accelerator.scale_up_bandwidth_bytes_per_s / GB
     if accelerator.scale_out_bandwidth_bytes_per_s is not None:
         hw["scale_out_gbit_per_s"] = accelerator.scale_out_bandwidth_bytes_per_s / GBIT_PER_S
+    if accelerator.scale_up_gpus is not None:
+        hw["scale_up_gpus"] = accelerator.scale_up_gpus
     if accelerator.tdp_w is not None:
         hw["tdp_w"] = accelerator.tdp_w
     if accelerator.price_usd_per_gpu_hour is not None:

@@ -20,6 +20,9 @@ class Accelerator:
     dense_flop_per_s: Mapping[str, float] = field(hash=False)
     scale_up_bandwidth_bytes_per_s: float | None = None
     scale_out_bandwidth_bytes_per_s: float | None = None
+    #: GPUs in one scale-up domain (NVLink or Infinity Fabric): the most one instance may span (``physics.shapes``);
+    #: None where the file does not say.
+    scale_up_gpus: int | None = None
     tdp_w: float | None = None
     price_usd_per_gpu_hour: float | None = None
     confidence: str = "medium"
