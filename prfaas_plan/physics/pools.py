@@ -134,6 +134,21 @@ def pool_costs(
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk from the serving defaults)"
         )
     fd = pool.decode_time_scale
+    if pool.shape is not None:  # a named instance shape: priced by physics.shapes
+        from prfaas_plan.physics.shapes import shaped_pool_costs
+
+        costs = shaped_pool_costs(
+            pool.accelerator,
+            pool.shape,
+            card,
+            params,
+            label,
+            context_tokens=context_tokens,
+            tpot_s=tpot_s / fd,
+            with_decode=with_decode,
+            prefix_tokens=prefix_tokens,
+        )
+        return _time_scaled(costs, pool)
     capacity = decode_capacity(arch, instance, params, context_tokens, tpot_s / fd) if with_decode else None
     split_lengths = np.asarray(SPLIT_LENGTHS_TOKENS)
     decode_split = None

@@ -10,6 +10,7 @@ from prfaas_plan.spec.cost import CostInputs, Target
 from prfaas_plan.spec.dynamics import Dynamics
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
+from prfaas_plan.spec.shape import InstanceShape
 from prfaas_plan.spec.uncertainty import TimeBand
 
 
@@ -123,11 +124,25 @@ class Pool:
     #: the edges of ``time_band``).
     prefill_time_scale: float = 1.0
     decode_time_scale: float = 1.0
+    #: How an instance's ``gpus_per_instance`` GPUs split the model (``physics.shapes``); None: tensor
+    #: parallelism over all of them, experts as ``roofline.expert_parallel`` says (what every pool was before).
+    shape: InstanceShape | None = None
+    #: ``shape: auto``: the planner chooses the shape among those the accelerator and the model allow
+    #: (``optimize.shapes``); ``gpus_per_instance`` and ``shape`` are then the fixed shape it is compared with.
+    choose_shape: bool = False
 
     @property
     def gpus(self) -> int:
         """GPUs in the pool."""
         return self.gpus_per_instance * self.instances
+
+    @property
+    def instance_shape(self) -> InstanceShape:
+        """The pool's shape: ``shape``, else TP over ``gpus_per_instance`` (with EP when the roofline says so)."""
+        if self.shape is not None:
+            return self.shape
+        g = self.gpus_per_instance
+        return InstanceShape(gpus=g, tensor_parallel=g, expert_parallel=g if self.roofline.expert_parallel else 1)
 
 
 TRANSFER_MODES = ("after_prefill", "layerwise")
