@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from prfaas_plan.io.traces import read_trace
 from prfaas_plan.latency.profile import quantisation_step_s, spread_buckets
 from prfaas_plan.sim.arrivals import Batched, Poisson
+from tests.conftest import TRACES
 
 
 @pytest.mark.parametrize("step", [1.0, 3.0, 0.25])
@@ -38,3 +40,15 @@ def test_spreading_keeps_each_request_in_its_bucket_and_in_order() -> None:
     assert np.all((out >= many) & (out < many + 3.0))
     assert np.all(np.diff(out) > 0)
     assert np.unique(out).size == out.size
+
+
+def test_jittered_buckets_and_the_shipped_mooncake_trace_are_quantised() -> None:
+    """Stamps a few milliseconds off their 3 s grid (as in Mooncake's conversation trace) are still buckets."""
+    rng = np.random.default_rng(4)
+    logged = np.floor(Poisson(rate_req_per_s=4.0).sample(rng, 5000) / 3.0) * 3.0
+    buckets, index = np.unique(logged, return_inverse=True)
+    jittered = (buckets + rng.uniform(-0.003, 0.003, buckets.size))[index]
+    assert quantisation_step_s(jittered) == pytest.approx(3.0, abs=0.005)
+    trace = read_trace(TRACES / "conversation_trace.jsonl")
+    arrival = np.asarray(trace.arrival_s, dtype=np.float64)
+    assert quantisation_step_s(arrival - arrival[0]) == pytest.approx(3.0, abs=0.01)

@@ -94,9 +94,10 @@ DOMAIN_MAX_ARRIVAL_SCV = 10.0
 #: Fraction of time a pool spends in fluid overload (backlog carried across windows).
 DOMAIN_MAX_OVERLOAD_FRACTION = 0.05
 #: Quantised timestamps: at least this share of the requests share their arrival time with another, and the
-#: distinct times lie on a grid (every gap a whole number of the smallest, to this relative tolerance).
+#: distinct times lie on a grid (gaps a whole number of steps to this fraction of a step, but for this share).
 QUANTISED_MIN_SHARED = 0.2
-_GRID_RTOL = 1e-6
+_GRID_TOLERANCE = 0.02
+_GRID_STRAYS = 0.01
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -451,21 +452,25 @@ def _overloaded(rate: float, utilization: dict[str, float], limit: float) -> Pro
 def quantisation_step_s(arrival_s: Array) -> float | None:
     """The bucket width (s) of a trace whose timestamps are quantised, None when they are not.
 
-    Quantised: at least ``QUANTISED_MIN_SHARED`` of the requests share an arrival time with another and every
-    gap between distinct times is a whole number of the smallest gap (a grid; Mooncake's 2024 traces stamp
-    requests in 3 s buckets). Genuine batches (several requests at one instant, instants at any time) are not
-    on a grid and keep their batch pricing."""
+    Quantised: at least ``QUANTISED_MIN_SHARED`` of the requests share an arrival time with another, and the
+    gaps between distinct times are whole numbers of one step (the median gap) to within ``_GRID_TOLERANCE``
+    of it, for all but ``_GRID_STRAYS`` of them (a grid, allowing the few milliseconds of jitter of
+    Mooncake's 2024 traces, which stamp requests in 3 s buckets). The step returned is the mean gap per
+    step. Genuine batches (several requests at one instant, instants at any time) are not on a grid and keep
+    their batch pricing."""
     distinct = np.unique(np.asarray(arrival_s, dtype=np.float64))
     n = int(np.size(arrival_s))
     if distinct.size < 3 or distinct.size > (1.0 - QUANTISED_MIN_SHARED) * n:
         return None
     gaps = np.diff(distinct)
-    step = float(gaps.min())
+    step = float(np.median(gaps))
     if not step > 0:
         return None
-    multiple = gaps / step
-    on_grid = np.abs(multiple - np.round(multiple)) <= _GRID_RTOL * np.maximum(multiple, 1.0)
-    return step if bool(np.all(on_grid)) else None
+    multiple = np.round(gaps / step)
+    on_grid = (multiple >= 1) & (np.abs(gaps - multiple * step) <= _GRID_TOLERANCE * step)
+    if float(np.mean(on_grid)) < 1.0 - _GRID_STRAYS:
+        return None
+    return float(np.sum(gaps[on_grid]) / np.sum(multiple[on_grid]))
 
 
 def spread_buckets(arrival_s: Array, step_s: float) -> Array:
@@ -563,7 +568,7 @@ def profile_ttft(
 
     def offloaded_latency(transfer_s: Array) -> Array:
         visible = prefill_off + transfer_s if model.transfer == "after_prefill" else np.maximum(prefill_off, transfer_s)
-        return np.asarray(visible + route.first_decode_step_s, dtype=np.float64)
+        return np.asarray(visible + (route.first_decode_step_s + route.link_latency_s), dtype=np.float64)
 
     zero_wait = np.empty(n)
     zero_wait[local] = route.local_s(lengths[local])
