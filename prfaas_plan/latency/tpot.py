@@ -40,6 +40,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.throughput import StageModel
 
 Array = NDArray[np.float64]
@@ -236,3 +237,42 @@ def tpot_rate_limit(
         if value >= 1 and math.isfinite(value):
             flat[index] = _rate_limit(stage, int(value), float(slo), float(quantile))
     return out
+
+
+def check_tpot_slo(model: StageModel) -> None:
+    """InfeasibleError when the model's P90 TPOT SLO is missed at any load: the step of a batch of one is
+    already longer (no rate, however small, meets it)."""
+    slo = model.tpot_p90_slo_s
+    if slo is None:
+        return
+    alone = float(decode_stage(model).step_s(np.asarray(1.0)))
+    if alone > slo:
+        raise InfeasibleError(
+            f"tpot_p90: the decode step of one request alone is {alone * 1e3:.3g} ms, above the P90 TPOT SLO "
+            f"of {slo * 1e3:g} ms, so no load meets it"
+        )
+
+
+def tpot_decode_floor(model: StageModel, rate_req_per_s: float, most: int = 1 << 20) -> int:
+    """Fewest decode instances whose P90 TPOT stays within the model's SLO at ``rate_req_per_s`` (1 without an
+    SLO; ``most`` + 1 when even ``most`` instances do not suffice): the rate limit rises with N_d, so the
+    answer is found by doubling, then bisection."""
+    if model.tpot_p90_slo_s is None or rate_req_per_s <= 0.0:
+        return 1
+
+    def carries(n_d: int) -> bool:
+        return bool(tpot_rate_limit(model, [n_d])[0] > rate_req_per_s)
+
+    high = 1
+    while not carries(high):
+        if high >= most:
+            return most + 1
+        high = min(2 * high, most)
+    low = high // 2  # does not carry (or 0)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if carries(mid):
+            high = mid
+        else:
+            low = mid
+    return high

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency.goodput import plans_goodput
+from prfaas_plan.latency.tpot import check_tpot_slo, tpot_decode_floor
 from prfaas_plan.optimize.carrier import Carried, Carrier, Deployment, priced_deployment, smallest_local
 from prfaas_plan.optimize.cost import (
     UnitPrices,
@@ -108,7 +109,9 @@ def size(
     if not bandwidths_bytes_per_s:
         raise ValueError("sizing needs at least one link bandwidth")
     carrier = Carrier(model, target, resolution_tokens, decode_service_scv)
-    decode = decode_floor(model, target.rate_req_per_s)
+    check_tpot_slo(model)
+    # Eq. 5's stability floor, raised to the decode instances a P90 TPOT SLO needs at the target (latency.tpot).
+    decode = max(decode_floor(model, target.rate_req_per_s), tpot_decode_floor(model, target.rate_req_per_s))
     floor = max(2, decode)
     reasons: list[str] = []
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import Goodput, LoadedTtft, loaded_ttft, plan_goodput, plans_goodput, stage_utilization
+from prfaas_plan.latency.tpot import check_tpot_slo
 from prfaas_plan.optimize.baselines import best_split_without_offload, homogeneous_model
 from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
@@ -131,6 +132,7 @@ def compare_goodput(
     Raises InfeasibleError when no threshold and split meets the SLO even with no load.
     """
     options = {"decode_service_scv": decode_service_scv}
+    check_tpot_slo(model)
     t, n_p, rate = best_goodput_plan(
         model, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
     )
