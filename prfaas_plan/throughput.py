@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,7 +31,8 @@ from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.spec.hardware import RooflineParams
-from prfaas_plan.spec.scenario import Arrival, Scenario, TransferMode
+from prfaas_plan.physics.tcp import deliverable_bytes_per_s, transfer_latency_s
+from prfaas_plan.spec.scenario import Arrival, Scenario, TcpPath, TransferMode
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
 
@@ -53,6 +54,8 @@ class StageModel:
     decode_max_batch: int
     decode_step_time_s: float
     output_tokens_mean: float
+    #: The rate the link *delivers* to the transfers, bytes/s (``physics.tcp.deliverable_bytes_per_s`` of the
+    #: nominal rate over ``link_tcp``): what Eq. 3's link term, the queueing laws and the simulator serve at.
     link_bandwidth_bytes_per_s: float
     n_prfaas: int
     n_local: int
@@ -60,6 +63,14 @@ class StageModel:
     transfer: TransferMode = "after_prefill"
     #: Per-instance intra-cluster KV bandwidth of the local pool, bytes/s; None = not modelled.
     local_kv_transfer_bytes_per_s: float | None = None
+    #: How the link is built (``spec.scenario.TcpPath``; the default is the nominal link) and the rate bought,
+    #: bytes/s (what is priced; None = ``link_bandwidth_bytes_per_s``). ``with_link_rate`` keeps the three
+    #: consistent when a search changes the link's size.
+    link_tcp: TcpPath = field(default_factory=TcpPath)
+    link_nominal_bytes_per_s: float | None = None
+    #: The fixed time each cross-datacentre transfer pays after its bytes, s (``physics.tcp.transfer_latency_s``:
+    #: its round trips); latency only, it holds no link capacity.
+    link_latency_s: float = 0.0
     #: Arrival process: squared coefficient of variation of inter-arrival times (1 = Poisson), what the
     #: stationary closed form uses; ``arrival`` is the whole process (what the simulator and the windowed
     #: closed form use).
@@ -93,6 +104,24 @@ class StageModel:
     def decode_step_flat(self) -> bool:
         """Whether the step time is the same at every batch (today's fixed-step decode)."""
         return len(set(self.decode_step_times_s)) <= 1
+
+
+def link_bought_bytes_per_s(model: StageModel) -> float:
+    """The nominal rate of the model's link, bytes/s: what is bought and priced (the deliverable rate when the
+    model was built without one)."""
+    nominal = model.link_nominal_bytes_per_s
+    return model.link_bandwidth_bytes_per_s if nominal is None else nominal
+
+
+def with_link_rate(model: StageModel, nominal_bytes_per_s: float) -> StageModel:
+    """The model on a link bought at ``nominal_bytes_per_s`` and built as the model's (``link_tcp``): served at
+    its deliverable rate min(B, the connections' ceiling), priced at B. Every search over link sizes goes
+    through here, so a size is never served at the rate it was bought when its connections deliver less."""
+    return replace(
+        model,
+        link_bandwidth_bytes_per_s=deliverable_bytes_per_s(nominal_bytes_per_s, model.link_tcp),
+        link_nominal_bytes_per_s=float(nominal_bytes_per_s),
+    )
 
 
 def decode_rate_req_per_s(max_batch: int, step_time_s: float, output_tokens_mean: float) -> float:
@@ -140,7 +169,10 @@ def stage_model(scenario: Scenario) -> StageModel:
         decode_max_batch=local.decode_max_batch,
         decode_step_time_s=local.decode_step_time_s,
         output_tokens_mean=scenario.traffic.output_length.mean_tokens,
-        link_bandwidth_bytes_per_s=scenario.link.bandwidth_bytes_per_s,
+        link_bandwidth_bytes_per_s=deliverable_bytes_per_s(scenario.link.bandwidth_bytes_per_s, scenario.link.tcp),
+        link_tcp=scenario.link.tcp,
+        link_nominal_bytes_per_s=scenario.link.bandwidth_bytes_per_s,
+        link_latency_s=transfer_latency_s(scenario.link.tcp),
         n_prfaas=scenario.prfaas.instances,
         n_local=scenario.local.instances,
         transfer=scenario.link.transfer,

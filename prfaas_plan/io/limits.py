@@ -61,6 +61,17 @@ MAX_TTFT_S = 86_400.0
 MAX_ABS_MU = 30.0
 MAX_SIGMA = 5.0
 
+#: How a link is built (``deployment.link``'s TCP shape, ``physics.tcp``). A round trip of up to 10 s (a
+#: geostationary satellite hop is about 0.6 s); up to 65,536 connections (the port numbers of one address
+#: pair); a window from 1 KiB (under one segment is a unit mistake) to 1 GiB (TCP's largest with window
+#: scaling, 65,535 · 2^14 bytes, RFC 7323); a loss probability of at most 0.5 (beyond it Padhye's model, and
+#: any transfer, has left its domain).
+MAX_RTT_MS = 1e4
+MAX_TCP_CONNECTIONS = 65_536
+MIN_WINDOW_MIB = 2.0**-10
+MAX_WINDOW_MIB = 1024.0
+MAX_LOSS_RATE = 0.5
+
 #: The busiest expert's excess load over the mean (``RooflineParams.moe_load_skew``): 0 is uniform routing;
 #: 1,000 would put a thousand times the mean on one expert, beyond any trained router.
 MAX_MOE_LOAD_SKEW = 1e3

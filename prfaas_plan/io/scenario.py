@@ -25,16 +25,21 @@ from prfaas_plan.io.limits import (
     MAX_GPUS_PER_INSTANCE,
     MAX_INSTANCES,
     MAX_LINK_GBIT_PER_S,
+    MAX_LOSS_RATE,
     MAX_MOE_LOAD_SKEW,
+    MAX_RTT_MS,
     MAX_SIGMA,
     MAX_STEP_S,
+    MAX_TCP_CONNECTIONS,
     MAX_TOKENS,
     MAX_TTFT_S,
+    MAX_WINDOW_MIB,
     MIN_DECODE_TOKENS_PER_S,
     MIN_LINK_GBIT_PER_S,
     MIN_SIGMA,
     MIN_STEP_S,
     MIN_TOKENS,
+    MIN_WINDOW_MIB,
 )
 from prfaas_plan.io.models import load_model_card
 from prfaas_plan.io.names import HARDWARE_DIRS, MODEL_DIRS, resolve_reference, rising
@@ -71,9 +76,10 @@ from prfaas_plan.spec.scenario import (
     Pool,
     Scenario,
     Slo,
+    TcpPath,
     Traffic,
 )
-from prfaas_plan.units import GBIT_PER_S
+from prfaas_plan.units import GBIT_PER_S, MIB
 
 # --------------------------------------------------------------------------------------------- scenario
 
@@ -430,6 +436,38 @@ def _arrival(checker: Checker, arr: Section) -> Arrival:
     return replace(Arrival(), process=kind, **checked)
 
 
+#: Optional keys of deployment.link that say how it is built (``spec.scenario.TcpPath``, ``physics.tcp``).
+_TCP_KEYS = ("rtt_ms", "connections", "window_mib", "connection_cap_gbit_per_s", "loss_rate")
+
+
+def _tcp_path(checker: Checker, link: Section) -> TcpPath:
+    """deployment.link's TCP shape: round trip, connections, window or per-connection cap, and loss, each
+    optional with the nominal link's value as default (``TcpPath()``). A window and a cap together are refused:
+    the task names one or the other, and both would leave the reader to guess which binds."""
+    rtt_ms = link.number("rtt_ms", ge=0, le=MAX_RTT_MS, default=0.0)
+    connections = link.number("connections", ge=1, le=MAX_TCP_CONNECTIONS, integer=True, default=1)
+    window_mib = link.number("window_mib", gt=0, ge=MIN_WINDOW_MIB, le=MAX_WINDOW_MIB)
+    cap = link.number("connection_cap_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GBIT_PER_S)
+    loss = link.number("loss_rate", ge=0, le=MAX_LOSS_RATE, default=0.0)
+    if window_mib is not None and cap is not None:
+        checker.report(
+            (*link.path, "connection_cap_gbit_per_s"), "give window_mib or connection_cap_gbit_per_s, not both"
+        )
+        return TcpPath()
+    if rtt_ms is None or connections is None or loss is None:
+        return TcpPath()
+    if window_mib is not None and rtt_ms == 0:
+        checker.report((*link.path, "window_mib"), "bounds a connection only over a round trip: give rtt_ms > 0")
+        return TcpPath()
+    return TcpPath(
+        rtt_s=rtt_ms / 1e3,
+        connections=int(connections),
+        window_bytes=None if window_mib is None else window_mib * MIB,
+        connection_cap_bytes_per_s=None if cap is None else cap * GBIT_PER_S,
+        loss_rate=loss,
+    )
+
+
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario with the model card and hardware profiles it names."""
     return scenario_from_document(load_yaml(path, display_path(path)), path.parent)
@@ -478,9 +516,10 @@ def scenario_from_document(doc: Document, base: Path) -> Scenario:
     rdma = local_sec.number("kv_transfer_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GBIT_PER_S)
     if local is not None and rdma is not None:
         local = replace(local, kv_transfer_bytes_per_s=rdma * GBIT_PER_S)
-    link_sec = deployment.sub("link", required=("bandwidth_gbit_per_s",), optional=("transfer",))
+    link_sec = deployment.sub("link", required=("bandwidth_gbit_per_s",), optional=("transfer", *_TCP_KEYS))
     bandwidth = link_sec.number("bandwidth_gbit_per_s", gt=0, ge=MIN_LINK_GBIT_PER_S, le=MAX_LINK_GBIT_PER_S)
     transfer = link_sec.string("transfer", choices=TRANSFER_MODES, default="after_prefill")
+    tcp = _tcp_path(checker, link_sec)
     if input_len is not None:
         for pool, key in ((prfaas, "prfaas"), (local, "local")):
             if pool is not None:
@@ -519,6 +558,7 @@ def scenario_from_document(doc: Document, base: Path) -> Scenario:
         link=Link(
             bandwidth_bytes_per_s=bandwidth * GBIT_PER_S,
             transfer="layerwise" if transfer == "layerwise" else "after_prefill",
+            tcp=tcp,
         ),
         cost=cost,
         target=target,

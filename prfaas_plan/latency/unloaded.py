@@ -12,7 +12,9 @@ Scenario settings change the route curves (the defaults are the paper's, above):
 - ``transfer = "layerwise"``: the transfer is pipelined with the prefill layer by layer, so only the part
   that outlasts the prefill is visible: T_prfaas(l) + max(0, S_kv(l)/B - T_prfaas(l)) = max(T_prfaas, S_kv/B);
 - ``local_kv_transfer_bytes_per_s`` (b) given: local requests add the intra-cluster transfer S_kv(l)/b;
-- ``ttft_includes_first_decode_step``: both routes add one decode step T_decode.
+- ``ttft_includes_first_decode_step``: both routes add one decode step T_decode;
+- a link with a round trip (``link_latency_s`` = r, ``physics.tcp.transfer_latency_s``): offloaded requests
+  add r after the transfer, in both transfer modes (the last byte still crosses the path after it is sent).
 
 This is NOT a latency under load: no request waits. ``prfaas_plan.latency`` adds the queueing delays to
 these same curves (its ``link_stretch`` argument is how sharing the link lengthens a transfer); every
@@ -82,6 +84,8 @@ class RouteLatency:
     local_kv_transfer_bytes_per_s: float | None = None
     #: Added to every request's TTFT: one decode step when the scenario counts it, else 0 (s).
     first_decode_step_s: float = 0.0
+    #: Added to every offloaded request's TTFT: the round trips its transfer pays (s), holding no link capacity.
+    link_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.transfer not in ("after_prefill", "layerwise"):
@@ -96,12 +100,12 @@ class RouteLatency:
 
     def offload_s(self, length_tokens: ArrayLike, link_stretch: ArrayLike = 1.0) -> Array:
         """TTFT of an offloaded request with no waiting (s): T_prfaas(l) + κ S_kv(l)/B after the prefill, or
-        max(T_prfaas(l), κ S_kv(l)/B) layer-wise; plus the first decode step where it counts."""
+        max(T_prfaas(l), κ S_kv(l)/B) layer-wise; plus the link's round trips and the first decode step."""
         assert self.offload_prefill is not None
         prefill = self.offload_prefill(length_tokens)
         transfer = self.transfer_s(length_tokens, link_stretch)
         visible = prefill + transfer if self.transfer == "after_prefill" else np.maximum(prefill, transfer)
-        return np.asarray(visible + self.first_decode_step_s, dtype=np.float64)
+        return np.asarray(visible + (self.first_decode_step_s + self.link_latency_s), dtype=np.float64)
 
     def local_s(self, length_tokens: ArrayLike) -> Array:
         """TTFT of a local request with no waiting (s): T_local(l) [+ S_kv(l)/b] [+ the first decode step]."""
@@ -122,6 +126,7 @@ def route_latency(model: StageModel) -> RouteLatency:
         transfer=model.transfer,
         local_kv_transfer_bytes_per_s=model.local_kv_transfer_bytes_per_s,
         first_decode_step_s=model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0,
+        link_latency_s=model.link_latency_s,
     )
 
 
@@ -197,8 +202,8 @@ def route_mean_s(
             )
         else:
             offload += _layerwise_excess_s(lengths, route, t, hi, link_stretch)
-        if route.first_decode_step_s:
-            offload += route.first_decode_step_s * float(lengths.partial_moment(0, t, hi))
+        if route.first_decode_step_s or route.link_latency_s:
+            offload += (route.first_decode_step_s + route.link_latency_s) * float(lengths.partial_moment(0, t, hi))
     return local, offload
 
 

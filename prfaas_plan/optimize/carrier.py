@@ -27,7 +27,7 @@ from prfaas_plan.optimize.cost import (
 )
 from prfaas_plan.optimize.goodput_search import ThresholdScan, best_plan_at_rate, threshold_scan
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
+from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing, with_link_rate
 
 Array = NDArray[np.float64]
 
@@ -92,7 +92,8 @@ class Carrier:
         return (n_prfaas, n_local, bandwidth if n_prfaas > 0 else 0.0)
 
     def deployed(self, n_prfaas: int, n_local: int, bandwidth: float) -> StageModel:
-        return replace(self.model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=bandwidth or 1.0)
+        # ``bandwidth`` is a size bought (priced as such); it serves at what its connections deliver.
+        return with_link_rate(replace(self.model, n_prfaas=n_prfaas, n_local=n_local), bandwidth or 1.0)
 
     def solve(self, n_prfaas: int, n_local: int, bandwidth: float) -> Carried:
         """Whether the deployment carries the target by the search's law: the plan with the most SLO margin at

@@ -17,7 +17,7 @@ from prfaas_plan.optimize.baselines import (
 )
 from prfaas_plan.optimize.cost import CostBreakdown, TokenCost, UnitPrices, deployment_cost, token_cost
 from prfaas_plan.optimize.plans import PlanEvaluation
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.throughput import StageModel, link_bought_bytes_per_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +40,7 @@ def plan_cost(
         prices,
         n_prfaas=n_prfaas,
         n_local=n_local,
-        bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s if n_prfaas > 0 else 0.0,
+        bandwidth_bytes_per_s=link_bought_bytes_per_s(model) if n_prfaas > 0 else 0.0,
         egress_bytes_per_s=plan.egress_bytes_per_s * scale,
     )
     tokens = token_cost(

@@ -22,6 +22,7 @@ from prfaas_plan.optimize.cost import (
     egress_usd_per_hour,
     link_fixed_usd_per_hour,
 )
+from prfaas_plan.physics.tcp import deliverable_bytes_per_s
 
 Array = NDArray[np.float64]
 
@@ -83,7 +84,9 @@ def fluid_floors(
     # the SLO even unloaded.
     route = route_latency(model)
     slo, q = carrier.target.ttft_slo_s, carrier.target.quantile
-    stretch = model.link_bandwidth_bytes_per_s / np.asarray(bandwidths, dtype=np.float64)[:, None]
+    # Each size bought serves at what its connections deliver (``physics.tcp``; the size itself without a shape).
+    served = np.asarray([deliverable_bytes_per_s(b, model.link_tcp) for b in bandwidths], dtype=np.float64)
+    stretch = model.link_bandwidth_bytes_per_s / served[:, None]
     local_fast = np.asarray(local_mass_below(lengths, route, t, slo), dtype=np.float64)
     offload_fast = np.asarray(offload_mass_below(lengths, route, t[None, :], slo, stretch), dtype=np.float64)
     meets_slo = local_fast[None, 1:] + offload_fast[:, :-1] >= q * (1 - _FLOOR_RTOL)
@@ -101,7 +104,7 @@ def fluid_floors(
     none = count == 0
     at = np.maximum(count - 1, 0)
     for i, b in enumerate(bandwidths):
-        possible = (cell_egress[order] < b * (1 + _FLOOR_RTOL)) & meets_slo[i, order]
+        possible = (cell_egress[order] < served[i] * (1 + _FLOOR_RTOL)) & meets_slo[i, order]
         best_local = np.minimum.accumulate(np.where(possible, cell_local[order], np.inf))
         best_cost = np.minimum.accumulate(np.where(possible, cell_cost[order], np.inf))
         row_local = np.where(none, np.inf, best_local[at])

@@ -32,7 +32,7 @@ from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.optimize.sizing import max_rate
 from prfaas_plan.physics.curves import Curve, PolyCurve
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
+from prfaas_plan.throughput import StageModel, egress_bytes_per_s, link_bought_bytes_per_s, routing, with_link_rate
 
 #: Default relative step of the tornado.
 TORNADO_STEP = 0.2
@@ -68,7 +68,7 @@ Perturbation = Callable[[StageModel, float], StageModel | None]
 
 #: name -> how the model moves with a factor (None: the input does not apply to this traffic).
 PERTURBATIONS: dict[str, Perturbation] = {
-    "link bandwidth": lambda m, f: replace(m, link_bandwidth_bytes_per_s=m.link_bandwidth_bytes_per_s * f),
+    "link bandwidth": lambda m, f: with_link_rate(m, link_bought_bytes_per_s(m) * f),
     "input length location": _lengths_scaled,
     "input length spread (σ)": _spread_scaled,
     "output length": lambda m, f: replace(m, output_tokens_mean=m.output_tokens_mean * f),
@@ -113,7 +113,7 @@ def _usd_per_million(model: StageModel, prices: UnitPrices, carried: Carried, pr
         prices,
         n_prfaas=model.n_prfaas,
         n_local=model.n_local,
-        bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s,
+        bandwidth_bytes_per_s=link_bought_bytes_per_s(model),
         egress_bytes_per_s=egress,
     )
     tokens = token_cost(
@@ -213,9 +213,7 @@ def n_minus_one(
         cases.append(("one PrfaaS instance down", replace(model, n_prfaas=model.n_prfaas - 1)))
     if model.n_local >= 3:
         cases.append(("one local instance down", replace(model, n_local=model.n_local - 1)))
-    cases.append(
-        ("link at half bandwidth", replace(model, link_bandwidth_bytes_per_s=model.link_bandwidth_bytes_per_s / 2))
-    )
+    cases.append(("link at half bandwidth", with_link_rate(model, link_bought_bytes_per_s(model) / 2)))
     out = []
     for case, m in cases:
         carried = max_rate(

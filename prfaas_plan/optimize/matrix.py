@@ -18,7 +18,7 @@ from prfaas_plan.optimize.cost import UnitPrices
 from prfaas_plan.optimize.plans import evaluate
 from prfaas_plan.optimize.sizing import Sizing, default_search_space, size
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.throughput import StageModel, with_link_rate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,9 +85,7 @@ def pareto(costs: Sequence[float], values: Sequence[float]) -> tuple[int, ...]:
 
 
 def _throughput(model: StageModel, d: Deployment) -> float:
-    sized = replace(
-        model, n_prfaas=d.n_prfaas, n_local=d.n_local, link_bandwidth_bytes_per_s=d.bandwidth_bytes_per_s or 1.0
-    )
+    sized = with_link_rate(replace(model, n_prfaas=d.n_prfaas, n_local=d.n_local), d.bandwidth_bytes_per_s or 1.0)
     t = d.threshold_tokens if d.threshold_tokens is not None else model.lengths.upper_tokens
     return evaluate(sized, t, d.n_pd_prefill).throughput_req_per_s
 

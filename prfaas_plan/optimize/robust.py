@@ -14,14 +14,14 @@ below an outage's share of time would be 0: no plan carries anything).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from statistics import NormalDist
 
 from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.optimize.carrier import Carried
 from prfaas_plan.optimize.sizing import max_rate
 from prfaas_plan.spec.dynamics import BandwidthProfile, BandwidthSteps, PeriodicBandwidth, RandomBandwidth
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.throughput import StageModel, with_link_rate
 
 
 def _weighted(steps: tuple[tuple[float, float], ...], span_s: float) -> list[tuple[float, float]]:
@@ -105,8 +105,9 @@ def robust_plan(
     """Maximise goodput at the ``quantile`` of the profile's bandwidth and at its mean; score each plan at
     the other bandwidth (same instances)."""
     low, mean = bandwidth_quantile(profile, quantile)
-    at_low = replace(model, link_bandwidth_bytes_per_s=low)
-    at_mean = replace(model, link_bandwidth_bytes_per_s=mean)
+    # The profile's rates are the path's; the transfers get what the connections deliver of each.
+    at_low = with_link_rate(model, low)
+    at_mean = with_link_rate(model, mean)
     options = {"decode_service_scv": decode_service_scv}
     robust = max_rate(at_low, ttft_slo_s, ttft_quantile, **options)
     nominal = max_rate(at_mean, ttft_slo_s, ttft_quantile, **options)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,7 +44,16 @@ from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import CO_BINDING_RTOL
 from prfaas_plan.optimize.throughput_search import best_plan
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.throughput import STAGES, StageModel, decode_floor, routing, stage_bounds, stage_throughputs
+from prfaas_plan.throughput import (
+    STAGES,
+    StageModel,
+    decode_floor,
+    link_bought_bytes_per_s,
+    routing,
+    stage_bounds,
+    stage_throughputs,
+    with_link_rate,
+)
 
 Array = NDArray[np.float64]
 
@@ -249,7 +258,7 @@ def bandwidth_knee(
     stages within 1 % of it (as ``optimize.plans`` names them binding)."""
     points = []
     for b in sorted(set(float(x) for x in bandwidths_bytes_per_s)):
-        at = replace(model, link_bandwidth_bytes_per_s=b)
+        at = with_link_rate(model, b)  # bought at b, served at what the connections deliver
         t_best, n_p_best, lam = best_plan(at, resolution_tokens)
         route = routing(at.lengths, t_best)
         bounds = stage_bounds(stage_throughputs(at, route, n_p_best), route)
@@ -328,7 +337,7 @@ def default_search_space(
         smallest = min((p.bandwidth_bytes_per_s for p in prices.link.ports), default=useful / 16)
         links = link_options(prices.link, smallest, max(BANDWIDTH_HEADROOM * useful, smallest))
     else:
-        links = [model.link_bandwidth_bytes_per_s]
+        links = [link_bought_bytes_per_s(model)]
     return SearchSpace(
         bandwidths_bytes_per_s=tuple(links),
         max_prfaas=min(max_prfaas if max_prfaas is not None else auto_prfaas, MAX_SIZED_INSTANCES),

@@ -9,7 +9,9 @@ curve at the request's own length, T(L) (the throughput model represents a route
   ``layerwise``: the transfer joins the link when the prefill starts and the KV is ready at the later of the
   prefill end and the transfer end. Pipelined transfers take an equal share of the link from the start,
   although a prefill cannot produce KV faster than S_kv/T; on an uncongested link (the paper's runs at
-  about 13 %) this is immaterial, on a congested one it favours early-stage transfers slightly.
+  about 13 %) this is immaterial, on a congested one it favours early-stage transfers slightly. A link
+  with a round trip (``StageModel.link_latency_s``) makes the KV ready that long after the transfer (or,
+  layer-wise, the later of prefill and transfer) ends; the wait holds no link capacity.
 - Local requests hand their KV cache over the intra-cluster network in S_kv(L)/b when the scenario gives a
   per-instance bandwidth b (a pure delay: each instance's NIC carries one transfer at a time and is idle
   most of the time), instantly otherwise.
@@ -164,6 +166,8 @@ class Cluster:
         self.kv_ready = array("d", nan_row)
         self.decode_start = array("d", nan_row)
         self.layerwise = model.transfer == "layerwise"
+        # The round trips each cross-datacentre transfer pays after its bytes (0: ready when the bytes are).
+        self.link_latency_s = model.link_latency_s
         # Layer-wise requests are ready when both the prefill and the transfer are done: parts still to come.
         self.parts_left = bytearray(b"\x02") * self.n if self.layerwise else bytearray()
         rdma = model.local_kv_transfer_bytes_per_s
@@ -237,13 +241,22 @@ class Cluster:
                 if self.parts_left[i]:
                     self._move(now, source, TRANSFER)
                 else:
-                    self._ready(now, i, source)
+                    self._link_ready(now, i, source)
             else:
                 self._move(now, source, TRANSFER)
                 self._start_transfer(now, i)
         elif self.rdma_bytes_per_s is not None:
             self._move(now, source, TRANSFER)
             self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, KV_READY, i)
+        else:
+            self._ready(now, i, source)
+
+    def _link_ready(self, now: float, i: int, source: int) -> None:
+        """The last of request i's KV bytes has left over the link: ready now, or after the round trips."""
+        if self.link_latency_s > 0.0:
+            if source != TRANSFER:
+                self._move(now, source, TRANSFER)
+            self.schedule(now + self.link_latency_s, KV_READY, i)
         else:
             self._ready(now, i, source)
 
@@ -266,7 +279,7 @@ class Cluster:
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
                     continue  # transferred before its prefill ended (still in prefill)
-            self._ready(now, i, TRANSFER)
+            self._link_ready(now, i, TRANSFER)
         self._reschedule_link(now)
 
     def on_kv_ready(self, now: float, i: int) -> None:
@@ -323,11 +336,11 @@ class Cluster:
     def run(self, horizon_s: float) -> SimResult:
         """Simulate until every request has finished or until ``horizon_s``.
 
-        The static cluster without a horizon or a decode KV limit takes the fused loop (``_run_fused``); every
-        other run, and every subclass, fires the handlers below through the engine (``run_handlers``). Both
-        give identical records (tests/sim/test_fused_loop.py).
+        The static cluster without a horizon, a decode KV limit or a link round trip takes the fused loop
+        (``_run_fused``); every other run, and every subclass, fires the handlers below through the engine
+        (``run_handlers``). Both give identical records (tests/sim/test_fused_loop.py).
         """
-        if type(self) is Cluster and self.capacity is None and horizon_s == math.inf:
+        if type(self) is Cluster and self.capacity is None and horizon_s == math.inf and self.link_latency_s == 0.0:
             return self._run_fused()
         return self.run_handlers(horizon_s)
 

@@ -222,7 +222,7 @@ class DynamicCluster(Cluster):
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
                     continue
-            self._ready(now, i, TRANSFER)
+            self._link_ready(now, i, TRANSFER)
         self._reschedule_link(now)
 
     def _reschedule_reverse(self, now: float) -> None:
@@ -281,7 +281,7 @@ class DynamicCluster(Cluster):
                 if self.parts_left[i]:
                     self._move(now, source, TRANSFER)
                 else:
-                    self._ready(now, i, source)
+                    self._link_ready(now, i, source)
             else:
                 self._move(now, source, TRANSFER)
                 self._start_transfer(now, i)

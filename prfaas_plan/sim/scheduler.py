@@ -19,7 +19,14 @@ import numpy as np
 import numpy.typing as npt
 
 from prfaas_plan.lengths import Empirical
-from prfaas_plan.throughput import StageModel, max_throughput, routing, stage_bounds, stage_throughputs
+from prfaas_plan.throughput import (
+    StageModel,
+    max_throughput,
+    routing,
+    stage_bounds,
+    stage_throughputs,
+    with_link_rate,
+)
 
 #: Thresholds scored per decision (quantiles of the window); 256 resolves the window's CDF to 0.4 %.
 GRID_POINTS = 256
@@ -58,12 +65,9 @@ def _scores(
         if inside.size > grid_points:
             inside = inside[np.linspace(0, inside.size - 1, grid_points).astype(np.int64)]
         grid = np.unique(np.concatenate([[around[0], around[1]], inside]))
-    scored = replace(
-        model,
-        lengths=lengths,
-        n_prfaas=n_prfaas,
-        n_local=n_local,
-        link_bandwidth_bytes_per_s=max(bandwidth_bytes_per_s, _OUTAGE_BYTES_PER_S),
+    scored = with_link_rate(
+        replace(model, lengths=lengths, n_prfaas=n_prfaas, n_local=n_local),
+        max(bandwidth_bytes_per_s, _OUTAGE_BYTES_PER_S),
     )
     route = routing(lengths, grid)
     theta = stage_throughputs(scored, route, n_p[:, np.newaxis])

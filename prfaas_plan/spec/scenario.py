@@ -149,16 +149,47 @@ TRANSFER_MODES = ("after_prefill", "layerwise")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TcpPath:
+    """How the link is built: the TCP connections that carry the KV caches over it (``physics.tcp``).
+
+    Every field is optional; the defaults (no round trip, no loss, no window or per-connection cap) give the
+    nominal rate, as a link with no shape did before. ``connections``: parallel connections the transfer
+    engine keeps open (pooled, so no transfer pays a handshake or slow start); ``window_bytes``: the largest
+    window one connection reaches (the socket buffers); ``connection_cap_bytes_per_s``: a per-connection
+    rate limit (a cloud's per-flow cap); ``loss_rate``: the probability that a packet is lost (Padhye's p).
+    """
+
+    rtt_s: float = 0.0
+    connections: int = 1
+    window_bytes: float | None = None
+    connection_cap_bytes_per_s: float | None = None
+    loss_rate: float = 0.0
+
+    @property
+    def nominal(self) -> bool:
+        """True when nothing bounds a connection, so the link delivers its nominal rate with no round trip."""
+        return (
+            self.rtt_s == 0.0
+            and self.loss_rate == 0.0
+            and self.window_bytes is None
+            and self.connection_cap_bytes_per_s is None
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
     """The cross-datacenter link from the PrfaaS cluster to the local PD cluster.
 
     ``transfer``: how much of a KV transfer a request sees. ``after_prefill``: the whole transfer starts when
     the prefill ends (what the paper's TTFT figures imply). ``layerwise``: layer-wise pipelining overlaps the
     transfer with the prefill, so only the part that outlasts the prefill is visible.
+    ``bandwidth_bytes_per_s`` is the nominal rate bought; ``tcp`` how it is built, which decides the rate
+    the transfers get (``physics.tcp.deliverable_bytes_per_s``) and the round trip each pays.
     """
 
     bandwidth_bytes_per_s: float
     transfer: TransferMode = "after_prefill"
+    tcp: TcpPath = field(default_factory=TcpPath)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,12 +10,13 @@ import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.optimize import PlanEvaluation
+from prfaas_plan.physics.tcp import deliverable_bytes_per_s
 from prfaas_plan.sim.link_profile import bandwidth_steps
 from prfaas_plan.sim.prefix_cache import CacheReplay, replay_caches
 from prfaas_plan.spec.dynamics import Dynamics, PrefixCaches
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.studies.planning import choose_plan, trace_model
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.throughput import StageModel, link_bought_bytes_per_s
 
 #: Lengths (tokens) between which the KV curve's slope gives the bytes per cached token: the Mooncake
 #: traces' blocks are 512 tokens, and 32k spans most of their prefixes.
@@ -93,12 +94,15 @@ def dynamic_fields(
         profile = bandwidth_steps(
             dynamics.bandwidth,
             dynamics.outages,
-            nominal_bytes_per_s=model.link_bandwidth_bytes_per_s,
+            nominal_bytes_per_s=link_bought_bytes_per_s(model),
             horizon_s=horizon,
             rng=np.random.default_rng([seed, 12]),
         )
     except ValueError as error:
         raise InputError(Problem(field="dynamics.link", message=str(error))) from None
+    # The profile's rates are the path's; the transfers get what the connections deliver of each (the rate
+    # itself on a link with no TCP shape).
+    profile = tuple((start_s, deliverable_bytes_per_s(rate, model.link_tcp)) for start_s, rate in profile)
     return {
         "bandwidth_profile": profile,
         "losses": dynamics.losses,

@@ -42,11 +42,13 @@ from prfaas_plan.throughput import (
     STAGES,
     StageModel,
     egress_bytes_per_s,
+    link_bought_bytes_per_s,
     max_throughput,
     routing,
     stage_bounds,
     stage_model,
     stage_throughputs,
+    with_link_rate,
 )
 from prfaas_plan.units import GBIT_PER_S
 
@@ -398,11 +400,9 @@ def sizing_part(
     best = sizing.prfaas_pd
     knee = check = baseline_check = None
     if best is not None:
-        sized = replace(
-            model, n_prfaas=best.n_prfaas, n_local=best.n_local, link_bandwidth_bytes_per_s=best.bandwidth_bytes_per_s
-        )
+        sized = with_link_rate(replace(model, n_prfaas=best.n_prfaas, n_local=best.n_local), best.bandwidth_bytes_per_s)
         links = (
-            [*space.bandwidths_bytes_per_s, model.link_bandwidth_bytes_per_s]
+            [*space.bandwidths_bytes_per_s, link_bought_bytes_per_s(model)]
             if knee_bandwidths_bytes_per_s is None
             else list(knee_bandwidths_bytes_per_s)
         )
