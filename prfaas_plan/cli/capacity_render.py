@@ -349,6 +349,12 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
             {**_cell_data(c, h), "kind": "homogeneous-pd", "prefill_hardware": None, "prefill_provenance": None}
         )
     out.print(table)
+    for c in m.cells:  # shape: auto (optimize.shapes): the shapes chosen and the next-best sized pair
+        if c.shape:
+            cost = "no deployment" if c.next_usd_per_hour is None else f"{_money(c.next_usd_per_hour)}/h"
+            out.print(
+                f"shape {c.prefill} × {c.local}: {c.shape}" + (f"; next {c.next_shape}: {cost}" * bool(c.next_shape))
+            )
     front = DataTable(title="Pareto frontier: cost against goodput (against throughput: ✓)", title_justify="left")
     for col in ("deployment", "USD/h", "goodput (req/s)", "Λ_max (req/s)", "on throughput frontier"):
         front.add_column(col, justify="left" if col == "deployment" else "right")

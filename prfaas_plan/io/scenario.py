@@ -60,6 +60,7 @@ from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, Section, load_yam
 from prfaas_plan.physics.curves import fit_profile, shape_problems
 from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.roofline import missing_peak
+from prfaas_plan.physics.shapes import has_experts, memory_problem
 from prfaas_plan.spec.hardware import (
     HardwareProfile,
     KernelShapes,
@@ -79,6 +80,7 @@ from prfaas_plan.spec.scenario import (
     TcpPath,
     Traffic,
 )
+from prfaas_plan.spec.shape import InstanceShape
 from prfaas_plan.units import GBIT_PER_S, MIB
 
 # --------------------------------------------------------------------------------------------- scenario
@@ -193,7 +195,9 @@ def _scenario_model(root: Section, base: Path) -> ModelCard | None:
 
 
 _POOL_KEYS = ("hardware", "gpus_per_instance", "instances")
-_POOL_OPTIONAL = ("method", "calibrate_from", "roofline", "engine")
+_POOL_OPTIONAL = ("method", "calibrate_from", "roofline", "engine", "shape")
+#: Keys of a named ``shape:`` (``spec.shape.InstanceShape``; its GPUs are the pool's ``gpus_per_instance``).
+_SHAPE_KEYS = ("tensor_parallel", "expert_parallel", "attention_data_parallel")
 #: Roofline fields a pool may override: efficiencies in (0, 1], overheads in s, the prefill chunk in tokens
 #: and the small-GEMM half-rows (``spec.hardware.RooflineParams``).
 _ROOFLINE_EFFICIENCIES = ("compute_efficiency", "attention_efficiency", "memory_efficiency", "communication_efficiency")
@@ -365,6 +369,9 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         except InputError as exc:
             sec.checker.problems.extend(exc.problems)
             return None
+    shape, choose_shape = _pool_shape(sec, hardware, model, method, int(gpus), params.expert_parallel)
+    if sec.has("shape") and shape is None and not choose_shape:
+        return None
     return Pool(
         hardware_key=hardware.accelerator.key,
         accelerator=hardware.accelerator,
@@ -376,7 +383,54 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         calibration=calibration,
         calibration_accelerator=calibration_accelerator,
         time_band=time_band,
+        shape=shape,
+        choose_shape=choose_shape,
     )
+
+
+def _pool_shape(
+    sec: Section, hardware: HardwareProfile, model: ModelCard, method: str, gpus: int, expert_parallel: bool
+) -> tuple[InstanceShape | None, bool]:
+    """The pool's ``shape:``: ``auto`` (the planner chooses, ``optimize.shapes``) or the parallel degrees of
+    its ``gpus_per_instance`` GPUs (``spec.shape.InstanceShape``), checked against the scale-up domain and
+    the model's weights (``physics.shapes``). (None, False) without one, or after reporting a problem."""
+    if not sec.has("shape"):
+        return None, False
+    where = (*sec.path, "shape")
+    if method == "measured":
+        sec.checker.report(
+            where, "a measured pool keeps the shape it was measured on; use method: roofline or calibrated"
+        )
+        return None, False
+    arch = model.architecture
+    domain = hardware.accelerator.scale_up_gpus
+    if domain is None:
+        sec.checker.report(where, f"{hardware.file} gives no scale_up_gpus (the GPUs an instance may span)")
+        return None, False
+    if sec.raw("shape") == "auto":
+        return None, True
+    if not isinstance(sec.raw("shape"), dict):
+        sec.checker.report(where, f"expected auto or a mapping of {', '.join(_SHAPE_KEYS)}, got {sec.raw('shape')!r}")
+        return None, False
+    sub = sec.sub("shape", optional=_SHAPE_KEYS)
+    dp = sub.number("attention_data_parallel", ge=1, le=gpus, integer=True, default=1)
+    tp = sub.number("tensor_parallel", ge=1, le=gpus, integer=True, default=gpus / (dp or 1))
+    ep = sub.number("expert_parallel", ge=1, le=gpus, integer=True, default=gpus if expert_parallel else 1)
+    if dp is None or tp is None or ep is None or arch is None:
+        return None, False
+    shape = InstanceShape(gpus=gpus, tensor_parallel=int(tp), expert_parallel=int(ep), attention_data_parallel=int(dp))
+    problems = shape.problems()
+    if gpus > domain:
+        problems.append(f"{gpus} GPUs per instance exceed {hardware.accelerator.key}'s scale-up domain of {domain}")
+    if (shape.expert_parallel > 1 or shape.attention_data_parallel > 1) and not has_experts(arch):
+        problems.append(f"expert and attention data parallelism need routed experts; '{model.key}' has none")
+    if not problems:
+        why = memory_problem(model.name, arch, hardware.accelerator, shape)
+        if why is not None:
+            problems.append(why)
+    for message in problems:
+        sec.checker.report(where, message)
+    return (None, False) if problems else (shape, False)
 
 
 def _check_shapes(checker: Checker, pool: Pool, lengths: dist.LengthDistribution, pool_path: KeyPath) -> None:

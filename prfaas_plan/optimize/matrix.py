@@ -32,6 +32,11 @@ class CellInput:
     reason: str | None
     prefill_provenance: str
     local_provenance: str
+    #: With ``shape: auto``: the (shape label, stage model, prices) pairs of shapes to size
+    #: (``optimize.shapes.variants``); the cheapest is chosen. Empty: the pools' own shapes.
+    variants: tuple[tuple[str, StageModel, UnitPrices], ...] = ()
+    #: Shapes ruled out for the cell's pools, with the numbers (weights or KV that do not fit).
+    ruled_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +61,12 @@ class CellResult:
     local_provenance: str
     sizing: Sizing | None
     reason: str | None
+    #: The shapes chosen (``PrfaaS / local``; "" when the pools keep their own), the next-best sized shape
+    #: pair and its PrfaaS-PD cost (None: it carries no deployment or there is none).
+    shape: str = ""
+    next_shape: str = ""
+    next_usd_per_hour: float | None = None
+    ruled_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,14 +101,26 @@ def _throughput(model: StageModel, d: Deployment) -> float:
     return evaluate(sized, t, d.n_pd_prefill).throughput_req_per_s
 
 
-def _size_cell(task: tuple[CellInput, Target, float, bool]) -> Sizing:
-    """One cell's sizing (a top-level function, so that worker processes can run it)."""
+def _size_cell(task: tuple[CellInput, Target, float, bool]) -> tuple[Sizing, StageModel, str, str, float | None]:
+    """One cell's sizing, its stage model, and with shape variants the chosen shape, the next-best one and its
+    cost (a top-level function, so that worker processes can run it)."""
     cell, target, scv, homogeneous = task
-    assert cell.model is not None and cell.prices is not None
-    space = default_search_space(cell.model, cell.prices, target)
+    if not cell.variants:
+        assert cell.model is not None and cell.prices is not None
+        return _size_model(cell.model, cell.prices, target, scv, homogeneous), cell.model, "", "", None
+    sized = [(label, _size_model(m, p, target, scv, homogeneous), m) for label, m, p in cell.variants]
+    sized.sort(key=lambda x: x[1].prfaas_pd.usd_per_hour if x[1].prfaas_pd is not None else float("inf"))
+    (label, sizing, model), rest = sized[0], sized[1:]
+    nxt = rest[0] if rest else None
+    nxt_cost = nxt[1].prfaas_pd.usd_per_hour if nxt is not None and nxt[1].prfaas_pd is not None else None
+    return sizing, model, label, nxt[0] if nxt is not None else "", nxt_cost
+
+
+def _size_model(model: StageModel, prices: UnitPrices, target: Target, scv: float, homogeneous: bool) -> Sizing:
+    space = default_search_space(model, prices, target)
     return size(
-        cell.model,
-        cell.prices,
+        model,
+        prices,
         target,
         bandwidths_bytes_per_s=space.bandwidths_bytes_per_s,
         max_prfaas=space.max_prfaas,
@@ -115,7 +138,7 @@ def hardware_matrix(
     ``workers`` > 1 sizes the cells in that many processes (each cell is independent; the results are the
     same, in the same order). Homogeneous PD is sized once per local accelerator, with its first cell.
     """
-    sized = [c for c in cells if c.model is not None and c.prices is not None]
+    sized = [c for c in cells if (c.model is not None and c.prices is not None) or c.variants]
     seen: set[str] = set()
     tasks = []
     for cell in sized:
@@ -131,12 +154,12 @@ def hardware_matrix(
             sizings = list(pool.map(_size_cell, tasks))
     else:
         sizings = [_size_cell(task) for task in tasks]
-    by_cell = {id(cell): sizing for (cell, *_), sizing in zip(tasks, sizings, strict=True)}
+    by_cell = {id(cell): sized for (cell, *_), sized in zip(tasks, sizings, strict=True)}
     results: list[CellResult] = []
     points: list[MatrixPoint] = []
     for cell in cells:
-        sizing = by_cell.get(id(cell))
-        if sizing is None or cell.model is None:
+        found = by_cell.get(id(cell))
+        if found is None:
             results.append(
                 CellResult(
                     prefill=cell.prefill,
@@ -145,9 +168,11 @@ def hardware_matrix(
                     local_provenance=cell.local_provenance,
                     sizing=None,
                     reason=cell.reason or "no prices",
+                    ruled_out=cell.ruled_out,
                 )
             )
             continue
+        sizing, model, shape, next_shape, next_usd = found
         results.append(
             CellResult(
                 prefill=cell.prefill,
@@ -156,6 +181,10 @@ def hardware_matrix(
                 local_provenance=cell.local_provenance,
                 sizing=sizing,
                 reason=None if sizing.prfaas_pd is not None else "; ".join(sizing.reasons) or None,
+                shape=shape,
+                next_shape=next_shape,
+                next_usd_per_hour=next_usd,
+                ruled_out=cell.ruled_out,
             )
         )
         for d, kind in ((sizing.prfaas_pd, "prfaas-pd"), (sizing.homogeneous_pd, "homogeneous-pd")):
@@ -168,7 +197,7 @@ def hardware_matrix(
                     kind=kind,
                     usd_per_hour=d.usd_per_hour,
                     goodput_req_per_s=d.goodput_req_per_s,
-                    throughput_req_per_s=_throughput(cell.model, d),
+                    throughput_req_per_s=_throughput(model, d),
                 )
             )
     if not points and results:

@@ -251,6 +251,16 @@ def matrix_to_dict(m: HardwareMatrix) -> dict[str, Any]:
                 if c.sizing is None or c.sizing.homogeneous_pd is None
                 else deployment_to_dict(c.sizing.homogeneous_pd),
                 "infeasible": c.reason,
+                **(
+                    {
+                        "shape": c.shape,
+                        "next_shape": c.next_shape or None,
+                        "next_shape_usd_per_hour": c.next_usd_per_hour,
+                        "shapes_ruled_out": list(c.ruled_out),
+                    }
+                    if c.shape or c.ruled_out
+                    else {}
+                ),
             }
         )
     points = [

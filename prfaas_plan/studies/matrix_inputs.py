@@ -18,12 +18,13 @@ from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.names import load_named_hardware
 from prfaas_plan.io.paths import builtin_root
-from prfaas_plan.optimize.cost import unit_prices
+from prfaas_plan.optimize.cost import UnitPrices, unit_prices
 from prfaas_plan.optimize.matrix import CellInput
+from prfaas_plan.optimize.shapes import PoolShapes, chooses_shapes, pool_shapes, variants
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
 from prfaas_plan.spec.scenario import Pool, Scenario
-from prfaas_plan.throughput import stage_model
+from prfaas_plan.throughput import StageModel, stage_model
 
 #: At most this many hardware names per axis of the matrix.
 MAX_AXIS = 16
@@ -128,8 +129,12 @@ def matrix_inputs(scenario: Scenario, prefill: Sequence[str], local: Sequence[st
     """The hardware matrix's cells: each (prefill, local) pair's stage model and prices, or why it has none.
     Raises InputError naming ``prefill`` or ``local`` for an unknown hardware name."""
     inputs = []
+    screens: dict[tuple[str, str], PoolShapes] = {}
     for cell in matrix_cells(scenario, list(prefill), list(local)):
         model, prices, reason = None, None, cell.reason
+        if cell.scenario is not None and chooses_shapes(cell.scenario):
+            inputs.append(_shaped_cell(cell, cell.scenario, screens))
+            continue
         if cell.scenario is not None:
             try:
                 model = stage_model(cell.scenario)
@@ -150,3 +155,40 @@ def matrix_inputs(scenario: Scenario, prefill: Sequence[str], local: Sequence[st
             )
         )
     return inputs
+
+
+def _shaped_cell(cell: MatrixCell, spec: Scenario, screens: dict[tuple[str, str], PoolShapes]) -> CellInput:
+    """A cell whose pools choose their shapes: the screened shape pairs' stage models and prices
+    (``optimize.shapes``), each pool's screen made once per hardware name."""
+    for role, key in (("prfaas", cell.prefill), ("local", cell.local)):
+        if (role, key) not in screens:
+            screens[(role, key)] = pool_shapes(spec, role)
+    reasons: list[str] = []
+    found: list[tuple[str, StageModel, UnitPrices]] = []
+    ruled: tuple[str, ...] = ()
+    try:
+        pairs, ruled = variants(spec, screens[("prfaas", cell.prefill)], screens[("local", cell.local)])
+    except InfeasibleError as exc:
+        pairs, reasons = (), list(exc.reasons)
+    for pair in pairs:
+        prices = unit_prices(pair.scenario)
+        try:
+            model = stage_model(pair.scenario)
+        except InfeasibleError as exc:
+            reasons.append(f"{pair.label}: " + "; ".join(exc.reasons))
+            continue
+        if not prices.complete:
+            reasons.append("no price: " + "; ".join(v for v in prices.sources.values() if v.startswith("no price")))
+            continue
+        found.append((pair.label, model, prices))
+    return CellInput(
+        prefill=cell.prefill,
+        local=cell.local,
+        model=found[0][1] if found else None,
+        prices=found[0][2] if found else None,
+        reason=None if found else "; ".join(reasons) or "no shape carries a deployment",
+        prefill_provenance=cell.prefill_provenance,
+        local_provenance=cell.local_provenance,
+        variants=tuple(found),
+        ruled_out=ruled,
+    )
