@@ -124,12 +124,12 @@ def _long_digits(reader: Reader, digits: int) -> str:
 #: Each case makes the hostile input at ``path`` (returns False when it cannot be made here) and names what a
 #: correct run does: "refuse" (exit 2) or "any" (exit 0, 1 or 2: a well-formed variant of a valid file).
 CASES: dict[str, tuple[str, Callable[[Reader, Path], bool]]] = {
-    "fifo": ("refuse", lambda r, p: os.mkfifo(p) is None),
+    "fifo": ("refuse", lambda r, p: _done(os.mkfifo, p)),
     "device_copy": ("refuse", lambda r, p: _mknod(p, 3)),
-    "directory": ("refuse", lambda r, p: p.mkdir() is None),
-    "dangling_symlink": ("refuse", lambda r, p: p.symlink_to(p.with_name("never-there" + r.suffix)) is None),
+    "directory": ("refuse", lambda r, p: _done(p.mkdir)),
+    "dangling_symlink": ("refuse", lambda r, p: _done(p.symlink_to, p.with_name("never-there" + r.suffix))),
     "zero_device": ("refuse", lambda r, p: _mknod(p, 5)),
-    "huge_sparse": ("refuse", lambda r, p: os.truncate(_touch(p), (1 << 30) + 1) is None),
+    "huge_sparse": ("refuse", lambda r, p: _done(os.truncate, _touch(p), (1 << 30) + 1)),
     "deep": ("refuse", lambda r, p: _write(p, _deep(r, 10_000))),
     "long_digits": ("refuse", lambda r, p: _write(p, _long_digits(r, 5000))),
     "nul_bytes": ("refuse", lambda r, p: _write_bytes(p, r.valid().encode()[:40] + b"\0" * 64 + b"\n")),
@@ -137,6 +137,11 @@ CASES: dict[str, tuple[str, Callable[[Reader, Path], bool]]] = {
     "crlf": ("any", lambda r, p: _write_bytes(p, r.valid().replace("\n", "\r\n").encode())),
     "empty": ("refuse", lambda r, p: _write(p, "")),
 }
+
+
+def _done(make: Callable[..., None], *args: object) -> bool:
+    make(*args)
+    return True
 
 
 def _touch(path: Path) -> Path:
