@@ -30,8 +30,8 @@ from prfaas_plan.physics.decode import decode_step_seconds
 from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.physics.roofline import Instance
-from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.physics.tcp import deliverable_bytes_per_s, transfer_latency_s
+from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.scenario import Arrival, Scenario, TcpPath, TransferMode
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
