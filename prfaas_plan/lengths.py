@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -33,7 +32,84 @@ MAX_MOMENT_ORDER = 4
 
 _SQRT2 = math.sqrt(2.0)
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
-_INV_CDF = NormalDist().inv_cdf
+_LOG = np.frompyfunc(math.log, 1, 1)
+
+# Wichura (1988), Algorithm AS 241 (PPND16), Applied Statistics 37(3): 477-484, the rational approximations of
+# the standard normal's inverse CDF (relative error about 1e-16), coefficients from the highest power down:
+# |p - 1/2| <= 0.425 in r = 0.180625 - (p - 1/2)², else in r = sqrt(-ln(min(p, 1 - p))) - 1.6 (r <= 5) or - 5.
+_AS241_CENTRAL = (
+    (2.5090809287301226727e3, 3.3430575583588128105e4, 6.7265770927008700853e4, 4.5921953931549871457e4,
+     1.3731693765509461125e4, 1.9715909503065514427e3, 1.3314166789178437745e2, 3.3871328727963666080e0),
+    (5.2264952788528545610e3, 2.8729085735721942674e4, 3.9307895800092710610e4, 2.1213794301586595867e4,
+     5.3941960214247511077e3, 6.8718700749205790830e2, 4.2313330701600911252e1, 1.0),
+)  # fmt: skip
+_AS241_NEAR = (
+    (7.74545014278341407640e-4, 2.27238449892691845833e-2, 2.41780725177450611770e-1, 1.27045825245236838258e0,
+     3.64784832476320460504e0, 5.76949722146069140550e0, 4.63033784615654529590e0, 1.42343711074968357734e0),
+    (1.05075007164441684324e-9, 5.47593808499534494600e-4, 1.51986665636164571966e-2, 1.48103976427480074590e-1,
+     6.89767334985100004550e-1, 1.67638483018380384940e0, 2.05319162663775882187e0, 1.0),
+)  # fmt: skip
+_AS241_FAR = (
+    (2.01033439929228813265e-7, 2.71155556874348757815e-5, 1.24266094738807843860e-3, 2.65321895265761230930e-2,
+     2.96560571828504891230e-1, 1.78482653991729133580e0, 5.46378491116411436990e0, 6.65790464350110377720e0),
+    (2.04426310338993978564e-15, 1.42151175831644588870e-7, 1.84631831751005468180e-5, 7.86869131145613259100e-4,
+     1.48753612908506148525e-2, 1.36929880922735805310e-1, 5.99832206555887937690e-1, 1.0),
+)  # fmt: skip
+
+
+def _horner(coefficients: tuple[float, ...], r: FloatArray) -> FloatArray:
+    """Σ c_i r^(n-i) for coefficients from the highest power down, by Horner's rule (one rounding per step)."""
+    out = coefficients[0] * r + coefficients[1]
+    for c in coefficients[2:]:
+        out = out * r + c
+    return out
+
+
+def _ratio(pair: tuple[tuple[float, ...], tuple[float, ...]], r: FloatArray) -> tuple[FloatArray, FloatArray]:
+    return _horner(pair[0], r), _horner(pair[1], r)
+
+
+def standard_normal_quantile(p: FloatArray) -> FloatArray:
+    """Φ⁻¹(p) for every p in (0, 1), elementwise (Wichura's AS 241, coefficients above).
+
+    The same operations in the same order as ``statistics.NormalDist().inv_cdf``, which evaluates AS 241 one
+    number at a time: equal to it bit for bit on 1.6 million probabilities from 5e-324 to 1 - 1e-16 (x86-64),
+    the logarithm taken by ``math.log`` as there (numpy's vectorised log differs from it by an ulp on about one
+    input in 3,000). Vectorised, and without importing ``statistics`` (which brings ``fractions``, ``decimal``
+    and ``random``) on the commands' start-up path.
+    """
+    q = p - 0.5
+    central = np.abs(q) <= 0.425
+    out = np.empty_like(q)
+    if np.any(central):
+        qc = q[central]
+        num, den = _ratio(_AS241_CENTRAL, 0.180625 - qc * qc)
+        out[central] = num * qc / den
+    tail = ~central
+    if np.any(tail):
+        qt, pt = q[tail], p[tail]
+        r = np.sqrt(-np.asarray(_LOG(np.where(qt <= 0.0, pt, 1.0 - pt)), dtype=np.float64))
+        near = r <= 5.0
+        num, den = np.empty_like(r), np.empty_like(r)
+        num[near], den[near] = _ratio(_AS241_NEAR, r[near] - 1.6)
+        num[~near], den[~near] = _ratio(_AS241_FAR, r[~near] - 5.0)
+        x = num / den
+        out[tail] = np.where(qt < 0.0, -x, x)
+    # NormalDist returns mu + x·sigma with mu = 0, sigma = 1: the same number, -0.0 turned into 0.0.
+    return 0.0 + out
+
+
+def distinct_sorted(values: npt.ArrayLike) -> npt.NDArray[Any]:
+    """The distinct values in increasing order, flattened: ``np.unique(values)`` for values without NaN.
+
+    Written out because ``np.unique`` without its index outputs first asks whether its input is a masked array,
+    which imports ``numpy.ma`` (10-15 ms) on the first call: every command that builds a threshold or knot grid
+    would pay it at start-up.
+    """
+    ordered = np.sort(np.asarray(values).ravel())
+    keep = np.ones(ordered.size, dtype=np.bool_)
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _erfc(x: FloatArray) -> FloatArray:
@@ -287,7 +363,10 @@ class TruncatedLogNormal(LengthDistribution):
         from_above = sf_hi + (1.0 - q) * norm
         use_below = from_below <= 0.5
         target = np.where(use_below, from_below, from_above).ravel()
-        z = np.array([_INV_CDF(p) if 0.0 < p < 1.0 else math.nan for p in target]).reshape(q.shape)
+        inside = (target > 0.0) & (target < 1.0)
+        z_flat = np.full(target.shape, math.nan)
+        z_flat[inside] = standard_normal_quantile(target[inside])
+        z = z_flat.reshape(q.shape)
         z = np.where(use_below, z, -z)
         x = np.clip(np.exp(self.mu + self.sigma * z), self.lower_tokens, self.upper_tokens)
         # Endpoints and probabilities that underflowed (target 0 or 1) map to the bounds exactly.

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from prfaas_plan.cli.app import app
 from prfaas_plan.latency import loaded_ttft, plan_goodput, route_moments, stability_limit_req_per_s, stage_state
-from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law
+from prfaas_plan.latency.distribution import GRID_POINTS, ttft_law, ttft_quantile_at_rates
 from prfaas_plan.latency.goodput import goodput_rates
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn
 from prfaas_plan.latency.stages import RouteMoments, StageState, erlang_c, ggc_wait
@@ -325,6 +325,21 @@ def test_ttft_law_rejects_nothing_it_reports(paper_model: StageModel) -> None:
     x = np.linspace(0.0, 200.0, 2001)
     cdf = law.local_part(x) + law.offload_part(x)
     assert np.all(np.diff(cdf) >= -1e-12) and cdf[-1] <= 1 + 1e-12 and cdf[-1] > 0.9999
+
+
+@EXAMPLES
+@given(loaded_stage_models(), st.floats(0.0, 1.0), st.floats(0.1, 0.9), st.sampled_from((0.5, 0.9, 0.99)))
+def test_quantile_at_rates_is_loaded_ttfts_figure(model: StageModel, q: float, split: float, level: float) -> None:
+    """The goodput re-scoring's P_q(Λ) (one level, the law's rate-free parts kept across rates) is the very
+    number ``loaded_ttft`` reports, at zero load, along the load and past the limit (None where unstable)."""
+    t, n_p, n_d = _plan(model, q, split)
+    limit = _limit(model, t, n_p, n_d)[0]
+    quantile_at = ttft_quantile_at_rates(model, t, n_p, n_d, level, decode_service_scv=0.3)
+    field = {0.5: "p50_s", 0.9: "p90_s", 0.99: "p99_s"}[level]
+    for fraction in (0.0, 0.4, 0.9, 0.4, 1.2):
+        rate = fraction * limit if math.isfinite(limit) else fraction
+        full = loaded_ttft(model, t, n_p, n_d, rate, decode_service_scv=0.3).ttft
+        assert quantile_at(rate) == (None if full is None else getattr(full, field))
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -12,12 +12,14 @@ from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.under_load import UnderLoad
-from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
 from prfaas_plan.throughput import STAGES
 
 if TYPE_CHECKING:  # rich is imported only when a table is drawn (--json never pays for it)
     from rich.console import Console
     from rich.table import Table
+
+    # Annotations only: the simulator behind them loads when a command simulates.
+    from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
 
 _DASH = "—"
 _STAGE_LABELS = {"prfaas_compute": "PrfaaS", "prfaas_link": "link", "pd_prefill": "PD-P", "pd_decode": "PD-D"}

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.latency.unloaded import local_mass_below, offload_mass_below, route_latency
+from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.optimize.carrier import Carrier, priced_deployment, smallest_local
 from prfaas_plan.optimize.cost import (
     UnitPrices,
@@ -71,7 +72,7 @@ def fluid_floors(
     lengths = model.lengths
     lo, hi = lengths.lower_tokens - 1.0, lengths.upper_tokens
     inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _FLOOR_CELLS + 1)), dtype=np.float64)
-    t = np.unique(np.clip(np.concatenate(([lo], inner, [hi])), lo, hi))
+    t = distinct_sorted(np.clip(np.concatenate(([lo], inner, [hi])), lo, hi))
     top = np.full_like(t, hi)
     offload_work = rate * np.asarray(model.prfaas_prefill.expect(lengths, t, top), dtype=np.float64)
     egress = rate * np.asarray(model.kv_bytes.expect(lengths, t, top), dtype=np.float64)

@@ -27,6 +27,7 @@ from prfaas_plan.latency.unloaded import (
     offload_mass_below,
     route_latency,
 )
+from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.throughput import STAGES, StageModel, decode_floor
 
 Array = NDArray[np.float64]
@@ -55,7 +56,7 @@ def _coarse_thresholds(model: StageModel) -> Array:
     lengths = model.lengths
     inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _COARSE_THRESHOLDS)), dtype=np.float64)
     below_all = min(0.0, lengths.lower_tokens - 1.0)
-    return np.unique(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
+    return distinct_sorted(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
 
 
 # Thresholds on which ``_rate_thresholds`` looks for the plans that can carry a rate.
@@ -79,7 +80,7 @@ def threshold_scan(model: StageModel, ttft_slo_s: float) -> ThresholdScan:
     """``_FEASIBLE_SCAN`` quantile-spaced thresholds (plus one below every length and the longest), their route
     moments and the empty system's P(TTFT <= X) at each."""
     lengths = model.lengths
-    scan = np.unique(
+    scan = distinct_sorted(
         np.concatenate(
             (
                 [min(0.0, lengths.lower_tokens - 1.0)],
@@ -128,7 +129,7 @@ def _rate_thresholds(model: StageModel, rate: float, quantile: float, scan: Thre
     if not np.any(ok):
         return _coarse_thresholds(model), zero_load
     feasible = scan.thresholds[ok]
-    picks = np.unique(np.round(np.linspace(0, feasible.size - 1, _COARSE_THRESHOLDS)).astype(np.int64))
+    picks = distinct_sorted(np.round(np.linspace(0, feasible.size - 1, _COARSE_THRESHOLDS)).astype(np.int64))
     return feasible[picks], zero_load
 
 

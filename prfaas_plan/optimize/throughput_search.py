@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.lengths import Empirical
+from prfaas_plan.lengths import Empirical, distinct_sorted
 from prfaas_plan.optimize.plans import PlanEvaluation, evaluate
 from prfaas_plan.throughput import (
     StageModel,
@@ -89,9 +89,9 @@ def _coarse_grid(model: StageModel) -> np.ndarray:
     below_all = min(0.0, lengths.lower_tokens - 1.0)
     if isinstance(lengths, Empirical) and lengths.n_values <= _EXACT_EMPIRICAL_MAX:
         # Λ is piecewise constant between observed lengths: the observed values are every distinct plan.
-        return np.unique(np.concatenate(([below_all], lengths.sorted_tokens)))
+        return distinct_sorted(np.concatenate(([below_all], lengths.sorted_tokens)))
     inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _COARSE_POINTS)), dtype=np.float64)
-    return np.unique(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
+    return distinct_sorted(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,7 +318,7 @@ def _best_splits(model: StageModel, resolution_tokens: float) -> tuple[np.ndarra
         a, b = edges[:, :-1], edges[:, 1:] - 1
         present = b >= a
         a, b = a[present], b[present]
-        run(np.unique(b))
+        run(distinct_sorted(b))
         best = incumbent()
         bound = np.fmin([searched[row][2] for row in b.tolist()], (n - a) * per_decode)
         open_ = (bound > best * (1 + _BOUND_RTOL)) & (b > a)

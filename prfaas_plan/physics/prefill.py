@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.physics.curves import TabulatedCurve
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
@@ -27,7 +28,7 @@ from prfaas_plan.spec.model import Architecture
 
 # Knots of tabulated curves: geometric from 1 token to 4M tokens. Prefill time is smooth in l, so linear
 # interpolation between knots 2.2 % apart errs by well under 0.1 %.
-_GRID = np.unique(np.concatenate((np.geomspace(1.0, 4_194_304.0, 641), [128.0, 131_072.0])))
+_GRID = distinct_sorted(np.concatenate((np.geomspace(1.0, 4_194_304.0, 641), [128.0, 131_072.0])))
 
 
 def prefill_chunks(params: RooflineParams, new_tokens: ArrayLike) -> NDArray[np.float64]:
@@ -109,7 +110,7 @@ def kv_transfer_curve(arch: Architecture, cached_tokens: float = 0.0) -> Tabulat
     Piecewise linear exactly (the windows add kinks where c + l reaches their sizes, which are knots).
     """
     windows = [float(g.attention.window) - cached_tokens for g in arch.layers if g.attention.kind == "swa"]
-    knots = np.unique(np.concatenate((_GRID, [w for w in windows if w > 0])))
+    knots = distinct_sorted(np.concatenate((_GRID, [w for w in windows if w > 0])))
     return TabulatedCurve(
         knots_tokens=tuple(knots),
         knot_values=tuple(transfer_bytes(arch, cached_tokens, knots)),

@@ -4,10 +4,11 @@ transfer bytes (NaN rates as None)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prfaas_plan.sim.prefix_cache import CacheReplay
-from prfaas_plan.sim.records import SimResult
+if TYPE_CHECKING:  # annotations only: the simulator loads when a command simulates (start-up time)
+    from prfaas_plan.sim.prefix_cache import CacheReplay
+    from prfaas_plan.sim.records import SimResult
 
 
 def dynamics_to_dict(result: SimResult, replay: CacheReplay | None) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
@@ -12,9 +12,11 @@ from prfaas_plan.physics.pools import FitReport
 from prfaas_plan.physics.table3 import KvRow
 from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.studies.verify import Decision, GoodputCheck, LoadedCheck
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S, MIB
+
+if TYPE_CHECKING:  # annotations only: the simulator behind them loads when a command simulates (start-up time)
+    from prfaas_plan.studies.verify import Decision, GoodputCheck, LoadedCheck
 
 
 def _clean(value: float | None) -> float | None:

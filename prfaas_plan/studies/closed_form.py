@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,10 +27,13 @@ from prfaas_plan.latency import LoadedTtft, loaded_ttft, route_moments, stabilit
 from prfaas_plan.latency.profile import ProfileTtft, Validity, profile_ttft, stationary_validity
 from prfaas_plan.lengths import Fixed, LengthDistribution
 from prfaas_plan.optimize import PlanEvaluation
-from prfaas_plan.sim.arrivals import arrival_process
-from prfaas_plan.sim.workload import Workload, synthetic_workload, trace_workload
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.throughput import StageModel
+
+if TYPE_CHECKING:
+    # The simulator's workload builders are imported where a workload is drawn: commands that only carry a
+    # ``Traffic`` (``optimize`` without ``--load``) do not load them (start-up time).
+    from prfaas_plan.sim.workload import Workload
 
 #: Requests sampled to drive the windowed closed form for a synthetic non-renewal process, and its seed
 #: (fixed, so the closed form does not change with the verification's seed).
@@ -94,6 +98,9 @@ def workload_for(
     model: StageModel, traffic: Traffic, rate_req_per_s: float, requests: int, rng: np.random.Generator
 ) -> Workload:
     """A synthetic workload of ``requests`` requests at rate λ from the model's lengths and arrival process."""
+    from prfaas_plan.sim.arrivals import arrival_process
+    from prfaas_plan.sim.workload import synthetic_workload
+
     return synthetic_workload(
         rng, arrival_process(model, rate_req_per_s), model.lengths, traffic.outputs(model), requests
     )
@@ -111,6 +118,8 @@ def closed_loaded(
     fixed sample of a bursty or drifting process; the stationary model for Poisson or renewal arrivals.
     Returns (figures, method, validity)."""
     if traffic.trace is not None:
+        from prfaas_plan.sim.workload import trace_workload
+
         workload = trace_workload(traffic.trace, None, rate_req_per_s)
         profile = _profile(model, threshold_tokens, n_pd_prefill, n_pd_decode, workload)
         return profile.loaded, "windowed (trace)", profile.validity

@@ -4,18 +4,20 @@ distribution), replayed first through the scenario's finite prefix caches when i
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.traces import read_trace, resolve_trace_path
 from prfaas_plan.optimize import PlanEvaluation
-from prfaas_plan.sim.prefix_cache import CacheReplay
 from prfaas_plan.spec.dynamics import PrefixCaches
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.studies.closed_form import Traffic
-from prfaas_plan.studies.dynamic import plan_with_caches
 from prfaas_plan.studies.planning import choose_plan, trace_model
 from prfaas_plan.throughput import StageModel
+
+if TYPE_CHECKING:  # annotations only: the cache replay (the simulator's) loads when a scenario has caches
+    from prfaas_plan.sim.prefix_cache import CacheReplay
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -69,6 +71,8 @@ def offered_traffic(
                     "(an infinite cache)",
                 )
             )
+        from prfaas_plan.studies.dynamic import plan_with_caches
+
         cached_model, _, cache_replay = plan_with_caches(
             model, replay, caches, threshold_tokens=None, n_pd_prefill=None, n_pd_decode=None
         )
@@ -96,6 +100,8 @@ def planned_traffic(
     if caches is not None:
         if replay is None:
             raise InputError(Problem(field="--dynamics", message="prefix caches need --trace (a Mooncake trace)"))
+        from prfaas_plan.studies.dynamic import plan_with_caches
+
         model, plan, cache_replay = plan_with_caches(
             model, replay, caches, threshold_tokens=threshold_tokens, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode
         )

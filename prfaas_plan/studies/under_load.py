@@ -5,14 +5,19 @@ goodput plan's goodput found again by simulation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from prfaas_plan.latency import LoadedTtft
 from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, PlanEvaluation
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.studies.closed_form import Traffic
-from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck, VerifyOptions
 from prfaas_plan.throughput import StageModel
+
+if TYPE_CHECKING:
+    # The simulator and the closed-form study load only when a command asks for a load or a check: ``optimize``
+    # without ``--load`` renders through this module without them (start-up time).
+    from prfaas_plan.studies.closed_form import Traffic
+    from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck, VerifyOptions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,8 +54,8 @@ def under_load(
     ``options.verify`` is off; with ``ttft_slo_s``, each plan's P90 checked against it until decided or the
     budget ends (``studies.verify.verify_plans``)."""
     from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
-    from prfaas_plan.studies.closed_form import closed_loaded
-    from prfaas_plan.studies.verify import check_plans
+    from prfaas_plan.studies.closed_form import Traffic, closed_loaded
+    from prfaas_plan.studies.verify import VerifyOptions, check_plans
 
     offered = traffic if traffic is not None else Traffic(output_lengths=scenario.traffic.output_length)
     settings = options if options is not None else VerifyOptions()

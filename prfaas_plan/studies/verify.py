@@ -36,17 +36,19 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
-from prfaas_plan.sim.cluster import ClusterConfig
-from prfaas_plan.sim.run import simulate
-from prfaas_plan.sim.summary import confidence_half_width
-from prfaas_plan.sim.workload import Workload, trace_workload
-from prfaas_plan.studies.closed_form import Traffic, closed_loaded, workload_for
 from prfaas_plan.throughput import StageModel
+
+if TYPE_CHECKING:
+    # The simulator and the closed-form study are imported by the functions that run them, so that a command
+    # that only builds VerifyOptions (``optimize`` without ``--load``) does not load them (start-up time).
+    from prfaas_plan.sim.workload import Workload
+    from prfaas_plan.studies.closed_form import Traffic
 
 #: Replications (the first batch, before the sequential ones) and requests per replication (CLI defaults).
 REPLICATIONS = 3
@@ -232,6 +234,8 @@ def bootstrap_workload(workload: Workload, rng: np.random.Generator, blocks: int
         parts.append((shifted[take] + b * length, take))
     times = np.concatenate([p[0] for p in parts])
     index = np.concatenate([p[1] for p in parts])
+    from prfaas_plan.sim.workload import Workload
+
     return Workload.of(times, workload.input_tokens[index], workload.output_tokens[index])
 
 
@@ -248,6 +252,9 @@ class PlanAt:
 
 def _ttft_figures(model: StageModel, plan: PlanAt, workload: Workload) -> dict[str, dict[str, float]]:
     """One simulation: mean and percentiles of TTFT overall and per route, after the warm-up requests."""
+    from prfaas_plan.sim.cluster import ClusterConfig
+    from prfaas_plan.sim.run import simulate
+
     config = ClusterConfig(
         model=model,
         threshold_tokens=plan.threshold_tokens,
@@ -302,6 +309,8 @@ class _Runs:
 
 
 def _figures(runs: list[dict[str, dict[str, float]]], trace: bool) -> dict[str, dict[str, Figure]]:
+    from prfaas_plan.sim.summary import confidence_half_width
+
     figures: dict[str, dict[str, Figure]] = {}
     for kind in KINDS:
         if not all(kind in run for run in runs):
@@ -346,6 +355,9 @@ def verify_plans(
     stat = _QUANTILE_STAT.get(quantile)
     if stat is None:
         raise ValueError(f"verification supports the 0.5, 0.9 and 0.99 quantiles, got {quantile}")
+    from prfaas_plan.sim.workload import trace_workload
+    from prfaas_plan.studies.closed_form import closed_loaded, workload_for
+
     models = {
         k: model if model.n_prfaas == p.n_prfaas else replace(model, n_prfaas=p.n_prfaas) for k, p in plans.items()
     }
