@@ -27,7 +27,7 @@ from prfaas_plan.physics.tcp import (
 )
 from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.workload import Workload
-from prfaas_plan.spec.scenario import TcpPath
+from prfaas_plan.spec.scenario import TcpPath, TransferMode
 from prfaas_plan.throughput import link_bought_bytes_per_s, stage_model, with_link_rate
 from prfaas_plan.units import GBIT_PER_S, MIB
 from tests.conftest import PAPER_SCENARIO
@@ -191,8 +191,8 @@ def test_unloaded_ttft_adds_the_round_trip_to_offloaded_requests(tmp_path: Path)
     after = unloaded_ttft(shaped.lengths, route_latency(shaped), t)
     assert after.mean_s - before.mean_s == pytest.approx(0.08 * p, rel=1e-9)
     assert after.p99_s - before.p99_s == pytest.approx(0.08, rel=1e-6)  # the P99 request is offloaded
-    for layerwise in (False, True):
-        mode = "layerwise" if layerwise else "after_prefill"
+    modes: tuple[TransferMode, ...] = ("after_prefill", "layerwise")
+    for mode in modes:
         route = route_latency(replace(shaped, transfer=mode))
         base = route_latency(replace(plain, transfer=mode))
         grid = np.array([20_000.0, 60_000.0, 131_072.0])
