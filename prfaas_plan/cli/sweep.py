@@ -9,16 +9,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from prfaas_plan.cli.common import check_finite, emit, handled, on_interrupt
 from prfaas_plan.errors import InputError, Problem
+
+if TYPE_CHECKING:  # annotations only; concurrent.futures (and logging) load when a sweep runs
+    from concurrent.futures import Executor, Future
 
 #: Default number of local worker processes: the CPU count, capped (beyond it the rows file and the parent's
 #: scheduling become the limit, and memory grows by one interpreter per worker).
@@ -429,6 +431,8 @@ def _run(
     """Run ``work`` on every task with at most ``window`` in flight, passing each result to ``record`` as it
     completes, with a progress bar on stderr when it is a terminal. On an interruption the tasks not started
     are cancelled; the rows recorded so far stay."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     from rich.console import Console
     from rich.progress import (
         BarColumn,
