@@ -234,7 +234,9 @@ def optimize(
             payload["token_rates"] = token_rates_to_dict(token_rates)
         else:
             result = compare(model, *pools, resolution_tokens)
-            view = under_load_study.under_load(model, result, spec, rate, load, curve, traffic, options, label)
+            view = under_load_study.under_load(
+                model, result, spec, rate, load, curve, traffic, options, label, ttft_slo_s=spec.slo.ttft_p90_s
+            )
             payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
@@ -309,7 +311,9 @@ def evaluate(
             n_pd_prefill,
             n_pd_decode,
         )
-        view = under_load_study.under_load(model, result, spec, rate, load, curve, traffic, options, label)
+        view = under_load_study.under_load(
+            model, result, spec, rate, load, curve, traffic, options, label, ttft_slo_s=spec.slo.ttft_p90_s
+        )
         payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
