@@ -30,7 +30,7 @@ g, TPg; and for a model with routed experts and g > 1, TPg EPg and DPg EPg.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -50,8 +50,6 @@ from prfaas_plan.spec.shape import InstanceShape
 
 Array = NDArray[np.float64]
 
-#: The fraction of HBM a shape may fill (``roofline.Instance.usable_memory_fraction``, vLLM's default 0.9).
-USABLE_MEMORY_FRACTION: float = next(f.default for f in fields(Instance) if f.name == "usable_memory_fraction")
 #: Decode batches searched (as ``physics.decode.decode_capacity``).
 _MAX_BATCH = 4096
 #: Knots of a data-parallel shape's tabulated prefill curve (as ``physics.prefill``'s: 1 token to 4M, 2.2 % apart).
@@ -118,11 +116,11 @@ def shape_weight_bytes(arch: Architecture, shape: InstanceShape) -> float:
 
 def shape_memory(arch: Architecture, accelerator: Accelerator, shape: InstanceShape) -> ShapeMemory:
     """``shape``'s memory on ``accelerator`` (module docstring)."""
-    hbm = shape.gpus * accelerator.memory_bytes
+    instance = Instance(accelerator=accelerator, gpus=shape.gpus)
     return ShapeMemory(
         shape=shape,
-        hbm_bytes=hbm,
-        usable_bytes=hbm * USABLE_MEMORY_FRACTION,
+        hbm_bytes=shape.gpus * accelerator.memory_bytes,
+        usable_bytes=instance.memory_bytes,
         weight_bytes=shape_weight_bytes(arch, shape),
     )
 
@@ -136,7 +134,7 @@ def memory_problem(
     gb = 1e9
     where = (
         f"{shape.gpus} x {accelerator.memory_bytes / gb:.0f} GB {accelerator.key} "
-        f"({mem.usable_bytes / gb:,.0f} GB usable at {USABLE_MEMORY_FRACTION:.0%})"
+        f"({mem.usable_bytes / gb:,.0f} GB usable at {mem.usable_bytes / mem.hbm_bytes:.0%})"
     )
     dtype = arch.dtypes.weights.upper()
     copies = (
