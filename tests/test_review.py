@@ -94,7 +94,7 @@ def test_parts_without_inputs_are_skipped_with_reasons(untargeted: Any) -> None:
     the plan, the sweeps, the loaded figures and the cost are there."""
     r = untargeted
     assert r.goodput is None and r.sizing is None and r.tornado is None and r.n_minus_one is None
-    assert set(r.skipped) == {"goodput", "sizing", "matrix", "frontier", "tornado", "n_minus_one"}
+    assert set(r.skipped) == {"goodput", "sizing", "error_band", "matrix", "frontier", "tornado", "n_minus_one"}
     assert "target" in r.skipped["sizing"] and "SLO" in r.skipped["goodput"]
     assert r.cost is not None
     assert r.loaded.basis.startswith("each plan at 70%")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.headroom import Tornado
 from prfaas_plan.optimize.plans import PlanEvaluation
+from prfaas_plan.optimize.sizing import Sizing
 from prfaas_plan.report.capacity import (
     carried_to_dict,
     cost_comparison_to_dict,
@@ -29,6 +30,7 @@ from prfaas_plan.report.capacity import (
     target_to_dict,
 )
 from prfaas_plan.report.plans import check_to_dict, comparison_to_dict, goodput_comparison_to_dict
+from prfaas_plan.report.uncertainty import edges_to_dict
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.studies.review import SCHEMA_VERSION, Review
 from prfaas_plan.studies.verify import LoadedCheck
@@ -134,6 +136,9 @@ def review_to_dict(r: Review) -> dict[str, Any]:
         },
         "goodput": None if r.goodput is None else goodput_comparison_to_dict(spec, r.goodput),
         "sizing": None,
+        "error_band": None
+        if r.error_band is None
+        else edges_to_dict(r.error_band.scenario, r.error_band.nominal_verdict, r.error_band.edges),
         "cost": None if r.cost is None else cost_comparison_to_dict(r.cost, spec.local.hardware_key),
         "matrix": None if r.matrix is None else matrix_to_dict(r.matrix),
         "cost_goodput_frontier": None,
@@ -508,6 +513,82 @@ def _sizing_tables(r: Review) -> list[Table]:
     return tables
 
 
+def _band_tables(r: Review) -> list[Table]:
+    """The table of the review's ``error_band`` part: the nominal sizing, then the sizing at each edge."""
+    b = r.error_band
+    if b is None:
+        return []
+
+    def row(
+        edge: str,
+        verdict: str,
+        found: Sizing | None,
+        goodput: tuple[float | None, float | None],
+        scales: Mapping[str, tuple[float, float]],
+    ) -> tuple[Any, ...]:
+        prfaas = None if found is None else found.prfaas_pd
+        homog = None if found is None else found.homogeneous_pd
+        return (
+            edge,
+            verdict,
+            None if prfaas is None else prfaas.n_prfaas,
+            None if prfaas is None else prfaas.n_local,
+            None if prfaas is None else prfaas.usd_per_hour,
+            None if homog is None else homog.n_local,
+            None if homog is None else homog.usd_per_hour,
+            *goodput,
+            *(x for role in ("prfaas", "local") for x in scales[role]),
+        )
+
+    nominal = b.nominal
+    rows = [
+        row(
+            "nominal",
+            b.nominal_verdict,
+            nominal,
+            (
+                None if nominal.prfaas_pd is None else nominal.prfaas_pd.goodput_req_per_s,
+                None if nominal.homogeneous_pd is None else nominal.homogeneous_pd.goodput_req_per_s,
+            ),
+            {"prfaas": (1.0, 1.0), "local": (1.0, 1.0)},
+        )
+    ]
+    for e in b.edges:
+        scales = {role: (e.prefill_factor[role], e.decode_factor[role]) for role in ("prfaas", "local")}
+        good = (e.nominal_prfaas_goodput_req_per_s, e.nominal_homogeneous_goodput_req_per_s)
+        rows.append(row(e.edge, e.verdict, e.sizing, good, scales))
+    bands = [pool.time_band for pool in (b.scenario.prfaas, b.scenario.local) if pool.time_band is not None]
+    sources = sorted(
+        {f"prefill: {t.prefill.basis}" for t in bands}
+        | {f"decode: {t.decode.basis}" for t in bands}
+        | {t.source for t in bands}
+    )
+    return [
+        Table(
+            name="error_band",
+            title="Sizing at the edges of the error band (slow: prefill and decode times x factor; fast: ÷ factor)",
+            columns=(
+                "edge",
+                "cheapest",
+                "prfaas_pd_n_prfaas",
+                "prfaas_pd_n_local",
+                "prfaas_pd_usd_per_hour",
+                "homogeneous_pd_n_local",
+                "homogeneous_pd_usd_per_hour",
+                "nominal_prfaas_pd_goodput_req_per_s",
+                "nominal_homogeneous_pd_goodput_req_per_s",
+                "prfaas_prefill_time_scale",
+                "prfaas_decode_time_scale",
+                "local_prefill_time_scale",
+                "local_decode_time_scale",
+            ),
+            rows=tuple(rows),
+            provenance="closed form at each edge (each row sized again; nominal_* columns: the nominal sizing's "
+            "deployments re-scored there); bands: " + ("; ".join(sources) or "the serving defaults'"),
+        )
+    ]
+
+
 def _cost_tables(r: Review) -> list[Table]:
     """The tables of the review's ``cost`` part."""
     tables: list[Table] = []
@@ -728,6 +809,7 @@ def review_tables(r: Review) -> tuple[Table, ...]:
             _steady_tables,
             _goodput_tables,
             _sizing_tables,
+            _band_tables,
             _cost_tables,
             _matrix_tables,
             _frontier_tables,

@@ -7,8 +7,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from prfaas_plan.optimize.carrier import Deployment
+from prfaas_plan.optimize.uncertainty import EdgeSizing
 from prfaas_plan.report.review_data import Table, provenance_kind
-from prfaas_plan.studies.review import SCHEMA_VERSION, Option, Review
+from prfaas_plan.studies.review import SCHEMA_VERSION, ErrorBandPart, Option, Review
 from prfaas_plan.units import GBIT_PER_S
 
 
@@ -74,6 +76,89 @@ def _loaded_line(r: Review) -> str:
     if not overall:
         return line + "; they agree overall (one route's percentiles differ: see the loaded table)."
     return line + f"; **they disagree** at {'; '.join(overall)} (the verdicts use the simulation)."
+
+
+_KIND = {"prfaas-pd": "PrfaaS-PD", "homogeneous-pd": "homogeneous PD", "none": "neither"}
+
+
+def _instances(d: Deployment) -> int:
+    return d.n_prfaas + d.n_local
+
+
+def _shape(d: Deployment) -> str:
+    return f"{d.n_prfaas} + {d.n_local}" if d.n_prfaas else f"{d.n_local} instances"
+
+
+def _usd_delta(value: float) -> str:
+    return f"{'-' if value < 0 else '+'}${abs(value):,.0f}"
+
+
+def _band_factors(b: ErrorBandPart) -> str:
+    """The band's factors per pool (once when both pools share them)."""
+    per = {
+        role: (pool.time_band.prefill.factor, pool.time_band.decode.factor)
+        for role, pool in (("PrfaaS", b.scenario.prfaas), ("local", b.scenario.local))
+        if pool.method != "measured" and pool.time_band is not None
+    }
+    text = {role: f"prefill ×/÷ {f[0]:.2f}, decode ×/÷ {f[1]:.2f}" for role, f in per.items()}
+    if len(set(per.values())) == 1:
+        return next(iter(text.values())) + (" on both pools" if len(per) == 2 else f" on the {next(iter(per))} pool")
+    return "; ".join(f"{role} pool: {t}" for role, t in text.items())
+
+
+def _edge_clause(b: ErrorBandPart, edge: EdgeSizing, rate: float) -> str:
+    """What the decision's deployment does at one edge: its margin there, or what is needed instead."""
+    kind = b.nominal_verdict
+    chosen = b.nominal.prfaas_pd if kind == "prfaas-pd" else b.nominal.homogeneous_pd
+    head = f"at the {edge.edge} edge"
+    if chosen is None:
+        found = edge.sizing.cheapest if edge.sizing is not None else None
+        if found is None:
+            return f"{head} still no deployment in the search space carries it"
+        return f"{head} {_shape(found)} (${found.usd_per_hour:,.0f}/h) would"
+    good = edge.nominal_prfaas_goodput_req_per_s if kind == "prfaas-pd" else edge.nominal_homogeneous_goodput_req_per_s
+    if good is not None and good >= rate:
+        return f"{head} it carries {good:.2f} req/s, a {good / rate - 1:.0%} margin over the target"
+    carried = "nothing within the SLO" if not good else f"only {good:.2f} req/s"
+    needed = (
+        None if edge.sizing is None else edge.sizing.prfaas_pd if kind == "prfaas-pd" else edge.sizing.homogeneous_pd
+    )
+    if needed is None:
+        why = f" ({edge.reason})" if edge.reason else ""
+        return (
+            f"{head} it carries {carried} and no {_KIND[kind]} deployment in the search space carries the target{why}"
+        )
+    more = _instances(needed) - _instances(chosen)
+    dearer = _usd_delta(needed.usd_per_hour - chosen.usd_per_hour)
+    return (
+        f"{head} it carries {carried}; the target needs {_shape(needed)} there, "
+        f"{more:+d} instance{'s' if abs(more) != 1 else ''} and {dearer}/h"
+    )
+
+
+def band_line(r: Review) -> str | None:
+    """One summary line: which of the sizing's conclusions survive the pools' error band (None: no band part)."""
+    b, target = r.error_band, r.target
+    if b is None or target is None:
+        return None
+    kind = b.nominal_verdict
+    chosen = b.nominal.prfaas_pd if kind == "prfaas-pd" else b.nominal.homogeneous_pd
+    subject = (
+        f"the sized {_KIND[kind]} ({_shape(chosen)}, ${chosen.usd_per_hour:,.0f}/h)"
+        if chosen is not None
+        else "no deployment (none carries the target nominally)"
+    )
+    clauses = "; ".join(_edge_clause(b, e, target.rate_req_per_s) for e in b.edges)
+    flips = [f"{_KIND[e.verdict]} at the {e.edge} edge" for e in b.edges if e.verdict != kind]
+    decision = (
+        f"the decision ({_KIND[kind]} cheapest) holds across the band"
+        if not flips
+        else f"the decision ({_KIND[kind]} cheapest) **flips**: " + ", ".join(flips)
+    )
+    return (
+        f"- **Error band** (roofline or calibrated pricing, held out: {_band_factors(b)}): for "
+        f"{subject}, {clauses}; {decision}."
+    )
 
 
 def _option_text(o: Option, with_margin: bool) -> str:
@@ -175,6 +260,9 @@ def _summary(r: Review) -> list[str]:
         for name, check in (("PrfaaS-PD", r.sizing.check), ("homogeneous PD", r.sizing.baseline_check)):
             if check is not None and check.decision is not None:
                 out.append(f"- **Sized {name}, simulated at the target**: {check.decision.line()}.")
+        band = band_line(r)
+        if band is not None:
+            out.append(band)
     elif r.goodput is not None:
         g = r.goodput
         out.append(

@@ -1,6 +1,7 @@
 """A whole capacity review of one scenario in one frozen result: the best plan beside the baselines, the
 paper's Fig. 5 sweeps, TTFT under load (closed form checked by simulation), goodput, sizing to the scenario's
-target, cost, hardware alternatives, sensitivity and N-1.
+target (and at the edges of the roofline and calibrated pools' error bands), cost, hardware alternatives,
+sensitivity and N-1.
 
 Each part is optional: it is computed when the scenario gives its inputs (an SLO, a target rate, prices) and
 the options ask for it; otherwise it is None and ``Review.skipped`` says why. This module sits between
@@ -34,9 +35,11 @@ from prfaas_plan.optimize.sizing import (
     max_rate,
 )
 from prfaas_plan.optimize.sizing import size as size_deployment
+from prfaas_plan.optimize.uncertainty import EDGES, EdgeSizing, banded, size_edge, verdict
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.closed_form import Traffic
+from prfaas_plan.studies.uncertainty import banded_scenario
 from prfaas_plan.studies.verify import MISSES, LoadedCheck, VerifyOptions, check_loaded, check_plans
 from prfaas_plan.throughput import (
     STAGES,
@@ -164,6 +167,24 @@ class SizingPart:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorBandPart:
+    """The sizing at both edges of the roofline and calibrated pools' error bands (``optimize.uncertainty``,
+    the same answer as ``size --band``): ``scenario`` with its bands in place, the nominal sizing's verdict
+    (``prfaas-pd``, ``homogeneous-pd`` or ``none``) and, per edge, the deployment needed there and the nominal
+    deployments' goodput there."""
+
+    scenario: Scenario
+    nominal: Sizing
+    nominal_verdict: str
+    edges: tuple[EdgeSizing, ...]
+
+    @property
+    def verdict_holds(self) -> bool:
+        """Whether the cheapest kind (PrfaaS-PD or homogeneous PD) is the same at both edges as nominal."""
+        return all(e.verdict == self.nominal_verdict for e in self.edges)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CostPoint:
     """One deployment on the cost-goodput plane: hourly cost at the target rate (USD/h; GPUs, link and egress)
     and goodput (req/s). The label's first word is its short name (N_prfaas+N_local, or the hardware pair)."""
@@ -248,6 +269,8 @@ class Review:
     provenance: Mapping[str, str]
     #: The decision on the review's objective (``recommend``).
     recommendation: Recommendation | None = None
+    #: The sizing at the edges of the pools' error bands (None: no banded pool, or no sizing; see ``skipped``).
+    error_band: ErrorBandPart | None = None
 
 
 T = TypeVar("T")
@@ -414,6 +437,15 @@ def sizing_part(
         alone = replace(model, n_prfaas=0, n_local=homog.n_local)
         baseline_check = sized_check(alone, homog, target, traffic, verify)
     return SizingPart(sizing=sizing, own=own, knee=knee, check=check, baseline_check=baseline_check)
+
+
+def error_band_part(scenario: Scenario, prices: UnitPrices, target: Target, nominal: Sizing) -> ErrorBandPart:
+    """``target`` sized again at both edges of the scenario's banded pools (``studies.uncertainty``: the
+    bands ``size --band`` uses) and ``nominal``'s deployments re-scored there."""
+    spec = banded_scenario(scenario)
+    scv = spec.traffic.output_length.scv
+    edges = tuple(size_edge(spec, prices, target, nominal, e, decode_service_scv=scv) for e in EDGES)
+    return ErrorBandPart(scenario=spec, nominal=nominal, nominal_verdict=verdict(nominal), edges=edges)
 
 
 def sized_check(
@@ -743,6 +775,15 @@ def _why_not(
     }
 
 
+def _why_no_band(scenario: Scenario, sizing: SizingPart | None, why_no_sizing: str | None) -> str | None:
+    """Why the error-band part is skipped (None: it runs): it needs a banded pool and the sizing."""
+    if not banded(banded_scenario(scenario)):
+        return "no roofline or calibrated pool (measured pools: their error is the profile fit's, not a band)"
+    if sizing is None:
+        return f"needs the sizing ({why_no_sizing or 'skipped'})"
+    return None
+
+
 def review(
     scenario: Scenario,
     *,
@@ -805,6 +846,11 @@ def review(
             verify=options.verify,
         ),
         why_not["sizing"],
+    )
+    band = part(
+        "error_band",
+        lambda: error_band_part(scenario, prices, target, sizing.sizing),  # type: ignore[arg-type,union-attr]
+        _why_no_band(scenario, sizing, skipped.get("sizing")),
     )
     cost = part(
         "cost",
@@ -879,6 +925,7 @@ def review(
         skipped=skipped,
         timings_s=timings,
         provenance={**model.sources, **prices.sources},
+        error_band=band,
     )
     return replace(result, recommendation=recommend(result))
 
@@ -887,6 +934,7 @@ __all__ = [
     "CURVE_FRACTIONS",
     "SCHEMA_VERSION",
     "SIZING_CHECK",
+    "ErrorBandPart",
     "LoadCurve",
     "Loaded",
     "Option",
@@ -896,6 +944,7 @@ __all__ = [
     "SizingPart",
     "SplitSweep",
     "ThresholdSweep",
+    "error_band_part",
     "recommend",
     "review",
     "sizing_part",
