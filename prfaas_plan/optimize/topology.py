@@ -55,6 +55,8 @@ IMPROVE_RTOL = 1e-12
 #: Coordinate sweeps at most (each visits every region once); the search stops at the first sweep without
 #: an improvement.
 MAX_SWEEPS = 4
+#: The bound LP's default grid is the finest (up to 4x the search's) that keeps it near this many columns.
+BOUND_LP_COLUMNS = 20_000
 #: Golden-section steps of the polish where no crossing is bracketed.
 GOLDEN_STEPS = 30
 
@@ -265,29 +267,46 @@ class SearchResult:
 
 
 class _Evaluator:
-    """λ(t) with region j's threshold varied and the others fixed, counting LP solves."""
+    """λ(t) with region j's threshold varied and the others fixed, counting LP solves. Holds the LP's current
+    coefficients (each region's p and Λ_local, each pair's T and S) and one warm HiGHS instance."""
 
     def __init__(self, tm: TopologyModel, thresholds: Array) -> None:
         self.tm = tm
         self.t = thresholds.astype(np.float64).copy()
-        self.terms = [region_terms(tm, j, self.t[j : j + 1]) for j in range(tm.n_regions)]
+        terms = [region_terms(tm, j, self.t[j : j + 1]) for j in range(tm.n_regions)]
+        self.p, self.bound, self.seconds, self.kv = _column(terms, 0)
+        self.pairs = [np.flatnonzero(tm.pair_region == j) for j in range(tm.n_regions)]
         self.solves = 0
         self.lp = routing_lp(tm)
 
-    def value(self, j: int, t: float, without_local: bool = False) -> float:
-        saved = self.terms[j]
-        self.terms[j] = region_terms(self.tm, j, np.array([t]))
-        p, bound, seconds, kv = _column(self.terms, 0)
+    def _with(self, j: int, terms: RegionTerms, i: int) -> tuple[Array, Array, Array, Array]:
+        p, bound, seconds, kv = self.p.copy(), self.bound.copy(), self.seconds.copy(), self.kv.copy()
+        p[j] = terms.offload_fraction[i]
+        bound[j] = terms.local_bound_req_per_s[i]
+        seconds[self.pairs[j]] = terms.site_seconds_per_req[:, i]
+        kv[self.pairs[j]] = terms.kv_bytes_per_req[:, i]
+        return p, bound, seconds, kv
+
+    def value_at(self, j: int, terms: RegionTerms, i: int, without_local: bool = False) -> float:
+        """λ with region j at the i-th threshold of ``terms`` (its local bound dropped if ``without_local``)."""
+        p, bound, seconds, kv = self._with(j, terms, i)
         if without_local:
-            bound = bound.copy()
             bound[j] = np.inf
-        self.terms[j] = saved
         self.solves += 1
         return solve_routing(self.tm, p, bound, seconds, kv, self.lp).scale
 
+    def value(self, j: int, t: float, without_local: bool = False) -> float:
+        """λ with region j at threshold t."""
+        return self.value_at(j, region_terms(self.tm, j, np.array([t])), 0, without_local)
+
+    def set_at(self, j: int, terms: RegionTerms, i: int) -> None:
+        """Move region j to the i-th threshold of ``terms``."""
+        self.t[j] = terms.threshold_tokens[i]
+        self.p, self.bound, self.seconds, self.kv = self._with(j, terms, i)
+
     def set(self, j: int, t: float) -> None:
-        self.t[j] = t
-        self.terms[j] = region_terms(self.tm, j, np.array([t]))
+        """Move region j to threshold t."""
+        self.set_at(j, region_terms(self.tm, j, np.array([t])), 0)
 
 
 def _own_bound(tm: TopologyModel, j: int, terms: RegionTerms) -> Array:
@@ -372,7 +391,8 @@ def coordinate_search(
             best_seed, best = seed, value
     ev = _Evaluator(tm, np.asarray(best_seed, dtype=np.float64))
     grids = [region_grid(tm.local[j].lengths, grid_points) for j in range(tm.n_regions)]
-    region_bounds = [_own_bound(tm, j, region_terms(tm, j, grids[j])) for j in range(tm.n_regions)]
+    grid_terms = [region_terms(tm, j, grids[j]) for j in range(tm.n_regions)]
+    region_bounds = [_own_bound(tm, j, grid_terms[j]) for j in range(tm.n_regions)]
     linked = sorted({int(j) for j in tm.pair_region})
 
     def done() -> bool:
@@ -387,10 +407,10 @@ def coordinate_search(
             for i in np.argsort(-region_bounds[j], kind="stable"):
                 if not region_bounds[j][i] > best * (1 + IMPROVE_RTOL):
                     break
-                value = ev.value(j, float(grid[i]))
+                value = ev.value_at(j, grid_terms[j], int(i))
                 if value > best * (1 + IMPROVE_RTOL):
                     best = value
-                    ev.set(j, float(grid[i]))
+                    ev.set_at(j, grid_terms[j], int(i))
         if done() or not best > start * (1 + IMPROVE_RTOL) or len(linked) == 1:
             break
     for j in linked:  # one polishing sweep, between each region's grid neighbours
@@ -419,13 +439,17 @@ class Bound:
     heaviest_cell_tokens: tuple[tuple[float, float], ...]
 
 
-def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS) -> Bound:
+def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points: bool = False) -> Bound:
     """A proven upper bound on λ over every threshold vector and integer split (see the module docstring):
     each region splits its traffic a_jg >= 0 (Σ_g a_jg = λ r_j) over the cells [t_g, t_g+1] of its grid; a
     cell is priced with p(t_g+1), l_long(t_g) and l_short(t_g), the least each cost can be inside it, and the
     local pool twice: by instance-seconds, Σ_g a_jg ((1 - p) T_j(l_short) + 1/θ_j) <= N_j (the split relaxed),
     and by its best integer split time-shared, Σ_g a_jg / Λ_local,j(t_g) <= 1 (a pure threshold in cell g
-    carries λ r_j <= Λ_local,j(t) <= Λ_local,j(t_g))."""
+    carries λ r_j <= Λ_local,j(t) <= Λ_local,j(t_g)).
+
+    ``points=True`` prices the grid's points themselves instead of its cells: the same LP over mixtures of
+    grid thresholds, no longer a bound between grid points but the best coordinated mixture, whose heaviest
+    point per region seeds the search."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_array
 
@@ -445,7 +469,7 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS) -> Bound:
     for j in range(tm.n_regions):
         model = tm.local[j]
         grid = region_grid(model.lengths, grid_points)
-        lo_t, hi_t = grid[:-1], grid[1:]
+        lo_t, hi_t = (grid, grid) if points else (grid[:-1], grid[1:])
         route_lo = routing(model.lengths, lo_t)
         p_hi = np.asarray(model.lengths.sf(hi_t), dtype=np.float64)
         p_lo = route_lo.offload_fraction
@@ -623,7 +647,8 @@ def plan_at(tm: TopologyModel, thresholds: Array, label: str, lp_solves: int = 0
         regions=tuple(regions),
         links=links,
         site_utilization={
-            s: float(busy[k] / tm.site_instances[k]) if tm.site_instances[k] > 0 else 0.0 for k, s in enumerate(tm.sites)
+            s: float(busy[k] / tm.site_instances[k]) if tm.site_instances[k] > 0 else 0.0
+            for k, s in enumerate(tm.sites)
         },
         lp_solves=lp_solves,
     )
@@ -679,14 +704,24 @@ class GlobalSearch:
 def global_search(
     tm: TopologyModel, seeds: Sequence[Array] = (), *, grid_points: int = GRID_POINTS, bound_grid_points: int = 0
 ) -> GlobalSearch:
-    """The bound (``topology_bound`` on ``bound_grid_points``, default 4x the search's grid), then the
-    coordinate search from the best of ``seeds``, nothing offloaded, and the ends of the relaxation's heaviest
-    cells, stopping when it reaches the bound."""
-    bound = topology_bound(tm, bound_grid_points or 4 * grid_points)
+    """The bound (``topology_bound`` on ``bound_grid_points``, default up to 4x the search's grid), then the
+    coordinate search from the best of ``seeds``, nothing offloaded and the ends of the relaxation's heaviest
+    cells; unless that reaches the bound, a second coordinate search from each region's heaviest grid point in
+    the best mixture of grid thresholds (``topology_bound(points=True)``); the better of the two."""
+    if not bound_grid_points:  # finer where the bound LP stays small (about BOUND_LP_COLUMNS columns)
+        per_cell = tm.pair_region.size + tm.n_regions
+        bound_grid_points = max(grid_points, min(4 * grid_points, BOUND_LP_COLUMNS // max(per_cell, 1)))
+    bound = topology_bound(tm, bound_grid_points)
     unlinked = np.ones(tm.n_regions, dtype=bool)
     unlinked[tm.pair_region] = False
     upper = upper_thresholds(tm)
     cells = np.array(bound.heaviest_cell_tokens)
+    mixture = np.array(topology_bound(tm, grid_points, points=True).heaviest_cell_tokens)[:, 0]
     candidates = [upper, np.where(unlinked, upper, cells[:, 0]), np.where(unlinked, upper, cells[:, 1]), *seeds]
-    found = coordinate_search(tm, candidates, grid_points=grid_points, stop_at=bound.scale)
-    return GlobalSearch(thresholds=found.thresholds, scale=found.scale, bound=bound.scale, lp_solves=found.lp_solves)
+    runs = [coordinate_search(tm, candidates, grid_points=grid_points, stop_at=bound.scale)]
+    if runs[0].scale < bound.scale * (1 - 1e-9):  # a second start, from the coordinated mixture's points
+        seed = np.where(unlinked, upper, mixture)
+        runs.append(coordinate_search(tm, [seed], grid_points=grid_points, stop_at=bound.scale))
+    found = max(runs, key=lambda r: r.scale)
+    solves = sum(r.lp_solves for r in runs)
+    return GlobalSearch(thresholds=found.thresholds, scale=found.scale, bound=bound.scale, lp_solves=solves)

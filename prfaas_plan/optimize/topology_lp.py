@@ -20,6 +20,10 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
+#: HiGHS's feasibility tolerances (default 1e-7, absolute on rows of order N_k instances): tightened so that
+#: λ is exact to about 1e-10 relative and a warm and a cold solve of one LP agree to that.
+_TOLERANCES = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+
 
 def _bindings() -> Any:
     try:
@@ -70,6 +74,8 @@ class RoutingLP:
         lp.a_matrix_.value_ = np.concatenate((-long_rate, np.column_stack((seconds, np.ones(n_pairs))).ravel()))
         highs = core._Highs()
         highs.setOptionValue("output_flag", False)
+        for name, value in _TOLERANCES.items():
+            highs.setOptionValue(name, value)
         highs.passModel(lp)
         self._highs = highs
 
@@ -120,6 +126,7 @@ class RoutingLP:
             b_eq=np.zeros(self.n_regions),
             bounds=np.column_stack((np.zeros(n_pairs + 1), upper)),
             method="highs",
+            options=dict(_TOLERANCES),
         )
         if result.status != 0:  # λ = 0, y = 0 is feasible and λ bounded: a solver failure, not the input's
             raise RuntimeError(f"HiGHS failed on the routing LP: {result.message}")
