@@ -78,6 +78,7 @@ _COMMANDS = [
     ("size", "--no-verify"),
     ("cost",),
     ("matrix",),
+    ("simulate", "--requests", "5000"),
 ]
 
 
@@ -114,3 +115,29 @@ def test_cost_per_token_has_one_name_and_its_rate_in_every_table() -> None:
         parts = sum(float(first[k]) for k in split)
         assert parts == pytest.approx(float(first["cost_at_throughput_usd_per_hour"]), rel=1e-12)
     assert seen[0] == pytest.approx(seen[1], rel=1e-9)
+
+
+def test_simulate_csv_holds_the_json_figures() -> None:
+    """``simulate``'s CSV: one row per quantity with its unit, the same numbers as ``--json`` (same seed), the
+    relative difference as a fraction, the half width where the table shows one and nothing where it shows a
+    dash."""
+    import json
+
+    args = ("simulate", "--requests", "5000", "--seed", "3")
+    table = run_cli("--format", "csv", *args)
+    doc = run_cli(*args, "--json")
+    assert table.returncode == 0 and doc.returncode == 0, table.stderr[-2000:] + doc.stderr[-2000:]
+    rows = {r["quantity"]: r for r in csv.DictReader(io.StringIO(table.stdout.strip()))}
+    payload = json.loads(doc.stdout)
+    sim, closed, rel = payload["simulated"], payload["closed_form"], payload["relative_error"]
+    p90 = rows["ttft_p90"]
+    assert p90["unit"] == "s"
+    assert float(p90["simulated"]) == sim["ttft_s"]["p90"]
+    assert float(p90["simulated_half_width_95"]) == sim["ci95_half_width"]["ttft_s"]["p90"]
+    assert float(p90["closed_form"]) == closed["ttft_s"]["p90"]
+    assert float(p90["simulated_minus_closed_over_closed_fraction"]) == rel["ttft_p90_s"]
+    assert float(rows["throughput"]["simulated"]) == sim["throughput_req_per_s"]
+    assert rows["egress_peak_1s"]["closed_form"] == "" and rows["egress_peak_1s"]["unit"] == "gbit_per_s"
+    assert float(rows["max_throughput_eq6"]["closed_form"]) == closed["max_throughput_req_per_s"]
+    assert {f"utilization_{s}" for s in sim["utilization"]} <= set(rows)
+    assert all(rows[f"utilization_{s}"]["unit"] == "fraction" for s in sim["utilization"])

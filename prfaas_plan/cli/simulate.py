@@ -267,7 +267,11 @@ def _fmt(value: float | None, spec: str = "{:.3g}") -> str:
 
 
 def _table(study: Study, payload: dict[str, Any]) -> Table:
-    from rich.table import Table
+    """Simulated beside closed form, one row per quantity; as data (``--format csv``), the same rows with the
+    quantity's key and unit and plain numbers (``cli.render.DataTable``, as ``fit``'s table does for its
+    mixed units): ``simulated``, ``simulated_half_width_95`` (the 95 % interval's half width), ``closed_form``
+    and ``simulated_minus_closed_over_closed_fraction`` (what the table shows as a percentage)."""
+    from prfaas_plan.cli.render import DataTable
 
     sim, closed, rel = payload["simulated"], payload["closed_form"], payload["relative_error"]
     ci = sim["ci95_half_width"]
@@ -277,32 +281,85 @@ def _table(study: Study, payload: dict[str, Any]) -> Table:
         f"{plan.n_prfaas}/{plan.n_pd_prefill}/{plan.n_pd_decode}; offered {study.rate_req_per_s:.3g} req/s "
         f"= {study.load:.0%} of Λ_max {plan.throughput_req_per_s:.3g}"
     )
-    table = Table(title=title)
+    table = DataTable(title=title)
     for header in ("", "simulated (±95% CI)", "closed form", "difference"):
         table.add_column(header, justify="right" if header else "left")
 
-    def row(label: str, sim_value: float | None, half: float | None, closed_value: float | None, key: str) -> None:
+    def row(
+        label: str,
+        quantity: str,
+        unit: str,
+        sim_value: float | None,
+        half: float | None,
+        closed_value: float | None,
+        key: str,
+    ) -> None:
         shown = _fmt(sim_value) + (f" ± {half:.2g}" if half is not None else "")
         diff = rel.get(key)
         table.add_row(label, shown, _fmt(closed_value), "—" if diff is None else f"{diff:+.1%}")
+        table.add_data(
+            {
+                "quantity": quantity,
+                "unit": unit,
+                "simulated": sim_value,
+                "simulated_half_width_95": half,
+                "closed_form": closed_value,
+                "simulated_minus_closed_over_closed_fraction": diff,
+            }
+        )
 
     row(
         "throughput (req/s)",
+        "throughput",
+        "req_per_s",
         sim["throughput_req_per_s"],
         ci["throughput_req_per_s"],
         closed["throughput_req_per_s"],
         "throughput_req_per_s",
     )
     for stat in ("mean", "p50", "p90", "p99"):
-        row(f"TTFT {stat} (s)", sim["ttft_s"][stat], ci["ttft_s"][stat], closed["ttft_s"][stat], f"ttft_{stat}_s")
+        row(
+            f"TTFT {stat} (s)",
+            f"ttft_{stat}",
+            "s",
+            sim["ttft_s"][stat],
+            ci["ttft_s"][stat],
+            closed["ttft_s"][stat],
+            f"ttft_{stat}_s",
+        )
     for route, stats in sim["ttft_by_route_s"].items():
-        row(f"  {route} TTFT mean (s)", stats["mean"], None, closed["ttft_by_route_s"][route]["mean"], "")
-    row("egress mean (Gbit/s)", sim["egress_gbit_per_s"]["mean"], None, closed["egress_gbit_per_s"]["mean"], "")
-    row("egress peak 1 s (Gbit/s)", sim["egress_gbit_per_s"]["peak"], None, None, "")
+        closed_route = closed["ttft_by_route_s"][route]["mean"]
+        row(f"  {route} TTFT mean (s)", f"ttft_{route}_mean", "s", stats["mean"], None, closed_route, "")
+    egress = sim["egress_gbit_per_s"]
+    row(
+        "egress mean (Gbit/s)",
+        "egress_mean",
+        "gbit_per_s",
+        egress["mean"],
+        None,
+        closed["egress_gbit_per_s"]["mean"],
+        "egress_mean_bytes_per_s",
+    )
+    row("egress peak 1 s (Gbit/s)", "egress_peak_1s", "gbit_per_s", egress["peak"], None, None, "")
     for stage, value in sim["utilization"].items():
-        row(f"utilisation {stage}", value, None, closed["utilization"].get(stage), f"utilization_{stage}")
+        key = f"utilization_{stage}"
+        row(f"utilisation {stage}", key, "fraction", value, None, closed["utilization"].get(stage), key)
     bounds = f"{_fmt(closed['max_throughput_req_per_s'])} / {_fmt(closed['max_throughput_mean_service_req_per_s'])}"
     table.add_row("Λ_max: Eq. 6 / mean service (req/s)", "—", bounds, "—")
+    for quantity, key in (
+        ("max_throughput_eq6", "max_throughput_req_per_s"),
+        ("max_throughput_mean_service", "max_throughput_mean_service_req_per_s"),
+    ):
+        table.add_data(
+            {
+                "quantity": quantity,
+                "unit": "req_per_s",
+                "simulated": None,
+                "simulated_half_width_95": None,
+                "closed_form": closed[key],
+                "simulated_minus_closed_over_closed_fraction": None,
+            }
+        )
     return table
 
 
