@@ -12,30 +12,11 @@ import numpy as np
 from prfaas_plan.physics.calibration import calibrate
 from prfaas_plan.physics.curves import Curve, TabulatedCurve, fit_profile
 from prfaas_plan.physics.decode import decode_capacity, decode_step_time
+from prfaas_plan.physics.pool_costs import SPLIT_LENGTHS_TOKENS, PoolCosts
 from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve, prefill_time
-from prfaas_plan.physics.roofline import Instance, TimeSplit, time_splits
+from prfaas_plan.physics.roofline import Instance, time_splits
 from prfaas_plan.spec.hardware import ProfilePoints, RooflineParams
 from prfaas_plan.spec.scenario import ModelCard, Pool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PoolCosts:
-    """What the stage model needs of one pool, with a line saying where each number came from."""
-
-    prefill: Curve
-    prefill_source: str
-    kv_bytes: Curve | None
-    kv_source: str
-    decode_max_batch: int | None
-    decode_step_time_s: float | None
-    decode_source: str
-    roofline: RooflineParams | None = None
-    prefill_split: tuple[TimeSplit, ...] = ()
-    decode_split: TimeSplit | None = None
-
-
-#: Lengths at which a roofline pool reports how its prefill time splits (the paper's Table 3 lengths).
-SPLIT_LENGTHS_TOKENS = (1_000.0, 8_000.0, 32_000.0, 128_000.0)
 
 
 def _scaled(curve: Curve, factor: float) -> Curve:

@@ -161,19 +161,19 @@ def calibrate_files(
     by_id = {p.id: p for p in held}
     points = []
     for case in cases:
-        m = case.measurement
-        h = by_id[m.id]
+        cm = case.measurement
+        h = by_id[cm.id]
         points.append(
             CalibrationPoint(
-                id=m.id,
-                file=files_of[m.id],
-                run=int(m.id.rsplit("#", 1)[1].split("-")[0]),
-                phase=m.phase,
-                batch=m.batch,
-                tokens=m.tokens,
-                measured_s=m.measured_s,
-                statistic=m.metric,
-                assumption=m.derivation,
+                id=cm.id,
+                file=files_of[cm.id],
+                run=int(cm.id.rsplit("#", 1)[1].split("-")[0]),
+                phase=cm.phase,
+                batch=cm.batch,
+                tokens=cm.tokens,
+                measured_s=cm.measured_s,
+                statistic=cm.metric,
+                assumption=cm.derivation,
                 fitted_s=h.in_sample_s,
                 held_out_s=h.held_out_s,
             )

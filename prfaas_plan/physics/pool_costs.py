@@ -1,0 +1,30 @@
+"""What the stage model needs of one pool (``PoolCosts``), apart from how ``physics.pools`` and
+``physics.shapes`` build it, so that neither imports the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prfaas_plan.physics.curves import Curve
+from prfaas_plan.physics.roofline import TimeSplit
+from prfaas_plan.spec.hardware import RooflineParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolCosts:
+    """What the stage model needs of one pool, with a line saying where each number came from."""
+
+    prefill: Curve
+    prefill_source: str
+    kv_bytes: Curve | None
+    kv_source: str
+    decode_max_batch: int | None
+    decode_step_time_s: float | None
+    decode_source: str
+    roofline: RooflineParams | None = None
+    prefill_split: tuple[TimeSplit, ...] = ()
+    decode_split: TimeSplit | None = None
+
+
+#: Lengths at which a roofline pool reports how its prefill time splits (the paper's Table 3 lengths).
+SPLIT_LENGTHS_TOKENS = (1_000.0, 8_000.0, 32_000.0, 128_000.0)
