@@ -28,8 +28,8 @@ from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.lengths import TruncatedLogNormal
 from prfaas_plan.optimize.carrier import Carried
 from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, token_cost
-from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.optimize.sizing import max_rate
+from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.physics.curves import Curve, PolyCurve
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, link_bought_bytes_per_s, routing, with_link_rate
