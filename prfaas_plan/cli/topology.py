@@ -24,21 +24,31 @@ TopologyArg = Annotated[
 ]
 
 
+FaultsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--faults",
+        help="Add N-1 on the global plan (fluid throughput): each PrfaaS site lost (rerouted, or its share "
+        "prefilled locally), each link lost, each PD cluster drained.",
+    ),
+]
+
+
 @topology_app.command("plan")
-def plan(topology: TopologyArg, json_output: JsonOpt = False) -> None:
+def plan(topology: TopologyArg, faults: FaultsOpt = False, json_output: JsonOpt = False) -> None:
     """The global plan (per PD cluster: threshold, split and the share of its long requests sent to each PrfaaS
     site; maximising the common scale factor of every region's rate), its proven bound, and the two
     alternatives: every region on its nearest site only, and no sharing (each site split among its regions in
     proportion to their rates).
 
-    Example: prfaas-plan topology plan three-regions --json
+    Example: prfaas-plan topology plan three-regions --faults --json
     """
     from prfaas_plan.io.topology import resolve_topology_path
     from prfaas_plan.report.topology import topology_study_dict
     from prfaas_plan.studies.topology import study_file
 
     with handled(json_output):
-        study = study_file(resolve_topology_path(topology))
+        study = study_file(resolve_topology_path(topology), faults=faults)
         payload = topology_study_dict(study)
     if json_output:
         emit(payload)
@@ -145,3 +155,33 @@ def _render(payload: dict[str, Any]) -> None:
                 }
             )
         out.print(links)
+    if payload["n_minus_one"]:
+        _render_faults(payload)
+
+
+def _render_faults(payload: dict[str, Any]) -> None:
+    from prfaas_plan.cli.render import DataTable, console
+
+    table = DataTable(title="N-1 on the global plan (fluid throughput)")
+    regions = list(payload["rates_req_per_s"])
+    for column in ("loss", "scale λ", "carried (req/s)", "vs plan", *regions):
+        table.add_column(column, justify="left" if column == "loss" else "right")
+    for f in payload["n_minus_one"]:
+        carried = f["carried_req_per_s"]
+        table.add_row(
+            f["fault"],
+            f"{f['scale']:.4g}",
+            f"{f['throughput_req_per_s']:.2f}",
+            f"{f['throughput_vs_plan']:.1%}",
+            *(f"{carried[r]:.2f}" for r in regions),
+        )
+        table.add_data(
+            {
+                "loss": f["fault"],
+                "scale": f["scale"],
+                "throughput_req_per_s": f["throughput_req_per_s"],
+                "throughput_vs_plan": f["throughput_vs_plan"],
+                **{f"{r}_req_per_s": carried[r] for r in regions},
+            }
+        )
+    console().print(table)

@@ -319,7 +319,7 @@ def _own_bound(tm: TopologyModel, j: int, terms: RegionTerms) -> Array:
         sites / terms.site_seconds_per_req, tm.bandwidth_bytes_per_s[pairs][:, None] / terms.kv_bytes_per_req
     )
     offload_capacity = per_pair.sum(axis=0) if pairs.size else np.zeros(terms.offload_fraction.shape)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         offload = np.where(terms.offload_fraction > 0, offload_capacity / (rate * terms.offload_fraction), np.inf)
     return np.asarray(np.fmin(terms.local_bound_req_per_s / rate, offload))
 

@@ -15,6 +15,7 @@ below either (tests/topology/test_properties.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,11 +181,12 @@ class TopologyComparison:
         return self.plan.scale / self.nearest.plan.scale
 
 
-def compare(tm: TopologyModel, grid_points: int = GRID_POINTS) -> TopologyComparison:
-    """The two alternatives, then the global plan searched from their thresholds (never below either)."""
+def compare(tm: TopologyModel, grid_points: int = GRID_POINTS, seeds: Sequence[Array] = ()) -> TopologyComparison:
+    """The two alternatives, then the global plan searched from their thresholds and ``seeds`` (never below
+    either alternative nor any seed's LP)."""
     near = nearest_only(tm, grid_points)
     alone = no_sharing(tm, grid_points)
-    found = global_search(tm, (near.thresholds, alone.thresholds), grid_points=grid_points)
+    found = global_search(tm, (near.thresholds, alone.thresholds, *seeds), grid_points=grid_points)
     if not found.scale > 0:
         raise InfeasibleError("no load can be carried: a region has no capacity at any threshold")
     plan = plan_at(tm, found.thresholds, "global plan", found.lp_solves)

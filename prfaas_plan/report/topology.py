@@ -91,4 +91,15 @@ def topology_study_dict(study: TopologyStudy) -> dict[str, Any]:
             "no_sharing": topology_plan_dict(study, c.no_sharing.plan),
         },
         "gain": {"vs_no_sharing": c.sharing_gain, "vs_nearest_site_only": c.nearest_gain},
+        "n_minus_one": [
+            {
+                "fault": f.fault,
+                "kind": f.kind,
+                "scale": f.scale,
+                "throughput_req_per_s": f.throughput_req_per_s,
+                "throughput_vs_plan": f.throughput_req_per_s / c.plan.throughput_req_per_s,
+                "carried_req_per_s": f.carried_req_per_s,
+            }
+            for f in study.faults
+        ],
     }

@@ -14,9 +14,12 @@ from pathlib import Path
 from prfaas_plan.optimize.cost import egress_usd_per_hour, gpu_hour_price, link_fixed_usd_per_hour
 from prfaas_plan.optimize.topology import GRID_POINTS, TopologyPlan, topology_model
 from prfaas_plan.optimize.topology_compare import TopologyComparison, compare
+from prfaas_plan.optimize.topology_faults import FaultResult, better_seeds, n_minus_one
 from prfaas_plan.spec.topology import Topology
 
 _SECONDS_PER_HOUR = 3600.0
+#: Times the global search is restarted from a re-planned loss that beat it (``topology_study``).
+RESEARCH_ROUNDS = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +72,8 @@ class TopologyStudy:
     topology: Topology
     comparison: TopologyComparison
     prices: dict[str, PlanPrice]
+    #: N-1 on the global plan (``optimize.topology_faults``); empty unless asked for.
+    faults: tuple[FaultResult, ...] = ()
 
     def usd_per_million_requests(self, plan: TopologyPlan) -> float | None:
         """The plan's hourly price over what it carries in an hour, per million requests."""
@@ -78,15 +83,34 @@ class TopologyStudy:
         return total / (plan.throughput_req_per_s * _SECONDS_PER_HOUR) * 1e6
 
 
-def topology_study(topology: Topology, grid_points: int = GRID_POINTS) -> TopologyStudy:
-    """Price the topology, plan it globally and by both alternatives, and price each plan."""
-    result = compare(topology_model(topology), grid_points)
+def topology_study(topology: Topology, grid_points: int = GRID_POINTS, *, faults: bool = False) -> TopologyStudy:
+    """Price the topology, plan it globally and by both alternatives, price each plan, and with ``faults`` run
+    N-1 on the global plan. A site or link lost and re-planned is a restriction of the topology, so when one
+    carries more than the global plan the search stopped short: it is run again from that loss's thresholds
+    and N-1 is redone on the better plan (at most ``RESEARCH_ROUNDS`` times)."""
+    tm = topology_model(topology)
+    result = compare(tm, grid_points)
+    losses: list[FaultResult] = []
+    if faults:
+        losses = n_minus_one(tm, result.plan, grid_points)
+        for _ in range(RESEARCH_ROUNDS):
+            seeds = better_seeds(result.plan, losses)
+            if not seeds:
+                break
+            # a loss re-planned carries more: the search stopped short; search again from there
+            result = compare(tm, grid_points, seeds)
+            losses = n_minus_one(tm, result.plan, grid_points)
     plans = (result.plan, result.nearest.plan, result.no_sharing.plan)
-    return TopologyStudy(topology=topology, comparison=result, prices={p.label: plan_price(topology, p) for p in plans})
+    return TopologyStudy(
+        topology=topology,
+        comparison=result,
+        prices={p.label: plan_price(topology, p) for p in plans},
+        faults=tuple(losses),
+    )
 
 
-def study_file(path: Path, grid_points: int = GRID_POINTS) -> TopologyStudy:
+def study_file(path: Path, grid_points: int = GRID_POINTS, *, faults: bool = False) -> TopologyStudy:
     """``topology_study`` of a topology or scenario file."""
     from prfaas_plan.io.topology import load_topology
 
-    return topology_study(load_topology(path), grid_points)
+    return topology_study(load_topology(path), grid_points, faults=faults)
