@@ -90,19 +90,37 @@ def _status(loaded: LoadedTtft) -> str:
     return "stable" if loaded.stable else f"[bold red]unstable ({loaded.unstable_stage})[/bold red]"
 
 
+def _why_simulated(check: LoadedCheck) -> str:
+    """Why a check's answer is the simulated one (``LoadedCheck.answer_source``)."""
+    why = []
+    if not check.closed.stable:
+        why.append("closed form unstable")
+    if not check.validity.in_domain:
+        why.append("closed form out of domain")
+    if check.beyond_tolerance:
+        why.append(f"beyond {check.tolerance:.0%}")
+    return ", ".join(why)
+
+
 def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) -> Table:
     """The plan and both baselines under one load: utilisation, mean waits and TTFT percentiles (as data: one
-    row per plan)."""
+    row per plan). The TTFT shown as the answer is each check's ``answer``: the simulated figures (marked
+    ``sim``) where a simulation ran and the closed form is out of its domain, unstable or beyond the
+    tolerance, else the closed form's; the closed form's stay in the rows below it (``same`` where they are
+    the answer) and, as data, under ``closed_form_*`` with ``answer_source`` saying whose the answer is."""
     from prfaas_plan.cli.render import Quantity, one, quantity_table
 
     assert view.checks is not None and view.loaded is not None
     keys = ("plan", "homogeneous_pd", "naive_heterogeneous")
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
-    Item = tuple[LoadedTtft, PlanEvaluation, Validity]
+    Item = tuple[LoadedTtft, PlanEvaluation, "LoadedCheck"]
     items: list[tuple[str, Item]] = [
-        (title, (view.loaded[k], p, view.checks[k].validity))
+        (title, (view.loaded[k], p, view.checks[k]))
         for title, k, p in zip((plan_title, "Homogeneous PD", "Naive heterogeneous"), keys, plans, strict=True)
     ]
+
+    def simulated(i: Item) -> bool:
+        return i[2].answer_source == "simulation"
 
     def waits(x: LoadedTtft) -> str:
         if x.wait_mean_s is None:
@@ -117,16 +135,37 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
             for stage in ("prfaas_compute", "pd_prefill", "pd_decode")
         }
 
-    def by_route(x: LoadedTtft, route: str) -> str:
-        summary = x.by_route[route]
+    def answer(i: Item, kind: str) -> TtftSummary | None:
+        return i[2].answer_summary(kind) if simulated(i) else _closed_summary(i[0], kind)
+
+    def marked(i: Item, text: str) -> str:
+        return f"[bold]{text}[/bold] sim" if simulated(i) and text != _DASH else text
+
+    def by_route(summary: TtftSummary | None) -> str:
         return _DASH if summary is None else f"{summary.p50_s:.2f} / {summary.p90_s:.2f}"
 
-    def route_data(x: LoadedTtft, route: str) -> dict[str, float | None]:
-        summary = x.by_route[route]
+    def route_data(summary: TtftSummary | None, prefix: str) -> dict[str, float | None]:
         return {
-            f"{route}_ttft_p50_s": None if summary is None else summary.p50_s,
-            f"{route}_ttft_p90_s": None if summary is None else summary.p90_s,
+            f"{prefix}_ttft_p50_s": None if summary is None else summary.p50_s,
+            f"{prefix}_ttft_p90_s": None if summary is None else summary.p90_s,
         }
+
+    def closed_text(i: Item, text: str) -> str:
+        return text if simulated(i) or text == _DASH else "same"
+
+    def route_rows(route: str) -> list[Quantity[Item]]:
+        return [
+            Quantity(
+                label=f"{route} P50/P90 (s)",
+                text=lambda i: marked(i, by_route(answer(i, route))),
+                data=lambda i: route_data(answer(i, route), route),
+            ),
+            Quantity(
+                label="  closed form (s)",
+                text=lambda i: closed_text(i, by_route(i[0].by_route[route])),
+                data=lambda i: route_data(i[0].by_route[route], f"closed_form_{route}"),
+            ),
+        ]
 
     quantities: list[Quantity[Item]] = [
         Quantity(
@@ -156,31 +195,41 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
         ),
         Quantity(label="mean wait PrfaaS/PD-P/slot (s)", text=lambda i: waits(i[0]), data=lambda i: wait_data(i[0])),
         Quantity(
+            label="answer from",
+            text=lambda i: f"simulation ({_why_simulated(i[2])})" if simulated(i) else "closed form",
+            data=one("answer_source", lambda i: i[2].answer_source),
+        ),
+        Quantity(
             label="TTFT mean/P50/P90/P99 (s)",
-            text=lambda i: _percentiles(i[0].ttft),
-            data=lambda i: _ttft_data(i[0].ttft),
+            text=lambda i: marked(i, _percentiles(answer(i, "overall"))),
+            data=lambda i: _ttft_data(answer(i, "overall")),
         ),
         Quantity(
-            label="offloaded P50/P90 (s)",
-            text=lambda i: by_route(i[0], "offloaded"),
-            data=lambda i: route_data(i[0], "offloaded"),
+            label="  closed form (s)",
+            text=lambda i: closed_text(i, _percentiles(i[0].ttft)),
+            data=lambda i: _ttft_data(i[0].ttft, prefix="closed_form_"),
         ),
-        Quantity(
-            label="local P50/P90 (s)", text=lambda i: by_route(i[0], "local"), data=lambda i: route_data(i[0], "local")
-        ),
+        *route_rows("offloaded"),
+        *route_rows("local"),
         Quantity(
             label="closed form in its validated domain",
-            text=lambda i: _domain(i[2]),
-            data=one("closed_form_in_domain", lambda i: i[2].in_domain),
+            text=lambda i: _domain(i[2].validity),
+            data=one("closed_form_in_domain", lambda i: i[2].validity.in_domain),
         ),
     ]
+    sources = {i[2].answer_source for _, i in items}
+    whose = "closed form" if sources == {"closed form"} else "simulated where marked 'sim', else closed form"
     return quantity_table(
         items,
         quantities,
         name_key="plan",
-        title=f"TTFT under load: {view.label}, {view.traffic_label} (closed form)",
+        title=f"TTFT under load: {view.label}, {view.traffic_label} ({whose})",
         title_justify="left",
     )
+
+
+def _closed_summary(loaded: LoadedTtft, kind: str) -> TtftSummary | None:
+    return loaded.ttft if kind == "overall" else loaded.by_route[kind]
 
 
 def _data(value: float | None) -> float | None:
@@ -188,9 +237,9 @@ def _data(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else value
 
 
-def _ttft_data(summary: TtftSummary | None) -> dict[str, float | None]:
+def _ttft_data(summary: TtftSummary | None, prefix: str = "") -> dict[str, float | None]:
     return {
-        f"ttft_{stat}_s": None if summary is None else getattr(summary, f"{stat}_s")
+        f"{prefix}ttft_{stat}_s": None if summary is None else getattr(summary, f"{stat}_s")
         for stat in ("mean", "p50", "p90", "p99")
     }
 
@@ -266,10 +315,12 @@ def check_notes(check: LoadedCheck) -> list[str]:
         notes.append(
             f"The closed form differs from the simulation by more than {check.tolerance:.0%}: "
             + "; ".join(check.disagreements)
-            + ". Use the simulated figures."
+            + "."
         )
     else:
         notes.append(f"Closed form and simulation agree within {check.tolerance:.0%} (or the interval).")
+    if check.answer_source == "simulation":
+        notes.append(f"The answer shown is the simulated one ({_why_simulated(check)}); the closed form is beside it.")
     return notes
 
 
