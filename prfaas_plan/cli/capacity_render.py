@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
 from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import Sizing
+from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
@@ -281,10 +281,6 @@ def print_cost(spec: Scenario, c: CostComparison) -> None:
     out.print("Prices: " + "; ".join(f"{k}: {v}" for k, v in c.sources.items()), style="dim")
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def _cell_data(c: Any, d: Deployment | None) -> dict[str, Datum]:
     """A matrix cell as data: the pair, its sized deployment (PrfaaS-PD; empty when none carries the target)."""
     return {
@@ -409,8 +405,8 @@ def print_headroom(
                 "throughput_high_req_per_s": b.throughput_req_per_s[1],
                 "goodput_low_req_per_s": b.goodput_req_per_s[0],
                 "goodput_high_req_per_s": b.goodput_req_per_s[1],
-                "usd_per_million_tokens_at_goodput_low": _finite(b.usd_per_million_tokens[0]),
-                "usd_per_million_tokens_at_goodput_high": _finite(b.usd_per_million_tokens[1]),
+                "usd_per_million_tokens_at_goodput_low": finite(b.usd_per_million_tokens[0]),
+                "usd_per_million_tokens_at_goodput_high": finite(b.usd_per_million_tokens[1]),
             }
         )
     out.print(table)

@@ -14,6 +14,7 @@ from prfaas_plan.optimize.headroom import Failure, Tornado
 from prfaas_plan.optimize.matrix import HardwareMatrix
 from prfaas_plan.optimize.robust import RobustPlan
 from prfaas_plan.optimize.sizing import BandwidthKnee, Sizing
+from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.units import GBIT_PER_S
@@ -22,10 +23,6 @@ if TYPE_CHECKING:  # only for annotations: importing the review for them would c
     from prfaas_plan.spec.scenario import Scenario
     from prfaas_plan.studies.review import SizingPart
     from prfaas_plan.studies.verify import LoadedCheck
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
 
 
 def breakdown_to_dict(cost: CostBreakdown) -> dict[str, Any]:
@@ -66,7 +63,7 @@ def deployment_to_dict(d: Deployment) -> dict[str, Any]:
         "n_pd_decode": d.n_pd_decode,
         "offload_fraction": d.offload_fraction,
         "goodput_req_per_s": d.goodput_req_per_s,
-        "stability_limit_req_per_s": _finite(d.stability_limit_req_per_s),
+        "stability_limit_req_per_s": finite(d.stability_limit_req_per_s),
         "egress_at_target_gbit_per_s": d.egress_at_target_bytes_per_s / GBIT_PER_S,
         "cost_at_target": breakdown_to_dict(d.cost_at_target),
         "tokens_at_target": tokens_to_dict(d.tokens_at_target),
@@ -99,7 +96,7 @@ def carried_to_dict(carried: Carried) -> dict[str, Any]:
         "goodput_req_per_s": carried.goodput_req_per_s,
         "threshold_tokens": carried.threshold_tokens,
         "n_pd_prefill": carried.n_pd_prefill,
-        "stability_limit_req_per_s": _finite(carried.stability_limit_req_per_s),
+        "stability_limit_req_per_s": finite(carried.stability_limit_req_per_s),
         "limited_by": carried.limited_by,
     }
 
@@ -158,7 +155,7 @@ def sizing_check_to_dict(check: LoadedCheck, target: Target) -> dict[str, Any] |
         "rate_req_per_s": target.rate_req_per_s,
         "closed_form_p90_s": closed,
         "simulated_p90_s": figure.value,
-        "simulated_p90_half_width_s": _finite(figure.half_width),
+        "simulated_p90_half_width_s": finite(figure.half_width),
         # The sequential check's own verdict when it decided against the SLO (one verdict for size and review).
         "simulation_verdict": decision.verdict.split()[0]
         if decision is not None
@@ -309,7 +306,7 @@ def headroom_to_dict(
             "base": {
                 "throughput_req_per_s": t.throughput_req_per_s,
                 "goodput_req_per_s": t.goodput_req_per_s,
-                "usd_per_million_tokens_at_goodput": _finite(t.usd_per_million_tokens),
+                "usd_per_million_tokens_at_goodput": finite(t.usd_per_million_tokens),
             },
             "bars": [
                 {
@@ -317,7 +314,7 @@ def headroom_to_dict(
                     "factors": [b.low_factor, b.high_factor],
                     "throughput_req_per_s": list(b.throughput_req_per_s),
                     "goodput_req_per_s": list(b.goodput_req_per_s),
-                    "usd_per_million_tokens_at_goodput": [_finite(v) for v in b.usd_per_million_tokens],
+                    "usd_per_million_tokens_at_goodput": [finite(v) for v in b.usd_per_million_tokens],
                 }
                 for b in t.bars
             ],
@@ -329,7 +326,7 @@ def headroom_to_dict(
                 "n_prfaas": f.n_prfaas,
                 "n_local": f.n_local,
                 "link_bandwidth_gbit_per_s": f.link_bandwidth_bytes_per_s / GBIT_PER_S,
-                "throughput_req_per_s": _finite(f.throughput_req_per_s),
+                "throughput_req_per_s": finite(f.throughput_req_per_s),
                 "goodput": carried_to_dict(f.carried),
                 "carries_target": f.carries_target,
                 "ttft_p90_at_target_s": f.ttft_p90_at_target_s,

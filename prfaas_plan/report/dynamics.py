@@ -3,8 +3,9 @@ transfer bytes (NaN rates as None)."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
+
+from prfaas_plan.report.jsonsafe import finite
 
 if TYPE_CHECKING:  # annotations only: the simulator loads when a command simulates (start-up time)
     from prfaas_plan.sim.prefix_cache import CacheReplay
@@ -43,14 +44,10 @@ def replay_to_dict(replay: CacheReplay) -> dict[str, Any]:
         "cache_hit_rates": {
             name: {
                 "requests": rates.requests,
-                "token_hit_rate": _finite(rates.token_hit_rate),
-                "request_hit_rate": _finite(rates.request_hit_rate),
+                "token_hit_rate": finite(rates.token_hit_rate),
+                "request_hit_rate": finite(rates.request_hit_rate),
             }
             for name, rates in replay.hit_rates().items()
         },
         "cache_transfer_bytes": replay.transfer_bytes_total,
     }
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None

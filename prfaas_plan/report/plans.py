@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.latency import LoadedTtft, TtftSummary
@@ -10,6 +9,7 @@ from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.physics.pools import FitReport
 from prfaas_plan.physics.table3 import KvRow
+from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.token_cost import token_cost_dict
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
@@ -17,13 +17,6 @@ from prfaas_plan.units import GBIT_PER_S, MIB
 
 if TYPE_CHECKING:  # annotations only: the simulator behind them loads when a command simulates (start-up time)
     from prfaas_plan.studies.verify import Decision, GoodputCheck, LoadedCheck
-
-
-def _clean(value: float | None) -> float | None:
-    """JSON has no inf/NaN: a stage with no traffic is reported as null."""
-    if value is None or not math.isfinite(value):
-        return None
-    return value
 
 
 def plan_to_dict(plan: PlanEvaluation) -> dict[str, Any]:
@@ -38,15 +31,15 @@ def plan_to_dict(plan: PlanEvaluation) -> dict[str, Any]:
         "long_tokens": plan.long_tokens,
         "short_tokens": plan.short_tokens,
         "throughput_req_per_s": plan.throughput_req_per_s,
-        "stability_limit_req_per_s": _clean(plan.stability_limit_req_per_s),
+        "stability_limit_req_per_s": finite(plan.stability_limit_req_per_s),
         "stage_throughput_req_per_s": {
-            "prfaas": _clean(plan.theta_prfaas_req_per_s),
-            "prfaas_compute": _clean(plan.theta_prfaas_compute_req_per_s),
-            "prfaas_link": _clean(plan.theta_prfaas_link_req_per_s),
-            "pd_prefill": _clean(plan.theta_pd_prefill_req_per_s),
+            "prfaas": finite(plan.theta_prfaas_req_per_s),
+            "prfaas_compute": finite(plan.theta_prfaas_compute_req_per_s),
+            "prfaas_link": finite(plan.theta_prfaas_link_req_per_s),
+            "pd_prefill": finite(plan.theta_pd_prefill_req_per_s),
             "pd_decode": plan.theta_pd_decode_req_per_s,
         },
-        "stage_bound_req_per_s": {k: _clean(v) for k, v in plan.stage_bound_req_per_s.items()},
+        "stage_bound_req_per_s": {k: finite(v) for k, v in plan.stage_bound_req_per_s.items()},
         "bottleneck": plan.bottleneck,
         "binding_stages": list(plan.binding),
         "egress_gbit_per_s": plan.egress_bytes_per_s / GBIT_PER_S,
@@ -220,8 +213,8 @@ def loaded_to_dict(loaded: LoadedTtft, max_throughput_req_per_s: float | None = 
         "stable": loaded.stable,
         "status": "stable" if loaded.stable else "unstable",
         "unstable_stage": loaded.unstable_stage,
-        "stability_limit_req_per_s": _clean(loaded.stability_limit_req_per_s),
-        "utilization": {k: _clean(v) for k, v in loaded.utilization.items()},
+        "stability_limit_req_per_s": finite(loaded.stability_limit_req_per_s),
+        "utilization": {k: finite(v) for k, v in loaded.utilization.items()},
         "wait_mean_s": {k: (None if waits is None else waits[k]) for k in loaded.utilization},
         "ttft_s": ttft_summary_to_dict(loaded.ttft),
         "ttft_by_route_s": {
@@ -263,7 +256,7 @@ def check_to_dict(check: LoadedCheck, max_throughput_req_per_s: float | None = N
         if sim is None
         else {
             "simulated_ttft_s": {
-                kind: {stat: {"value": f.value, "ci95_half_width": _clean(f.half_width)} for stat, f in stats.items()}
+                kind: {stat: {"value": f.value, "ci95_half_width": finite(f.half_width)} for stat, f in stats.items()}
                 for kind, stats in sim.figures.items()
             },
             "replications": sim.replications,
@@ -289,8 +282,8 @@ def decision_to_dict(decision: Decision | None) -> dict[str, Any] | None:
         "verdict": decision.verdict,
         "figure": decision.figure,
         "slo_s": decision.slo_s,
-        "value_s": _clean(decision.value_s),
-        "ci95_half_width_s": _clean(decision.half_width_s),
+        "value_s": finite(decision.value_s),
+        "ci95_half_width_s": finite(decision.half_width_s),
         "replications": decision.replications,
         "requests": decision.requests,
         "wall_s": decision.wall_s,
@@ -327,9 +320,9 @@ def goodput_plan_to_dict(evaluation: GoodputEvaluation) -> dict[str, Any]:
     out["goodput"] = {
         "rate_req_per_s": goodput.rate_req_per_s,
         "fraction_of_max_throughput": goodput.rate_req_per_s / evaluation.plan.throughput_req_per_s,
-        "stability_limit_req_per_s": _clean(goodput.stability_limit_req_per_s),
+        "stability_limit_req_per_s": finite(goodput.stability_limit_req_per_s),
         "limited_by": goodput.limited_by,
-        "utilization_at_goodput": {k: _clean(v) for k, v in evaluation.utilization_at_goodput.items()},
+        "utilization_at_goodput": {k: finite(v) for k, v in evaluation.utilization_at_goodput.items()},
     }
     return out
 
@@ -342,10 +335,10 @@ def goodput_check_to_dict(check: GoodputCheck | None) -> dict[str, Any] | None:
     return {
         "closed_form_rate_req_per_s": check.closed_rate_req_per_s,
         "simulated_rate_req_per_s": check.simulated_rate_req_per_s,
-        "relative_difference": _clean(check.relative_difference),
+        "relative_difference": finite(check.relative_difference),
         "simulated_quantile_at_closed_form_rate_s": None
         if at_closed is None
-        else {"value": at_closed.value, "ci95_half_width": _clean(at_closed.half_width)},
+        else {"value": at_closed.value, "ci95_half_width": finite(at_closed.half_width)},
         "replications": check.replications,
         "requests_per_replication": check.requests,
         "realisation": check.realisation,

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
 import numpy as np
 
 from prfaas_plan.report.files import Owner, atomic_file, check_file
+from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.plans import plan_to_dict
 from prfaas_plan.sim.records import COLUMNS, Records
 from prfaas_plan.sim.summary import Estimate, TtftStats
@@ -63,24 +63,19 @@ def write_records_csv(path: str | os.PathLike[str], records: Records, chunk_rows
             handle.write(text.replace("nan", ""))
 
 
-def _num(value: float | None) -> float | None:
-    """JSON has no NaN or inf: report them as null."""
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
 def _ttft(stats: TtftStats) -> dict[str, float | None]:
     return {
-        "mean": _num(stats.mean_s.value),
-        **{k: _num(getattr(stats, f"{k}_s").value) for k in ("p50", "p90", "p99")},
+        "mean": finite(stats.mean_s.value),
+        **{k: finite(getattr(stats, f"{k}_s").value) for k in ("p50", "p90", "p99")},
     }
 
 
 def _half_widths(stats: TtftStats) -> dict[str, float | None]:
-    return {k: _num(getattr(stats, f"{k}_s").half_width) for k in ("mean", "p50", "p90", "p99")}
+    return {k: finite(getattr(stats, f"{k}_s").half_width) for k in ("mean", "p50", "p90", "p99")}
 
 
 def _ci(estimate: Estimate) -> float | None:
-    return _num(estimate.half_width)
+    return finite(estimate.half_width)
 
 
 def study_to_dict(study: Study) -> dict[str, Any]:
@@ -95,16 +90,16 @@ def study_to_dict(study: Study) -> dict[str, Any]:
         "load": study.load,
         "plan": plan_to_dict(study.plan),
         "simulated": {
-            "throughput_req_per_s": _num(s.throughput_req_per_s.value),
+            "throughput_req_per_s": finite(s.throughput_req_per_s.value),
             "ttft_s": _ttft(s.ttft),
             "ttft_by_route_s": {route: _ttft(stats) for route, stats in s.ttft_by_route.items()},
             "egress_gbit_per_s": {
                 "mean": s.egress_mean_bytes_per_s / GBIT_PER_S,
                 "peak": s.egress_peak_bytes_per_s / GBIT_PER_S,
             },
-            "utilization": {k: _num(v) for k, v in s.utilization.items()},
-            "tpot_s": _num(s.tpot_mean_s),
-            "queue_length": {k: _num(v) for k, v in s.occupancy.items()},
+            "utilization": {k: finite(v) for k, v in s.utilization.items()},
+            "tpot_s": finite(s.tpot_mean_s),
+            "queue_length": {k: finite(v) for k, v in s.occupancy.items()},
             "ci95_half_width": {
                 "throughput_req_per_s": _ci(s.throughput_req_per_s),
                 "ttft_s": _half_widths(s.ttft),
@@ -120,8 +115,8 @@ def study_to_dict(study: Study) -> dict[str, Any]:
             "egress_gbit_per_s": {"mean": c.egress_mean_bytes_per_s / GBIT_PER_S, "peak": None},
             "utilization": dict(c.utilization),
             "max_throughput_req_per_s": c.max_throughput_req_per_s,
-            "max_throughput_mean_service_req_per_s": _num(c.max_throughput_mean_service_req_per_s),
-            "saturated_throughput_req_per_s": _num(c.saturated_throughput_req_per_s),
+            "max_throughput_mean_service_req_per_s": finite(c.max_throughput_mean_service_req_per_s),
+            "saturated_throughput_req_per_s": finite(c.saturated_throughput_req_per_s),
             "stable": c.stable,
             "unstable_stage": c.unstable_stage,
             "method": c.method,
@@ -130,6 +125,6 @@ def study_to_dict(study: Study) -> dict[str, Any]:
         "relative_error": study.relative_error(),
         "wall_s": study.wall_s,
         "events": study.result.events,
-        "events_per_s": _num(study.events_per_s),
-        "requests_per_s": _num(study.requests_per_s),
+        "events_per_s": finite(study.events_per_s),
+        "requests_per_s": finite(study.requests_per_s),
     }

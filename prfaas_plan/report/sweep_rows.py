@@ -36,6 +36,7 @@ from prfaas_plan.report.files import (
     output_lock,
     write_error,
 )
+from prfaas_plan.report.jsonsafe import finite, json_safe
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.sweep_point import PointOutcome, SweepOptions, evaluate_point
 from prfaas_plan.units import GBIT_PER_S
@@ -148,10 +149,6 @@ def run_point(task: PointTask) -> dict[str, Any]:
     return {**head, **outcome_fields(scenario, outcome, task.options)}
 
 
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
 def outcome_fields(scenario: Scenario, outcome: PointOutcome, options: SweepOptions) -> dict[str, Any]:
     """A point's status, reason and result fields (``RESULT_FIELDS`` and, with goodput, ``GOODPUT_FIELDS``)."""
     from prfaas_plan.report.plans import plan_cost_dict
@@ -162,16 +159,16 @@ def outcome_fields(scenario: Scenario, outcome: PointOutcome, options: SweepOpti
         cost = plan_cost_dict(scenario, plan, {"at": plan.throughput_req_per_s})
         out.update(
             throughput_req_per_s=plan.throughput_req_per_s,
-            stability_limit_req_per_s=_finite(plan.stability_limit_req_per_s),
-            threshold_tokens=_finite(plan.threshold_tokens),
+            stability_limit_req_per_s=finite(plan.stability_limit_req_per_s),
+            threshold_tokens=finite(plan.threshold_tokens),
             n_prfaas=plan.n_prfaas,
             n_pd_prefill=plan.n_pd_prefill,
             n_pd_decode=plan.n_pd_decode,
             offload_fraction=plan.offload_fraction,
             bottleneck=plan.bottleneck,
             egress_gbit_per_s=plan.egress_bytes_per_s / GBIT_PER_S,
-            link_utilization=_finite(plan.link_utilization),
-            ttft_unloaded_p90_s=_finite(plan.ttft_unloaded_p90_s),
+            link_utilization=finite(plan.link_utilization),
+            ttft_unloaded_p90_s=finite(plan.ttft_unloaded_p90_s),
             usd_per_hour=None if cost is None else cost["at"]["usd_per_hour"],
             usd_per_million_output_tokens=None if cost is None else cost["at"]["usd_per_million_output_tokens"],
         )
@@ -183,7 +180,7 @@ def outcome_fields(scenario: Scenario, outcome: PointOutcome, options: SweepOpti
             goodput_ttft_p90_slo_s=outcome.goodput_slo_s,
             goodput_req_per_s=rate,
             goodput_limited_by=outcome.goodput_limited_by,
-            goodput_threshold_tokens=None if good is None else _finite(good.threshold_tokens),
+            goodput_threshold_tokens=None if good is None else finite(good.threshold_tokens),
             goodput_n_pd_prefill=None if good is None else good.n_pd_prefill,
             goodput_n_pd_decode=None if good is None else good.n_pd_decode,
             goodput_usd_per_million_output_tokens=None if cost is None else cost["at"]["usd_per_million_output_tokens"],
@@ -220,10 +217,10 @@ def _loaded_fields(scenario: Scenario, model: Any, plan: Any, options: SweepOpti
     return {
         "load_fraction": options.load_fraction,
         "load_rate_req_per_s": rate,
-        "ttft_p90_s": _finite(check.figure_closed("overall", "p90")),
+        "ttft_p90_s": finite(check.figure_closed("overall", "p90")),
         "ttft_p90_method": check.method,
-        "ttft_p90_simulated_s": None if simulated is None else _finite(simulated.value),
-        "ttft_p90_simulated_half_width_s": None if simulated is None else _finite(simulated.half_width),
+        "ttft_p90_simulated_s": None if simulated is None else finite(simulated.value),
+        "ttft_p90_simulated_half_width_s": None if simulated is None else finite(simulated.half_width),
         "simulation_disagreements": None if check.simulated is None else "; ".join(check.disagreements),
     }
 
@@ -254,20 +251,9 @@ def _cell(value: Any) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def _json_safe(value: Any) -> Any:
-    """JSON has no NaN or infinity: any that a result holds is written as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    return value
-
-
 def format_row(row: Mapping[str, Any], kind: str, header: Sequence[str]) -> str:
     """One row as a line of its file (with the newline)."""
-    row = _json_safe(dict(row))
+    row = json_safe(dict(row))
     if kind == "jsonl":
         return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
     flat = {**row, **row.get("params", {})}

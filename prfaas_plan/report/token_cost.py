@@ -10,22 +10,17 @@ token at a lower rate.
 
 from __future__ import annotations
 
-import math
-
 from prfaas_plan.optimize.cost import TokenCost
+from prfaas_plan.report.jsonsafe import finite
 
 #: The keys of the three figures, in the order every table shows them.
 TOKEN_COST_KEYS = ("usd_per_million_input_tokens", "usd_per_million_output_tokens", "usd_per_million_tokens")
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def token_cost_dict(tokens: TokenCost) -> dict[str, float | None]:
     """The three figures of ``tokens`` under ``TOKEN_COST_KEYS`` (null where the rate is zero)."""
     return {
-        "usd_per_million_input_tokens": _finite(tokens.usd_per_million_input_tokens),
-        "usd_per_million_output_tokens": _finite(tokens.usd_per_million_output_tokens),
-        "usd_per_million_tokens": _finite(tokens.usd_per_million_tokens),
+        "usd_per_million_input_tokens": finite(tokens.usd_per_million_input_tokens),
+        "usd_per_million_output_tokens": finite(tokens.usd_per_million_output_tokens),
+        "usd_per_million_tokens": finite(tokens.usd_per_million_tokens),
     }
