@@ -16,7 +16,7 @@ below either (tests/topology/test_properties.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +35,11 @@ from prfaas_plan.optimize.topology import (
     region_only,
     restricted,
 )
+
+#: Topologies of at most this many links also restart the global search from the plans of the topology with
+#: one link removed (``compare``), at most RESTART_ROUNDS times.
+RESTART_LINKS = 16
+RESTART_ROUNDS = 3
 
 
 def _distance(tm: TopologyModel, q: int) -> tuple[float, float]:
@@ -187,6 +192,24 @@ def compare(tm: TopologyModel, grid_points: int = GRID_POINTS, seeds: Sequence[A
     near = nearest_only(tm, grid_points)
     alone = no_sharing(tm, grid_points)
     found = global_search(tm, (near.thresholds, alone.thresholds, *seeds), grid_points=grid_points)
+    solves = found.lp_solves
+    if tm.pair_region.size <= RESTART_LINKS:
+        # The topology with one link fewer is a restriction: a plan of it is feasible here. Its search starts
+        # elsewhere, and when it ends higher, the global search restarts from it (until none does).
+        for _ in range(RESTART_ROUNDS):
+            better = []
+            for q in range(tm.pair_region.size):
+                keep = np.arange(tm.pair_region.size) != q
+                fewer = global_search(restricted(tm, keep), (found.thresholds,), grid_points=grid_points)
+                solves += fewer.lp_solves
+                if fewer.scale > found.scale * (1 + 1e-9):
+                    better.append(fewer.thresholds)
+            if not better:
+                break
+            again = global_search(tm, (found.thresholds, *better), grid_points=grid_points)
+            solves += again.lp_solves
+            found = again if again.scale > found.scale else found
+    found = replace(found, lp_solves=solves)
     if not found.scale > 0:
         raise InfeasibleError("no load can be carried: a region has no capacity at any threshold")
     plan = plan_at(tm, found.thresholds, "global plan", found.lp_solves)
