@@ -134,8 +134,9 @@ def _capacity_rate(model: StageModel, plan: PlanEvaluation, lengths: FloatArray,
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CellResult:
-    """One cell: the closed form's and the simulator's P90/P99 (means over seeds), the flag and its reasons,
-    and the pool features behind the flag (first seed), for setting and judging rules."""
+    """One cell: the closed form's and the simulator's P90/P99 (means over seeds), the flag (majority over
+    seeds) with the reasons of the first seed that has any, and the pool features behind the flag (first
+    seed), for setting and judging rules."""
 
     pattern: str
     load: float
@@ -192,8 +193,9 @@ def run_cell(
         summary = priced.loaded.ttft
         closed.append((summary.p90_s, summary.p99_s) if summary is not None else (math.inf, math.inf))
         flags.append(priced.validity.in_domain)
+        if not reasons:
+            reasons = priced.validity.reasons  # the first seed's that has any
         if not features:
-            reasons = priced.validity.reasons
             for stage, pool in priced.pools.items():
                 if pool.fluid_delay_s.size:
                     features.update(
