@@ -130,6 +130,9 @@ def simulate(
             f"whole run (capped at {study.requests:,} requests); throughput shows the saturated capacity",
             file=sys.stderr,
         )
+    caveat = payload["simulated"]["throughput_caveat"]
+    if caveat is not None:
+        print(_caveat_warning(caveat, payload["simulated"]), file=sys.stderr)
     if json_output:
         emit(payload)
         return
@@ -140,6 +143,28 @@ def simulate(
     out.print(_footer(study, payload), style="dim")
     if "dynamics" in payload:
         out.print(_dynamics_lines(payload["dynamics"]))
+
+
+def _caveat_warning(caveat: dict[str, Any], simulated: dict[str, Any]) -> str:
+    """The stderr warning when the measured window holds no completion (throughput null) or opens before
+    the requests in flight have had time to finish (throughput biased low)."""
+    lo, hi = simulated["window_s"]
+    more = (
+        ""
+        if caveat["requests_needed"] is None
+        else f"; about --requests {caveat['requests_needed']:,} would give a steady-state figure"
+    )
+    if simulated["measured_window_completions"] == 0:
+        return (
+            f"warning: no request finished inside the measured window ({lo:.3g}-{hi:.3g} s, after a "
+            f"{caveat['warmup_s']:.3g} s warm-up): every request stays longer, so this run measured no throughput "
+            "(null, not 0)" + more
+        )
+    return (
+        f"warning: the measured window ({lo:.3g}-{hi:.3g} s) opens before the requests in flight have had time to "
+        f"finish: its {simulated['measured_window_completions']:,} completions miss about "
+        f"{caveat['undercount_fraction']:.0%} of the steady state's, so the throughput is biased low" + more
+    )
 
 
 def _check_flags(

@@ -13,7 +13,7 @@ from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.plans import plan_to_dict
 from prfaas_plan.sim.records import COLUMNS, Records
 from prfaas_plan.sim.summary import Estimate, TtftStats
-from prfaas_plan.studies.simulate import Study
+from prfaas_plan.studies.simulate import Study, ThroughputCaveat
 from prfaas_plan.units import GBIT_PER_S
 
 #: Rows formatted and written per chunk: bounded memory however long the run.
@@ -78,6 +78,20 @@ def _ci(estimate: Estimate) -> float | None:
     return finite(estimate.half_width)
 
 
+def _caveat(caveat: ThroughputCaveat | None) -> dict[str, Any] | None:
+    """Why the simulated throughput is null or biased low (``Study.throughput_caveat``), or None."""
+    if caveat is None:
+        return None
+    return {
+        "reason": "no request finished inside the measured window"
+        if caveat.window_completions == 0
+        else "the window opens before the requests in flight have had time to finish: biased low",
+        "warmup_s": caveat.warmup_s,
+        "undercount_fraction": caveat.undercount_fraction,
+        "requests_needed": caveat.requests_needed,
+    }
+
+
 def study_to_dict(study: Study) -> dict[str, Any]:
     """The ``simulate --json`` object: simulated and closed-form figures side by side, their relative
     differences ((simulated − closed form) / closed form), the plan and the run's speed."""
@@ -90,7 +104,7 @@ def study_to_dict(study: Study) -> dict[str, Any]:
         "load": study.load,
         "plan": plan_to_dict(study.plan),
         "simulated": {
-            "throughput_req_per_s": finite(s.throughput_req_per_s.value),
+            "throughput_req_per_s": finite(s.throughput_req_per_s.value) if study.throughput_measured else None,
             "ttft_s": _ttft(s.ttft),
             "ttft_by_route_s": {route: _ttft(stats) for route, stats in s.ttft_by_route.items()},
             "egress_gbit_per_s": {
@@ -101,12 +115,14 @@ def study_to_dict(study: Study) -> dict[str, Any]:
             "tpot_s": finite(s.tpot_mean_s),
             "queue_length": {k: finite(v) for k, v in s.occupancy.items()},
             "ci95_half_width": {
-                "throughput_req_per_s": _ci(s.throughput_req_per_s),
+                "throughput_req_per_s": _ci(s.throughput_req_per_s) if study.throughput_measured else None,
                 "ttft_s": _half_widths(s.ttft),
             },
             "measured_requests": s.measured,
             "completed_requests": s.completed,
             "window_s": list(s.window_s),
+            "measured_window_completions": s.window_completions,
+            "throughput_caveat": _caveat(study.throughput_caveat()),
         },
         "closed_form": {
             "throughput_req_per_s": c.throughput_req_per_s,

@@ -57,6 +57,8 @@ class Summary:
     measured: int
     completed: int
     window_s: tuple[float, float]
+    #: Requests that finished inside the window (the throughput's numerator; 0: no throughput was measured).
+    window_completions: int
     offered_rate_req_per_s: float
     throughput_req_per_s: Estimate
     ttft: TtftStats
@@ -191,10 +193,8 @@ def summarize(result: SimResult, *, warmup_fraction: float = 0.1, batches: int =
     finish = rec.finish_s[np.isfinite(rec.finish_s)]
     edges = np.linspace(lo, hi, batches + 1)
     per_batch = np.histogram(finish, bins=edges)[0] / np.diff(edges)
-    throughput = Estimate(
-        value=float(np.count_nonzero((finish >= lo) & (finish <= hi))) / span,
-        half_width=confidence_half_width(per_batch),
-    )
+    inside = int(np.count_nonzero((finish >= lo) & (finish <= hi)))
+    throughput = Estimate(value=inside / span, half_width=confidence_half_width(per_batch))
     measured = slice(first, n)
     ttft = rec.ttft_s[measured]
     offloaded = rec.offloaded[measured]
@@ -217,6 +217,7 @@ def summarize(result: SimResult, *, warmup_fraction: float = 0.1, batches: int =
         measured=n - first,
         completed=int(np.count_nonzero(np.isfinite(rec.finish_s))),
         window_s=(lo, hi),
+        window_completions=inside,
         offered_rate_req_per_s=(n - 1 - first) / span,
         throughput_req_per_s=throughput,
         ttft=_ttft_stats(ttft, batches),

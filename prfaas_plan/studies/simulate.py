@@ -31,6 +31,9 @@ DEFAULT_LOAD = 0.7
 #: (``ClusterConfig.egress_bin_s``), so a span bounds their memory (10 million bins, under 100 MB); it also
 #: keeps float64 arrival times resolving well under a microsecond (spacing 2e-9 s at 1e7 s).
 MAX_HORIZON_S = 1e7
+#: Estimated share of the steady state's completions the measured window may miss before the simulated
+#: throughput is reported as biased low (``Study.throughput_caveat``): a reporting bound, not a fitted figure.
+THROUGHPUT_UNDERCOUNT = 0.05
 
 
 def _check_horizon(model: StageModel, workload: Workload, threshold_tokens: float, n_prfaas: int) -> str | None:
@@ -72,6 +75,20 @@ def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float
     return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThroughputCaveat:
+    """The measured window is too early or too short for a steady-state throughput (``Study.throughput_caveat``):
+    requests that finished in it, the warm-up's span of arrivals (s), the window (s), the estimated share of
+    the steady state's completions the window misses (None when no request completed) and about how many
+    requests would bring it within ``THROUGHPUT_UNDERCOUNT`` (None when it cannot be estimated)."""
+
+    window_completions: int
+    warmup_s: float
+    window_s: tuple[float, float]
+    undercount_fraction: float | None
+    requests_needed: int | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Study:
     """A run beside its closed form. ``wall_s`` covers sampling the workload and the event loop."""
@@ -102,11 +119,61 @@ class Study:
         """Simulated requests per second of wall time."""
         return self.requests / self.wall_s if self.wall_s > 0 else math.nan
 
+    @property
+    def throughput_measured(self) -> bool:
+        """Whether any request finished inside the measured window: without one, the run measured no
+        throughput (its 0 req/s is the window's emptiness, not the cluster's rate)."""
+        return self.summary.window_completions > 0
+
+    def throughput_caveat(self) -> ThroughputCaveat | None:
+        """Why the simulated throughput is not a steady-state figure (None: it is).
+
+        The window runs from the first measured arrival to the last arrival, and a request finishes one time
+        in system S after it arrives: a request arriving at time a (from the first arrival) is missing from
+        the window's completions while a + S is past the window's opening, so the window undercounts the
+        steady state by about mean(min((S - warm-up)+, span)) / span (S: the run's own times in system). When
+        that exceeds ``THROUGHPUT_UNDERCOUNT`` the throughput is biased low; when the window is shorter than
+        every request's stay nothing finishes in it (``throughput_measured`` False). More requests stretch the
+        warm-up and the span in proportion; ``requests_needed`` is the smallest such count whose estimated
+        undercount is within the bound. Past the stability limit queues grow whatever the run's length: only
+        the empty window is reported there (the closed form's note covers the rest)."""
+        rec = self.result.records
+        lo, hi = self.summary.window_s
+        done = np.isfinite(rec.finish_s)
+        stay = (rec.finish_s - rec.arrival_s)[done]
+        warmup_s, span_s = lo - float(rec.arrival_s[0]), hi - lo
+
+        def undercount(k: float) -> float:
+            return float(np.mean(np.clip(stay - k * warmup_s, 0.0, k * span_s))) / (k * span_s)
+
+        short = stay.size > 0 and undercount(1.0) > THROUGHPUT_UNDERCOUNT
+        if self.throughput_measured and (not self.closed.stable or not short):
+            return None
+        needed = None
+        if stay.size and warmup_s > 0:
+            k_hi = 1.0
+            while undercount(k_hi) > THROUGHPUT_UNDERCOUNT and k_hi < 1e6:
+                k_hi *= 2.0
+            k_lo = k_hi / 2.0
+            for _ in range(30):
+                mid = (k_lo + k_hi) / 2.0
+                k_lo, k_hi = (k_lo, mid) if undercount(mid) <= THROUGHPUT_UNDERCOUNT else (mid, k_hi)
+            needed = math.ceil(self.requests * k_hi)
+        return ThroughputCaveat(
+            window_completions=self.summary.window_completions,
+            warmup_s=warmup_s,
+            window_s=self.summary.window_s,
+            undercount_fraction=undercount(1.0) if stay.size else None,
+            requests_needed=needed,
+        )
+
     def relative_error(self) -> dict[str, float | None]:
-        """(simulated − closed form) / closed form of every figure both sides have (None where one lacks it)."""
+        """(simulated − closed form) / closed form of every figure both sides have (None where one lacks it;
+        the throughput where the window measured none)."""
         s, c = self.summary, self.closed
+        throughput = s.throughput_req_per_s.value if self.throughput_measured else math.nan
         pairs: dict[str, tuple[float, float | None]] = {
-            "throughput_req_per_s": (s.throughput_req_per_s.value, c.throughput_req_per_s),
+            "throughput_req_per_s": (throughput, c.throughput_req_per_s),
             "ttft_mean_s": (s.ttft.mean_s.value, c.ttft_s["mean"]),
             "ttft_p50_s": (s.ttft.p50_s.value, c.ttft_s["p50"]),
             "ttft_p90_s": (s.ttft.p90_s.value, c.ttft_s["p90"]),
