@@ -182,8 +182,11 @@ def test_resume_drops_a_partial_last_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"rows\.jsonl:1: resume: written by another sweep .*; use a new rows file$"):
         sweep_rows.resume_ids(str(out), "jsonl", [], "other", **_RESUME)
     out.write_text("not json\n")
-    with pytest.raises(InputError, match=r"rows\.jsonl:1: not a row"):
+    with pytest.raises(
+        InputError, match=r"rows\.jsonl:1: resume: not a rows file of a sweep; not continued or changed"
+    ):
         sweep_rows.resume_ids(str(out), "jsonl", [], "d", **_RESUME)
+    assert out.read_text() == "not json\n"  # a file that is not the sweep's own is left as it was
     assert sweep_rows.resume_ids(str(tmp_path / "absent.jsonl"), "jsonl", [], "d", **_RESUME) == set()
 
 
@@ -192,7 +195,8 @@ def test_csv_rows_resume_and_stay_on_one_line(tmp_path: Path) -> None:
     header."""
     out = tmp_path / "rows.csv"
     header = ["point_id", "run_digest", "a", "status", "reason"]
-    with sweep_rows.RowsFile(str(out), "csv", header, append=False) as rows:
+    target = sweep_rows.RowsTarget(str(out), "csv", header, "d", set(), resume=False, **_RESUME)
+    with target, target.open() as rows:
         rows.write({"point_id": "p0", "run_digest": "d", "params": {"a": "x\ny"}, "status": "ok", "reason": None})
         rows.write({"point_id": "p1", "run_digest": "d", "params": {"a": [1, 2]}, "status": "invalid", "reason": "r"})
     lines = out.read_text().splitlines()
