@@ -34,8 +34,31 @@ FaultsOpt = Annotated[
 ]
 
 
+SimulateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--simulate",
+        help="Simulate the global plan (with --faults: every site or link lost a quarter into the run) and print "
+        "each region's TTFT and whether every request was completed.",
+    ),
+]
+LoadOpt = Annotated[
+    float, typer.Option("--load", min=0.01, max=1.5, help="Simulated rate as a fraction of the plan's λ.")
+]
+RequestsOpt = Annotated[int, typer.Option("--requests", min=100, max=1_000_000, help="Simulated requests per region.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the simulated workload.")]
+
+
 @topology_app.command("plan")
-def plan(topology: TopologyArg, faults: FaultsOpt = False, json_output: JsonOpt = False) -> None:
+def plan(
+    topology: TopologyArg,
+    faults: FaultsOpt = False,
+    simulate: SimulateOpt = False,
+    load: LoadOpt = 0.7,
+    requests: RequestsOpt = 5_000,
+    seed: SeedOpt = 0,
+    json_output: JsonOpt = False,
+) -> None:
     """The global plan (per PD cluster: threshold, split and the share of its long requests sent to each PrfaaS
     site; maximising the common scale factor of every region's rate), its proven bound, and the two
     alternatives: every region on its nearest site only, and no sharing (each site split among its regions in
@@ -45,10 +68,11 @@ def plan(topology: TopologyArg, faults: FaultsOpt = False, json_output: JsonOpt 
     """
     from prfaas_plan.io.topology import resolve_topology_path
     from prfaas_plan.report.topology import topology_study_dict
-    from prfaas_plan.studies.topology import study_file
+    from prfaas_plan.studies.topology import SimulationRequest, study_file
 
     with handled(json_output):
-        study = study_file(resolve_topology_path(topology), faults=faults)
+        request = SimulationRequest(load=load, requests_per_region=requests, seed=seed) if simulate else None
+        study = study_file(resolve_topology_path(topology), faults=faults, simulate=request)
         payload = topology_study_dict(study)
     if json_output:
         emit(payload)
@@ -157,6 +181,35 @@ def _render(payload: dict[str, Any]) -> None:
         out.print(links)
     if payload["n_minus_one"]:
         _render_faults(payload)
+    if payload["simulation"]:
+        _render_simulation(payload)
+
+
+def _render_simulation(payload: dict[str, Any]) -> None:
+    from prfaas_plan.cli.render import DataTable, console
+
+    runs = payload["simulation"]
+    regions = [r["cluster"] for r in runs[0]["regions"]]
+    table = DataTable(title=f"Simulated at {runs[0]['load']:g} x λ: P90 TTFT per region (s)")
+    for column in ("run", *regions, "all completed", "moved"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for run in runs:
+        p90 = {r["cluster"]: r["ttft_p90_s"] for r in run["regions"]}
+        table.add_row(
+            run["run"],
+            *("—" if p90[c] is None else f"{p90[c]:.2f}" for c in regions),
+            "yes" if run["conserved"] else "NO",
+            str(run["moved_by_faults"]),
+        )
+        table.add_data(
+            {
+                "run": run["run"],
+                **{f"{c}_ttft_p90_s": p90[c] for c in regions},
+                "conserved": run["conserved"],
+                "moved_by_faults": run["moved_by_faults"],
+            }
+        )
+    console().print(table)
 
 
 def _render_faults(payload: dict[str, Any]) -> None:

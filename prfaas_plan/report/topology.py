@@ -102,4 +102,25 @@ def topology_study_dict(study: TopologyStudy) -> dict[str, Any]:
             }
             for f in study.faults
         ],
+        "simulation": [
+            {
+                "run": run.label,
+                "load": run.load,
+                "conserved": run.conserved,
+                "moved_by_faults": run.moved_by_faults,
+                "regions": [
+                    {
+                        "cluster": r.cluster,
+                        "offered_req_per_s": r.offered_req_per_s,
+                        "ttft_mean_s": _finite(r.mean_s),
+                        "ttft_p50_s": _finite(r.p50_s),
+                        "ttft_p90_s": _finite(r.p90_s),
+                        "arrived": r.arrived,
+                        "completed": r.completed,
+                    }
+                    for r in run.regions
+                ],
+            }
+            for run in study.simulations
+        ],
     }

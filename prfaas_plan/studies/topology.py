@@ -16,6 +16,7 @@ from prfaas_plan.optimize.topology import GRID_POINTS, TopologyPlan, topology_mo
 from prfaas_plan.optimize.topology_compare import TopologyComparison, compare
 from prfaas_plan.optimize.topology_faults import FaultResult, better_seeds, n_minus_one
 from prfaas_plan.spec.topology import Topology
+from prfaas_plan.studies.topology_sim import TopologySimulation, fault_runs, simulate_plan
 
 _SECONDS_PER_HOUR = 3600.0
 #: Times the global search is restarted from a re-planned loss that beat it (``topology_study``).
@@ -74,6 +75,8 @@ class TopologyStudy:
     prices: dict[str, PlanPrice]
     #: N-1 on the global plan (``optimize.topology_faults``); empty unless asked for.
     faults: tuple[FaultResult, ...] = ()
+    #: The global plan simulated (``studies.topology_sim``; with faults: every loss too); empty unless asked for.
+    simulations: tuple[TopologySimulation, ...] = ()
 
     def usd_per_million_requests(self, plan: TopologyPlan) -> float | None:
         """The plan's hourly price over what it carries in an hour, per million requests."""
@@ -83,7 +86,22 @@ class TopologyStudy:
         return total / (plan.throughput_req_per_s * _SECONDS_PER_HOUR) * 1e6
 
 
-def topology_study(topology: Topology, grid_points: int = GRID_POINTS, *, faults: bool = False) -> TopologyStudy:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationRequest:
+    """Simulate the global plan at ``load`` x λ with ``requests_per_region`` requests per region."""
+
+    load: float
+    requests_per_region: int
+    seed: int = 0
+
+
+def topology_study(
+    topology: Topology,
+    grid_points: int = GRID_POINTS,
+    *,
+    faults: bool = False,
+    simulate: SimulationRequest | None = None,
+) -> TopologyStudy:
     """Price the topology, plan it globally and by both alternatives, price each plan, and with ``faults`` run
     N-1 on the global plan. A site or link lost and re-planned is a restriction of the topology, so when one
     carries more than the global plan the search stopped short: it is run again from that loss's thresholds
@@ -101,16 +119,26 @@ def topology_study(topology: Topology, grid_points: int = GRID_POINTS, *, faults
             result = compare(tm, grid_points, seeds)
             losses = n_minus_one(tm, result.plan, grid_points)
     plans = (result.plan, result.nearest.plan, result.no_sharing.plan)
+    runs: list[TopologySimulation] = []
+    if simulate is not None:
+        load, n, seed = simulate.load, simulate.requests_per_region, simulate.seed
+        if faults:
+            runs = fault_runs(tm, result.plan, load=load, requests_per_region=n, seed=seed)
+        else:
+            runs = [simulate_plan(tm, result.plan, load=load, requests_per_region=n, seed=seed, label="no loss")]
     return TopologyStudy(
         topology=topology,
         comparison=result,
         prices={p.label: plan_price(topology, p) for p in plans},
         faults=tuple(losses),
+        simulations=tuple(runs),
     )
 
 
-def study_file(path: Path, grid_points: int = GRID_POINTS, *, faults: bool = False) -> TopologyStudy:
+def study_file(
+    path: Path, grid_points: int = GRID_POINTS, *, faults: bool = False, simulate: SimulationRequest | None = None
+) -> TopologyStudy:
     """``topology_study`` of a topology or scenario file."""
     from prfaas_plan.io.topology import load_topology
 
-    return topology_study(load_topology(path), grid_points, faults=faults)
+    return topology_study(load_topology(path), grid_points, faults=faults, simulate=simulate)

@@ -102,15 +102,17 @@ def simulate_plan(
 def fault_runs(
     tm: TopologyModel, plan: TopologyPlan, *, load: float, requests_per_region: int, seed: int
 ) -> list[TopologySimulation]:
-    """The plan with nothing lost, then each site lost (rerouted; kept local) and each link lost, a quarter of
-    the way into the run (at a quarter of the busiest region's arrivals)."""
+    """The plan with nothing lost, then each site lost (its share to the region's other sites; or prefilled
+    locally) and each link lost, a quarter of the way into the run (a quarter of the slowest region's arrival
+    span). Thresholds and splits are the plan's throughout: no re-planning after the loss."""
     horizon_s = requests_per_region / (load * min(r.carried_req_per_s for r in plan.regions if r.carried_req_per_s > 0))
     at_s = 0.25 * horizon_s
     runs = [simulate_plan(tm, plan, load=load, requests_per_region=requests_per_region, seed=seed, label="no loss")]
     for k, site in enumerate(tm.sites):
         for keep_local in (False, True):
             fault = FaultSim(kind="site", at_s=at_s, site=k, keep_local=keep_local)
-            label = f"site {site} lost, {'kept local' if keep_local else 'rerouted'}"
+            how = "its share prefilled locally" if keep_local else "its share to the other sites"
+            label = f"site {site} lost, {how} (plan kept)"
             runs.append(
                 simulate_plan(
                     tm,
@@ -125,7 +127,7 @@ def fault_runs(
     for q in range(tm.pair_region.size):
         j, k = int(tm.pair_region[q]), int(tm.pair_site[q])
         fault = FaultSim(kind="link", at_s=at_s, site=k, region=j)
-        label = f"link {tm.sites[k]} → {tm.regions[j]} lost"
+        label = f"link {tm.sites[k]} → {tm.regions[j]} lost (plan kept)"
         runs.append(
             simulate_plan(
                 tm, plan, load=load, requests_per_region=requests_per_region, seed=seed, faults=(fault,), label=label

@@ -119,3 +119,11 @@ def test_a_scenario_is_planned_as_a_topology() -> None:
     assert done.returncode == 0, done.stderr
     region = json.loads(done.stdout)["global_plan"]["regions"][0]
     assert (region["n_pd_prefill"], region["n_pd_decode"]) == (3, 5)
+
+
+def test_the_command_simulates_the_plan_and_every_loss_without_dropping_a_request() -> None:
+    done = run_cli("topology", "plan", "paper-case-study", "--faults", "--simulate", "--requests", "300", "--json")
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["simulation"]
+    assert runs[0]["run"] == "no loss" and len(runs) == 4  # no loss, site x 2, link
+    assert all(r["conserved"] and r["regions"][0]["completed"] == 300 for r in runs)
