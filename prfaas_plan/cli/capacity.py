@@ -188,8 +188,10 @@ def size(
 
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
+    from prfaas_plan.optimize.shape_choice import for_target
     from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS
     from prfaas_plan.report.capacity import size_to_dict
+    from prfaas_plan.report.shapes import shape_choice_to_dict
     from prfaas_plan.studies.closed_form import Traffic
     from prfaas_plan.studies.review import SIZING_CHECK, sizing_part
     from prfaas_plan.throughput import stage_model
@@ -208,14 +210,26 @@ def size(
 
             spec = load_with_flags(scenario, {"--tpot-p90-ms": tpot_p90_ms})
         target = target_option(spec, rate, ttft_p90_s)
+        _priced(spec)
+        links = None if given is None else [b * GBIT_PER_S for b in given]
+        scv = spec.traffic.output_length.scv
+        shapes = for_target(
+            spec,
+            target,
+            bandwidths_bytes_per_s=links,
+            max_prfaas=max_prfaas,
+            max_local=max_local,
+            decode_service_scv=scv,
+        )
+        spec = shapes.scenario  # the pools in the shapes chosen (as given when no pool says shape: auto)
         prices = _priced(spec)
         part = sizing_part(
             stage_model(spec),
             prices,
             target,
             Traffic(output_lengths=spec.traffic.output_length),
-            decode_service_scv=spec.traffic.output_length.scv,
-            bandwidths_bytes_per_s=None if given is None else [b * GBIT_PER_S for b in given],
+            decode_service_scv=scv,
+            bandwidths_bytes_per_s=links,
             max_prfaas=max_prfaas,
             max_local=max_local,
             resolution_tokens=SIZING_RESOLUTION_TOKENS,
@@ -223,10 +237,14 @@ def size(
             verify=replace(SIZING_CHECK, verify=verify, max_requests=verify_max_requests, max_wall_s=verify_max_s),
         )
         payload = size_to_dict(spec, part)
+        payload["shapes"] = shape_choice_to_dict(shapes)
         if part.sizing.prfaas_pd is None and part.sizing.homogeneous_pd is None:
             raise InfeasibleError(list(part.sizing.reasons))
         if write_scenario is not None:
-            payload["written_scenario"] = _write_sized(write_scenario, spec_path, part.sizing)
+            from prfaas_plan.cli.capacity_render import shape_line
+
+            shape_note = [shape_line(payload["shapes"])] if shapes.choosing else []
+            payload["written_scenario"] = _write_sized(write_scenario, spec_path, part.sizing, shape_note)
         if band:
             payload["error_band"] = _size_band(spec, prices, target, part.sizing)
     if json_output:
@@ -234,9 +252,10 @@ def size(
         return
     if write_scenario is not None:
         print(f"wrote {payload['written_scenario']}", file=sys.stderr)
-    from prfaas_plan.cli.capacity_render import print_sizing
+    from prfaas_plan.cli.capacity_render import print_sizing, shape_line
 
     print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
+    print(shape_line(payload["shapes"]))
     if payload.get("error_band"):
         from prfaas_plan.cli.band_render import print_size_band
 
@@ -270,8 +289,9 @@ def _check_scenario_output(path: str) -> None:
         raise InputError([replace(p, field="--write-scenario") for p in exc.problems]) from None
 
 
-def _write_sized(path: str, spec_path: Any, sizing: Any) -> str:
-    """Write the sized PrfaaS-PD deployment as a scenario (``report.scenario``); its path as written."""
+def _write_sized(path: str, spec_path: Any, sizing: Any, shape_note: list[str] | None = None) -> str:
+    """Write the sized PrfaaS-PD deployment as a scenario (``report.scenario``); its path as written. With
+    ``shape: auto`` the file keeps ``auto`` and ``shape_note`` (the shapes chosen) goes in its header."""
     from prfaas_plan.report.scenario import sized_plan, write_sized_scenario
 
     found = sizing.prfaas_pd
@@ -279,7 +299,7 @@ def _write_sized(path: str, spec_path: Any, sizing: Any) -> str:
         raise InfeasibleError(
             ["no PrfaaS-PD deployment carries the target: nothing to write to --write-scenario", *sizing.reasons]
         )
-    notes = []
+    notes = list(shape_note or [])
     cheaper = sizing.homogeneous_pd
     if cheaper is not None and cheaper.usd_per_hour < found.usd_per_hour:
         notes.append(

@@ -497,3 +497,34 @@ def print_headroom(
             }
         )
         out.print(rt)
+
+
+def shape_line(shapes: dict[str, Any]) -> str:
+    """One line: each pool's instance shape (chosen or fixed), the criterion and the next-best pair's figure
+    (``report.shapes.shape_choice_to_dict``'s dictionary)."""
+    pools = shapes["pools"]
+    held = ", ".join(
+        f"{name} {p['gpus']} GPUs {p['label']} ({'chosen' if p['chosen_by'] == 'auto' else 'fixed'})"
+        for name, p in (("PrfaaS", pools["prfaas"]), ("local", pools["local"]))
+    )
+    nxt = shapes["next_best"]
+    if not any(p["chosen_by"] == "auto" for p in pools.values()):
+        return f"Instance shapes: {held}; no alternative priced (no pool says shape: auto)."
+    unit = shapes["unit"]
+    chosen = shapes["chosen"]["value"]
+
+    def figure(value: float | None) -> str:
+        if value is None:
+            return "none"
+        return f"{value:,.2f} {unit}" if unit == "USD/h" else f"{value:.4g} {unit}"
+
+    if nxt is None:
+        tail = "no other shape pair left to price"
+    elif nxt["value"] is None:
+        tail = f"next best {nxt['label']}: {nxt['reason']}"
+    else:
+        tail = f"next best {nxt['label']} at {figure(nxt['value'])}"
+    ruled = len(shapes["ruled_out"])
+    if ruled:
+        tail += f"; {ruled} shape(s) ruled out by memory (JSON shapes.ruled_out has the numbers)"
+    return f"Instance shapes: {held}; by {shapes['criterion']}: {figure(chosen)}; {tail}."
