@@ -202,8 +202,10 @@ def optimize(
     """
     from prfaas_plan.cli import latency_render as lat
     from prfaas_plan.optimize import compare, compare_goodput
+    from prfaas_plan.optimize.shape_choice import for_throughput
     from prfaas_plan.optimize.token_rates import comparison_token_rates
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict, goodput_comparison_to_dict
+    from prfaas_plan.report.shapes import shape_choice_to_dict
     from prfaas_plan.report.tpot import token_rates_to_dict
     from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
@@ -220,6 +222,8 @@ def optimize(
         )
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, n_local, tpot_p90_ms)
+        shapes = for_throughput(spec, resolution_tokens)  # shape: auto; else the pools' own shapes
+        spec = shapes.scenario
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
         loaded = slo is not None or rate is not None or load is not None or curve
         model, traffic, label, caches = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
@@ -240,9 +244,11 @@ def optimize(
             payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
+        payload["shapes"] = shape_choice_to_dict(shapes)
     if json_output:
         _emit(payload)
         return
+    from prfaas_plan.cli.capacity_render import shape_line
     from prfaas_plan.cli.render import console
 
     out = console()
@@ -252,8 +258,10 @@ def optimize(
         from prfaas_plan.cli.tpot_render import token_rates_table
 
         out.print(token_rates_table(token_rates))
+        out.print(shape_line(payload["shapes"]))
         return
     _print_comparison(out, spec, result, payload, view, plan_title="PrfaaS-PD (optimised)", model=model)
+    out.print(shape_line(payload["shapes"]))
 
 
 @app.command()
