@@ -1,6 +1,7 @@
-"""Search and scoring of plans (paper §3.4.2): ``plans`` (a plan scored by Eqs. 1-8, comparisons), ``search``
-(the global threshold and split search), ``baselines`` (homogeneous PD, naive offload) and ``under_load``
-(closed-form TTFT at a rate, the load curve, the goodput objective)."""
+"""Searches and scoring of plans (paper §3.4.2): ``plans`` (a plan scored by Eqs. 1-8, comparisons),
+``throughput_search`` (the threshold and split with the largest Λ_max), ``goodput_search`` (the most goodput, and
+the best plan at a fixed rate), ``baselines`` (homogeneous PD, naive offload), ``under_load`` (closed-form TTFT at
+a rate, the load curve), sizing, cost, matrix, headroom, shapes, error bands and the topology's global plan."""
 
 from __future__ import annotations
 
