@@ -200,6 +200,19 @@ def optimize(
     Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5
     Example: prfaas-plan optimize --objective goodput --ttft-p90-s 5 --tpot-p90-ms 50
     """
+    from prfaas_plan.io.file_kind import topology_argument
+
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        flags = {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-prfaas": n_prfaas, "--n-local": n_local}
+        flags |= {"--ttft-p90-s": ttft_p90_s, "--tpot-p90-ms": tpot_p90_ms, "--rate": rate, "--load": load}
+        given = {k: v is not None for k, v in flags.items()}
+        given |= {"--objective": objective != "throughput", "--curve": curve, "--trace": trace is not None}
+        given |= {"--prefix-cache": prefix_cache}
+        topology_commands.optimize(topology, given=given, json_output=json_output)
+        return
     from prfaas_plan.cli import latency_render as lat
     from prfaas_plan.optimize import compare, compare_goodput
     from prfaas_plan.optimize.shape_choice import for_throughput
@@ -288,6 +301,23 @@ def evaluate(
     Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5
     Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5 --load 0.7 --curve
     """
+    from prfaas_plan.io.file_kind import topology_argument
+
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        flags = {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-prfaas": n_prfaas, "--rate": rate}
+        flags |= {"--load": load, "--trace": trace}
+        given = {k: v is not None for k, v in flags.items()} | {"--curve": curve, "--prefix-cache": prefix_cache}
+        topology_commands.evaluate(
+            topology,
+            threshold_tokens=threshold,
+            n_pd=(n_pd_prefill, n_pd_decode),
+            given=given,
+            json_output=json_output,
+        )
+        return
     from prfaas_plan.cli import latency_render as lat
     from prfaas_plan.optimize import Comparison, plan_comparison
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict

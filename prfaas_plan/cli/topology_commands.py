@@ -1,0 +1,209 @@
+"""What ``optimize``, ``evaluate``, ``size``, ``headroom``, ``simulate``, ``sweep`` and ``review`` do when their
+SCENARIO argument names a topology (``io.file_kind.topology_argument``; issue 23). A flag that only means
+something for one PrfaaS cluster, one PD cluster and one link is refused (exit 2, naming it), never ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prfaas_plan.cli.common import emit, handled
+from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.paths import display_path
+
+
+def refuse(command: str, path: Path, given: Mapping[str, bool]) -> None:
+    """Exit 2 naming the first flag given that a topology has no meaning for."""
+    for flag, was_given in given.items():
+        if was_given:
+            raise InputError(
+                Problem(
+                    field=flag,
+                    message=f"{command}: {display_path(path)} is a topology; {flag} applies to a single-cluster "
+                    "scenario only",
+                )
+            )
+
+
+def _note(text: str, quiet: bool) -> None:
+    if not quiet:
+        from prfaas_plan.cli.render import console
+
+        console(stderr=True).print(text, style="dim")
+
+
+def optimize(path: Path, *, given: Mapping[str, bool], json_output: bool) -> None:
+    """The global plan, its bound and its two alternatives (as ``topology plan``)."""
+    from prfaas_plan.cli.topology import _render
+    from prfaas_plan.report.topology import topology_study_dict
+    from prfaas_plan.studies.topology import study_file
+
+    with handled(json_output):
+        refuse("optimize", path, given)
+        payload = {"input": "topology", **topology_study_dict(study_file(path))}
+    if json_output:
+        emit(payload)
+        return
+    _render(payload)
+
+
+def evaluate(
+    path: Path, *, threshold_tokens: float, n_pd: tuple[int, int], given: Mapping[str, bool], json_output: bool
+) -> None:
+    """Every PD cluster at ``--threshold``, the routing LP's shares and each cluster's own split, beside the
+    global plan."""
+    from prfaas_plan.io.topology import load_topology
+    from prfaas_plan.report.topology import topology_plan_dict, topology_study_dict
+    from prfaas_plan.studies.topology import plan_price, study_file
+    from prfaas_plan.studies.topology_points import plan_at_threshold
+
+    with handled(json_output):
+        refuse("evaluate", path, given)
+        if not threshold_tokens >= 0:
+            raise InputError(Problem(field="--threshold", message=f"must be >= 0, got {threshold_tokens:g}"))
+        topology = load_topology(path)
+        plan = plan_at_threshold(topology, threshold_tokens)
+        study = study_file(path)
+        study = replace(study, prices={**study.prices, plan.label: plan_price(topology, plan)})
+        whole = topology_study_dict(study)
+        payload = {
+            "input": "topology",
+            "topology": whole["topology"],
+            "file": whole["file"],
+            "threshold_tokens": threshold_tokens,
+            "split_note": "each PD cluster's prefill/decode split is chosen at its threshold (as the global plan's); "
+            "--n-pd-prefill/--n-pd-decode are not applied to a topology",
+            "given_plan": topology_plan_dict(study, plan),
+            "global_plan": whole["global_plan"],
+            "given_over_global": plan.scale / study.comparison.plan.scale,
+        }
+    _note(
+        f"note: {display_path(path)} is a topology: every PD cluster routes at --threshold "
+        f"{threshold_tokens:g}; its split is chosen at that threshold "
+        f"(--n-pd-prefill {n_pd[0]} / --n-pd-decode {n_pd[1]} are not applied)",
+        json_output,
+    )
+    if json_output:
+        emit(payload)
+        return
+    _render_plans(payload, [payload["given_plan"], payload["global_plan"]])
+
+
+def _render_plans(payload: dict[str, Any], plans: list[dict[str, Any]]) -> None:
+    from prfaas_plan.cli.render import DataTable, console
+
+    out = console()
+    best = payload["global_plan"]["scale"]
+    summary = DataTable(
+        title=f"{payload['topology']}: at --threshold {payload['threshold_tokens']:g}, beside the global plan"
+    )
+    for column in ("plan", "scale λ", "carried (req/s)", "USD/h", "vs global"):
+        summary.add_column(column, justify="left" if column == "plan" else "right")
+    for p in plans:
+        total = p["price"]["total_usd_per_hour"]
+        summary.add_row(
+            p["label"],
+            f"{p['scale']:.4g}",
+            f"{p['throughput_req_per_s']:.2f}",
+            "—" if total is None else f"${total:,.0f}",
+            f"{p['scale'] / best:.3f}",
+        )
+        summary.add_data(
+            {
+                "plan": p["label"],
+                "scale": p["scale"],
+                "throughput_req_per_s": p["throughput_req_per_s"],
+                "total_usd_per_hour": total,
+                "scale_over_global": p["scale"] / best,
+            }
+        )
+    out.print(summary)
+    for p in plans:
+        regions = DataTable(title=f"{p['label']}: regions")
+        for column in ("PD cluster", "threshold (tokens)", "offload p", "N_p / N_d", "carried (req/s)", "long to"):
+            regions.add_column(column, justify="left" if column in ("PD cluster", "long to") else "right")
+        for r in p["regions"]:
+            shares = ", ".join(f"{k} {v:.0%}" for k, v in r["long_share_by_site"].items() if v > 0) or "—"
+            regions.add_row(
+                r["cluster"],
+                f"{r['threshold_tokens']:,.0f}",
+                f"{r['offload_fraction']:.1%}",
+                f"{r['n_pd_prefill']} / {r['n_pd_decode']}",
+                f"{r['carried_req_per_s']:.3f}",
+                shares,
+            )
+            regions.add_data({"plan": p["label"], **{k: v for k, v in r.items() if not isinstance(v, dict)}})
+        out.print(regions)
+
+
+def simulate(
+    path: Path, *, load: float | None, requests: int, seed: int, given: Mapping[str, bool], json_output: bool
+) -> None:
+    """The global plan simulated by the topology simulator at ``load`` x λ, ``requests`` per region."""
+    from prfaas_plan.cli.topology import _render_simulation
+    from prfaas_plan.report.topology import topology_study_dict
+    from prfaas_plan.studies.topology import SimulationRequest, study_file
+
+    with handled(json_output):
+        refuse("simulate", path, given)
+        fraction = 0.7 if load is None else load
+        if not 0.01 <= fraction <= 1.5:
+            raise InputError(
+                Problem(field="--load", message=f"must be in [0.01, 1.5] for a topology, got {fraction:g}")
+            )
+        if not 100 <= requests <= 1_000_000:
+            raise InputError(Problem(field="--requests", message=f"must be in [100, 1000000], got {requests}"))
+        request = SimulationRequest(load=fraction, requests_per_region=requests, seed=seed)
+        whole = topology_study_dict(study_file(path, simulate=request))
+        payload = {
+            "input": "topology",
+            "topology": whole["topology"],
+            "file": whole["file"],
+            "rates_req_per_s": whole["rates_req_per_s"],
+            "global_plan": whole["global_plan"],
+            "simulation": whole["simulation"],
+        }
+    if json_output:
+        emit(payload)
+        return
+    _render_simulation(payload)
+
+
+def headroom(path: Path, *, given: Mapping[str, bool], json_output: bool) -> None:
+    """N-1 on the global plan: each PrfaaS site lost (rerouted, or kept local), each link lost, each PD cluster
+    drained (``optimize.topology_faults``; fluid throughput)."""
+    from prfaas_plan.cli.topology import _render_faults
+    from prfaas_plan.report.topology import topology_study_dict
+    from prfaas_plan.studies.topology import study_file
+
+    with handled(json_output):
+        refuse("headroom", path, given)
+        whole = topology_study_dict(study_file(path, faults=True))
+        payload = {
+            "input": "topology",
+            "topology": whole["topology"],
+            "file": whole["file"],
+            "rates_req_per_s": whole["rates_req_per_s"],
+            "global_plan": whole["global_plan"],
+            "n_minus_one": whole["n_minus_one"],
+        }
+    if json_output:
+        emit(payload)
+        return
+    _render_faults(payload)
+
+
+def size(path: Path, *, json_output: bool) -> None:
+    """Not yet: sizing a topology to a target is not implemented here."""
+    with handled(json_output):
+        raise InputError(
+            Problem(
+                field="SCENARIO",
+                message=f"size: not yet for topologies ({display_path(path)} is one); "
+                f"`prfaas-plan topology plan {display_path(path)}` gives "
+                "its global plan at its own instance counts",
+            )
+        )
