@@ -555,6 +555,59 @@ def _carries(verdict: str | None) -> bool:
     return verdict != MISSES
 
 
+def _target_options(r: Review, rate: float) -> list[Option]:
+    """Every deployment the review priced that could carry ``rate``: the sized PrfaaS-PD and homogeneous-PD
+    deployments (with their simulation checks' verdicts), the given deployment and its priced neighbours, and
+    the matrix points."""
+    assert r.sizing is not None
+    options: list[Option] = []
+    sized = r.sizing.sizing
+    checks = {"prfaas": r.sizing.check, "homogeneous": r.sizing.baseline_check}
+    for key, d in (("prfaas", sized.prfaas_pd), ("homogeneous", sized.homogeneous_pd)):
+        if d is None:
+            continue
+        check = checks[key]
+        verdict = check.decision.verdict if check is not None and check.decision is not None else None
+        link = f" on a {d.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s link" if d.n_prfaas else ""
+        options.append(
+            Option(
+                label=f"{d.n_prfaas} PrfaaS + {d.n_local} local instances{link}"
+                if d.n_prfaas
+                else f"{d.n_local} local instances, no PrfaaS pool",
+                kind="PrfaaS-PD" if d.n_prfaas else "homogeneous PD",
+                usd_per_hour=d.usd_per_hour,
+                figure_req_per_s=d.goodput_req_per_s,
+                margin=d.goodput_req_per_s / rate - 1,
+                verdict=verdict,
+            )
+        )
+    for p in r.frontier.points if r.frontier is not None else ():
+        if p.source in ("given", "scaled") and p.goodput_req_per_s >= rate:
+            options.append(
+                Option(
+                    label=f"{p.label.split()[0].replace('+', ' PrfaaS + ')} local instances"
+                    + (" (as given)" if p.source == "given" else ""),
+                    kind="PrfaaS-PD",
+                    usd_per_hour=p.usd_per_hour,
+                    figure_req_per_s=p.goodput_req_per_s,
+                    margin=p.goodput_req_per_s / rate - 1,
+                )
+            )
+    for m in r.matrix.points if r.matrix is not None else ():
+        if m.goodput_req_per_s >= rate:
+            homog = not m.prefill
+            options.append(
+                Option(
+                    label=f"{m.local} only" if homog else f"{m.prefill} PrfaaS + {m.local} local",
+                    kind="homogeneous PD" if homog else "PrfaaS-PD",
+                    usd_per_hour=m.usd_per_hour,
+                    figure_req_per_s=m.goodput_req_per_s,
+                    margin=m.goodput_req_per_s / rate - 1,
+                )
+            )
+    return options
+
+
 def recommend(r: Review) -> Recommendation:
     """The decision on the review's own objective, never a plan another option beats on it.
 
@@ -574,50 +627,7 @@ def recommend(r: Review) -> Recommendation:
     if r.target is not None and r.sizing is not None:
         target = r.target
         rate = target.rate_req_per_s
-        sized = r.sizing.sizing
-        checks = {"prfaas": r.sizing.check, "homogeneous": r.sizing.baseline_check}
-        for key, d in (("prfaas", sized.prfaas_pd), ("homogeneous", sized.homogeneous_pd)):
-            if d is None:
-                continue
-            check = checks[key]
-            verdict = check.decision.verdict if check is not None and check.decision is not None else None
-            link = f" on a {d.bandwidth_bytes_per_s / GBIT_PER_S:g} Gbit/s link" if d.n_prfaas else ""
-            options.append(
-                Option(
-                    label=f"{d.n_prfaas} PrfaaS + {d.n_local} local instances{link}"
-                    if d.n_prfaas
-                    else f"{d.n_local} local instances, no PrfaaS pool",
-                    kind="PrfaaS-PD" if d.n_prfaas else "homogeneous PD",
-                    usd_per_hour=d.usd_per_hour,
-                    figure_req_per_s=d.goodput_req_per_s,
-                    margin=d.goodput_req_per_s / rate - 1,
-                    verdict=verdict,
-                )
-            )
-        for p in r.frontier.points if r.frontier is not None else ():
-            if p.source in ("given", "scaled") and p.goodput_req_per_s >= rate:
-                options.append(
-                    Option(
-                        label=f"{p.label.split()[0].replace('+', ' PrfaaS + ')} local instances"
-                        + (" (as given)" if p.source == "given" else ""),
-                        kind="PrfaaS-PD",
-                        usd_per_hour=p.usd_per_hour,
-                        figure_req_per_s=p.goodput_req_per_s,
-                        margin=p.goodput_req_per_s / rate - 1,
-                    )
-                )
-        for m in r.matrix.points if r.matrix is not None else ():
-            if m.goodput_req_per_s >= rate:
-                homog = not m.prefill
-                options.append(
-                    Option(
-                        label=f"{m.local} only" if homog else f"{m.prefill} PrfaaS + {m.local} local",
-                        kind="homogeneous PD" if homog else "PrfaaS-PD",
-                        usd_per_hour=m.usd_per_hour,
-                        figure_req_per_s=m.goodput_req_per_s,
-                        margin=m.goodput_req_per_s / rate - 1,
-                    )
-                )
+        options = _target_options(r, rate)
         options = [o for o in options if _carries(o.verdict)]
         options.sort(key=lambda o: (o.usd_per_hour, -(o.margin or 0.0)))
         objective = (
