@@ -43,7 +43,24 @@ SimulateOpt = Annotated[
     ),
 ]
 LoadOpt = Annotated[
-    float, typer.Option("--load", min=0.01, max=1.5, help="Simulated rate as a fraction of the plan's λ.")
+    float,
+    typer.Option("--load", min=0.01, max=1.5, help="Simulated (and --ttft) rate as a fraction of the plan's λ."),
+]
+TtftOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ttft",
+        help="Print each region's closed-form loaded TTFT (P50/P90/P99) at --load x λ (or --rate): each site a "
+        "G/G/c pool shared by the regions routed to it, each link processor-sharing.",
+    ),
+]
+RateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--rate",
+        min=0.0,
+        help="With --ttft: the total rate of all regions (req/s, at the plan's mix) instead of --load.",
+    ),
 ]
 RequestsOpt = Annotated[int, typer.Option("--requests", min=100, max=1_000_000, help="Simulated requests per region.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the simulated workload.")]
@@ -57,6 +74,8 @@ def plan(
     load: LoadOpt = 0.7,
     requests: RequestsOpt = 5_000,
     seed: SeedOpt = 0,
+    ttft: TtftOpt = False,
+    rate: RateOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """The global plan (per PD cluster: threshold, split and the share of its long requests sent to each PrfaaS
@@ -72,7 +91,14 @@ def plan(
 
     with handled(json_output):
         request = SimulationRequest(load=load, requests_per_region=requests, seed=seed) if simulate else None
-        study = study_file(resolve_topology_path(topology), faults=faults, simulate=request)
+        want_ttft = ttft or rate is not None
+        study = study_file(
+            resolve_topology_path(topology),
+            faults=faults,
+            simulate=request,
+            ttft_load=load if want_ttft and rate is None else None,
+            ttft_rate_req_per_s=rate,
+        )
         payload = topology_study_dict(study)
     if json_output:
         emit(payload)
@@ -181,8 +207,36 @@ def _render(payload: dict[str, Any]) -> None:
         out.print(links)
     if payload["n_minus_one"]:
         _render_faults(payload)
+    if payload["loaded_ttft"]:
+        _render_loaded(payload)
     if payload["simulation"]:
         _render_simulation(payload)
+
+
+def _render_loaded(payload: dict[str, Any]) -> None:
+    from prfaas_plan.cli.render import DataTable, console
+
+    loaded = payload["loaded_ttft"]
+    table = DataTable(title=f"Closed-form loaded TTFT at {loaded['load']:.3g} x λ, per region (s)")
+    for column in ("PD cluster", "rate (req/s)", "mean", "P50", "P90", "P99", "unstable"):
+        table.add_column(column, justify="left" if column in ("PD cluster", "unstable") else "right")
+    for r in loaded["regions"]:
+        cells = [r[f"ttft_{k}_s"] for k in ("mean", "p50", "p90", "p99")]
+        table.add_row(
+            r["cluster"],
+            f"{r['rate_req_per_s']:.3f}",
+            *("—" if v is None else f"{v:.3f}" for v in cells),
+            r["unstable_stage"] or "",
+        )
+        table.add_data(
+            {
+                "cluster": r["cluster"],
+                "rate_req_per_s": r["rate_req_per_s"],
+                **{f"ttft_{k}_s": r[f"ttft_{k}_s"] for k in ("mean", "p50", "p90", "p99")},
+                "unstable_stage": r["unstable_stage"],
+            }
+        )
+    console().print(table)
 
 
 def _render_simulation(payload: dict[str, Any]) -> None:

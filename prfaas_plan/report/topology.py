@@ -102,6 +102,7 @@ def topology_study_dict(study: TopologyStudy) -> dict[str, Any]:
             }
             for f in study.faults
         ],
+        "loaded_ttft": _loaded(study),
         "simulation": [
             {
                 "run": run.label,
@@ -122,5 +123,34 @@ def topology_study_dict(study: TopologyStudy) -> dict[str, Any]:
                 ],
             }
             for run in study.simulations
+        ],
+    }
+
+
+def _loaded(study: TopologyStudy) -> dict[str, Any] | None:
+    """The closed-form loaded TTFT per region (None unless asked for)."""
+    loaded = study.loaded
+    if loaded is None:
+        return None
+    return {
+        "load": loaded.load,
+        "method": "closed form (optimize.topology_ttft): each site a G/G/c pool loaded by every region routed to "
+        "it, each link processor sharing of its routed KV bytes, local prefill and decode as one pair; each "
+        "region's law the mixture of its local route and its share-weighted offload routes (stages independent)",
+        "site_utilization": dict(loaded.site_utilization),
+        "regions": [
+            {
+                "cluster": r.cluster,
+                "rate_req_per_s": r.rate_req_per_s,
+                "offload_fraction": r.offload_fraction,
+                "long_share_by_site": dict(r.shares),
+                "unstable_stage": r.unstable,
+                "utilization": {k: _finite(v) for k, v in r.utilization.items()},
+                "ttft_mean_s": None if r.ttft is None else r.ttft.mean_s,
+                "ttft_p50_s": None if r.ttft is None else r.ttft.p50_s,
+                "ttft_p90_s": None if r.ttft is None else r.ttft.p90_s,
+                "ttft_p99_s": None if r.ttft is None else r.ttft.p99_s,
+            }
+            for r in loaded.regions
         ],
     }

@@ -15,6 +15,7 @@ from prfaas_plan.optimize.cost import egress_usd_per_hour, gpu_hour_price, link_
 from prfaas_plan.optimize.topology import GRID_POINTS, TopologyPlan, topology_model
 from prfaas_plan.optimize.topology_compare import TopologyComparison, compare
 from prfaas_plan.optimize.topology_faults import FaultResult, better_seeds, n_minus_one
+from prfaas_plan.optimize.topology_ttft import TopologyLoadedTtft, topology_loaded_ttft
 from prfaas_plan.spec.topology import Topology
 from prfaas_plan.studies.topology_sim import TopologySimulation, fault_runs, simulate_plan
 
@@ -77,6 +78,8 @@ class TopologyStudy:
     faults: tuple[FaultResult, ...] = ()
     #: The global plan simulated (``studies.topology_sim``; with faults: every loss too); empty unless asked for.
     simulations: tuple[TopologySimulation, ...] = ()
+    #: The global plan's closed-form loaded TTFT per region (``optimize.topology_ttft``); None unless asked for.
+    loaded: TopologyLoadedTtft | None = None
 
     def usd_per_million_requests(self, plan: TopologyPlan) -> float | None:
         """The plan's hourly price over what it carries in an hour, per million requests."""
@@ -101,8 +104,13 @@ def topology_study(
     *,
     faults: bool = False,
     simulate: SimulationRequest | None = None,
+    ttft_load: float | None = None,
+    ttft_rate_req_per_s: float | None = None,
 ) -> TopologyStudy:
-    """Price the topology, plan it globally and by both alternatives, price each plan, and with ``faults`` run
+    """With ``ttft_load`` (a fraction of the global plan's λ) or ``ttft_rate_req_per_s`` (all regions together,
+    at the plan's mix), the closed-form loaded TTFT per region.
+
+    Price the topology, plan it globally and by both alternatives, price each plan, and with ``faults`` run
     N-1 on the global plan. A site or link lost and re-planned is a restriction of the topology, so when one
     carries more than the global plan the search stopped short: it is run again from that loss's thresholds
     and N-1 is redone on the better plan (at most ``RESEARCH_ROUNDS`` times)."""
@@ -126,8 +134,12 @@ def topology_study(
             runs = fault_runs(tm, result.plan, load=load, requests_per_region=n, seed=seed)
         else:
             runs = [simulate_plan(tm, result.plan, load=load, requests_per_region=n, seed=seed, label="no loss")]
+    if ttft_rate_req_per_s is not None and result.plan.throughput_req_per_s > 0:
+        ttft_load = ttft_rate_req_per_s / result.plan.throughput_req_per_s
+    loaded = None if ttft_load is None else topology_loaded_ttft(tm, result.plan, ttft_load)
     return TopologyStudy(
         topology=topology,
+        loaded=loaded,
         comparison=result,
         prices={p.label: plan_price(topology, p) for p in plans},
         faults=tuple(losses),
@@ -136,9 +148,22 @@ def topology_study(
 
 
 def study_file(
-    path: Path, grid_points: int = GRID_POINTS, *, faults: bool = False, simulate: SimulationRequest | None = None
+    path: Path,
+    grid_points: int = GRID_POINTS,
+    *,
+    faults: bool = False,
+    simulate: SimulationRequest | None = None,
+    ttft_load: float | None = None,
+    ttft_rate_req_per_s: float | None = None,
 ) -> TopologyStudy:
     """``topology_study`` of a topology or scenario file."""
     from prfaas_plan.io.topology import load_topology
 
-    return topology_study(load_topology(path), grid_points, faults=faults, simulate=simulate)
+    return topology_study(
+        load_topology(path),
+        grid_points,
+        faults=faults,
+        simulate=simulate,
+        ttft_load=ttft_load,
+        ttft_rate_req_per_s=ttft_rate_req_per_s,
+    )
