@@ -186,6 +186,14 @@ def size(
     """
     from dataclasses import replace
 
+    from prfaas_plan.io.file_kind import topology_argument
+
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        topology_commands.size(topology, json_output=json_output)
+        return
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.shape_choice import for_target
@@ -447,6 +455,16 @@ def headroom(
 
     Example: prfaas-plan headroom --rate 2 --ttft-p90-s 5
     """
+    from prfaas_plan.io.file_kind import topology_argument
+
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        given = {"--rate": rate is not None, "--ttft-p90-s": ttft_p90_s is not None, "--step": step != 0.2}
+        given |= {"--bandwidth-quantile": bandwidth_quantile != 0.1}
+        topology_commands.headroom(topology, given=given, json_output=json_output)
+        return
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize.headroom import n_minus_one, tornado

@@ -83,7 +83,22 @@ def simulate(
 
     Example: prfaas-plan simulate --trace mooncake-conversation --dynamics dynamics.yaml --cache-rule scarce
     """
+    from prfaas_plan.io.file_kind import topology_argument
 
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        flags = {"--rate": rate, "--trace": trace, "--records": records, "--threshold": threshold}
+        flags |= {"--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode, "--n-prfaas": n_prfaas}
+        flags |= {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-local": n_local}
+        flags |= {"--decode-kv-gib": decode_kv_gib, "--dynamics": dynamics_file, "--cache-rule": cache_rule}
+        given = {k: v is not None for k, v in flags.items()}
+        given |= {"--prefix-cache": prefix_cache, "--warmup": warmup != 0.1}
+        topology_commands.simulate(
+            topology, load=load, requests=requests, seed=seed, given=given, json_output=json_output
+        )
+        return
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.report.dynamics import dynamics_to_dict
     from prfaas_plan.report.records import study_to_dict, write_records_csv
