@@ -38,7 +38,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for load in args.loads:
         closed = topology_loaded_ttft(tm, plan, load)
-        runs = [simulate_plan(tm, plan, load=load, requests_per_region=args.requests, seed=s) for s in range(args.seeds)]
+        runs = [
+            simulate_plan(tm, plan, load=load, requests_per_region=args.requests, seed=s) for s in range(args.seeds)
+        ]
         for j, r in enumerate(closed.regions):
             assert r.ttft is not None
             sims = {k: np.array([getattr(run.regions[j], k) for run in runs]) for k in ("p50_s", "p90_s")}
