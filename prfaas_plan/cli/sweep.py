@@ -144,6 +144,17 @@ def sweep(
     Example: prfaas-plan sweep --set deployment.link.bandwidth_gbit_per_s=10,25,100 -o bw.jsonl --goodput --ttft-p90-s 5
     Example: prfaas-plan sweep my.yaml --grid sweep.yaml -o rows.jsonl --resume --engine dask --scheduler tcp://10.0.0.1:8786
     """
+    from prfaas_plan.io.file_kind import topology_argument
+
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        flags = {"--workers": workers, "--ttft-p90-s": ttft_p90_s, "--load": load, "--scheduler": scheduler}
+        given = {k: v is not None for k, v in flags.items()} | {"--resume": resume, "--goodput": goodput}
+        given |= {"--verify": verify, "--engine": engine != "local", "--resolution-tokens": resolution_tokens != 10.0}
+        topology_commands.sweep(topology, sets=set_ or [], grid=grid, out=out, given=given, json_output=json_output)
+        return
     from prfaas_plan.studies.sweep_point import SweepOptions
 
     kept = "printed" if out == "-" else f"kept in {out}: the same command with --resume continues"

@@ -207,3 +207,82 @@ def size(path: Path, *, json_output: bool) -> None:
                 "its global plan at its own instance counts",
             )
         )
+
+
+def sweep(
+    path: Path, *, sets: list[str], grid: Path | None, out: str, given: Mapping[str, bool], json_output: bool
+) -> None:
+    """Each point of a grid of topology fields (``--set clusters[0].instances=2,4``) planned globally; one row
+    per point (λ, what all regions carry, and what each PD cluster carries), written whole at the end, one
+    point after another (no workers, no --resume for a topology yet)."""
+    import hashlib
+    import json
+    import sys
+    import time
+
+    from prfaas_plan.cli.sweep_grid import grid_from_options
+    from prfaas_plan.errors import InfeasibleError
+    from prfaas_plan.io.topology import load_topology
+    from prfaas_plan.io.topology_points import load_topology_point, read_topology_document
+    from prfaas_plan.report import sweep_rows
+    from prfaas_plan.report.files import is_stdout, write_file
+    from prfaas_plan.studies.topology_points import global_plan
+
+    with handled(json_output):
+        refuse("sweep", path, given)
+        kind = sweep_rows.rows_format(out, field="--out")
+        the_grid = grid_from_options(sets, grid)
+        base_topology = load_topology(path)  # the base loads as it is (errors with their lines) before any point
+        regions = [t.cluster for t in base_topology.traffic]
+        base = read_topology_document(path)
+        digest = hashlib.sha256(
+            ("topology\n" + json.dumps(base.data, sort_keys=True, default=str)).encode()
+        ).hexdigest()[:16]
+        names = [axis.name for axis in the_grid.axes]
+        carried = [f"carried_req_per_s.{r}" for r in regions]
+        header = ["point_id", "run_digest", *names, "status", "message", "scale", "throughput_req_per_s", *carried]
+        start = time.perf_counter()
+        lines: list[str] = []
+        statuses: dict[str, int] = {}
+        for point in the_grid.points():
+            row: dict[str, Any] = {"point_id": sweep_rows.point_id(point), "run_digest": digest, "params": point}
+            edits = {axis.path: point[axis.name] for axis in the_grid.axes}
+            try:
+                plan, _bound = global_plan(load_topology_point(base, path, edits))
+            except InputError as exc:
+                row |= {
+                    "status": "invalid",
+                    "message": "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in exc.problems),
+                }
+            except InfeasibleError as exc:
+                row |= {"status": "infeasible", "message": str(exc)}
+            else:
+                by_region = {r.cluster: r.carried_req_per_s for r in plan.regions}
+                row |= {"status": "ok", "message": None, "scale": plan.scale}
+                row |= {"throughput_req_per_s": plan.throughput_req_per_s}
+                row |= {f"carried_req_per_s.{r}": by_region.get(r) for r in regions}
+            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+            lines.append(sweep_rows.format_row(row, kind, header))
+        text = ("" if kind == "jsonl" else ",".join(header) + "\n") + "".join(lines)
+        if is_stdout(out):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            write_file(out, text, owner=sweep_rows.OWNERS[kind])
+        summary = {
+            "input": "topology",
+            "topology": base_topology.name,
+            "points": the_grid.size,
+            "statuses": statuses,
+            "wall_s": time.perf_counter() - start,
+            "out": out,
+        }
+    if json_output and not is_stdout(out):
+        emit(summary)
+        return
+    from prfaas_plan.cli.render import console
+
+    shown = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    console(stderr=is_stdout(out)).print(
+        f"{summary['points']} topology points ({shown}); {summary['wall_s']:.1f} s, one after another -> {out}"
+    )
