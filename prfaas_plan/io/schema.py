@@ -35,12 +35,12 @@ from prfaas_plan.io.paths import builtin_root
 from prfaas_plan.io.scenario import load_scenario, scenario_from_document
 from prfaas_plan.io.yamlsrc import SCHEMA_RECORD, Document, load_yaml
 
-KINDS = ("scenario", "hardware", "model")
+KINDS = ("scenario", "hardware", "model", "topology")
 SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 Record = dict[tuple[str, ...], dict[str, Any]]
 #: The root key that tells each kind's documents apart (a scenario also loads its card and profiles).
-_MARKER = {"scenario": "deployment", "hardware": "profiles", "model": "architecture"}
+_MARKER = {"scenario": "deployment", "hardware": "profiles", "model": "architecture", "topology": "clusters"}
 
 # Alternatives of the annotated example a single document cannot hold: (dotted path, value) edits.
 _SCENARIO_VARIANTS: tuple[tuple[tuple[str, Any], ...], ...] = (
@@ -63,14 +63,32 @@ _SCENARIO_VARIANTS: tuple[tuple[tuple[str, Any], ...], ...] = (
 )
 
 
+# Alternatives of the three-region topology (a list item by its index): pool methods, prices, arrival processes,
+# length distributions and a link's committed-bandwidth price. The pool and length keys a variant cannot reach
+# are grafted from the scenario's schema (the same loader functions check them), see ``_graft_topology``.
+_TOPOLOGY_VARIANTS: tuple[tuple[tuple[str, Any], ...], ...] = (
+    (("clusters.0.gpu_usd_per_hour", 3.0), ("clusters.0.source", "an example price")),
+    (("clusters.2.kv_transfer_gbit_per_s", 400),),
+    (("slo.ttft_includes_first_decode_step", True),),
+    (("topology.source", "an example"), ("topology.description", "an example")),
+    (("links.0.transfer", "layerwise"), ("links.0.source", "an example")),
+    (("links.0.price", {"committed_usd_per_gbit_per_s_month": 10.0, "source": "an example"}),),
+    (("traffic.0.arrival", {"process": "renewal", "interarrival_scv": 2.0}), ("traffic.0.source", "an example")),
+    (("cost", {"gpu_usd_per_hour": {"h100": 2.0}, "source": "an example"}),),
+)
+
+
 def _edited(data: Any, edits: Iterable[tuple[str, Any]]) -> Any:
     out = copy.deepcopy(data)
     for dotted, value in edits:
         *parents, last = dotted.split(".")
         node = out
         for part in parents:
-            node = node[part]
-        node[last] = copy.deepcopy(value)
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if isinstance(node, list):
+            node[int(last)] = copy.deepcopy(value)
+        else:
+            node[last] = copy.deepcopy(value)
     return out
 
 
@@ -115,6 +133,32 @@ def _scenario_loaders() -> list[Callable[[], Any]]:
         variant = Document(file=doc.file, data=_edited(doc.data, edits), lines=doc.lines)
         loaders.append(functools.partial(scenario_from_document, variant, workloads))
     return loaders
+
+
+def _topology_loaders() -> list[Callable[[], Any]]:
+    from prfaas_plan.io.topology import load_topology, topology_from_document
+
+    folder = builtin_root() / "workloads" / "topologies"
+    files = sorted(folder.glob("*.yaml"))
+    loaders: list[Callable[[], Any]] = [functools.partial(load_topology, p) for p in files]
+    doc = load_yaml(folder / "three-regions.yaml")
+    for edits in _TOPOLOGY_VARIANTS:
+        variant = Document(file=doc.file, data=_edited(doc.data, edits), lines=doc.lines)
+        loaders.append(functools.partial(topology_from_document, variant, folder))
+    return loaders
+
+
+def _graft_topology(body: dict[str, Any], scenario: dict[str, Any]) -> None:
+    """A topology's clusters are checked by the scenario's pool checks and its traffic by the scenario's length
+    and arrival checks: keys the topology documents do not reach are taken from the scenario's schema."""
+    clusters = body["properties"]["clusters"]["items"]["properties"]
+    deployment = scenario["properties"]["deployment"]["properties"]
+    for pool in ("prfaas", "local"):
+        for key, node in deployment[pool]["properties"].items():
+            clusters.setdefault(key, copy.deepcopy(node))
+    traffic = body["properties"]["traffic"]["items"]["properties"]
+    for key in ("input_length", "output_length", "arrival"):
+        traffic[key] = copy.deepcopy(scenario["properties"]["traffic"]["properties"][key])
 
 
 def _builtin_files(sub: str) -> list[Path]:
@@ -241,11 +285,18 @@ def schema(kind: str) -> dict[str, Any]:
             kind, (functools.partial(load_model_card, p, str(p)) for p in _builtin_files("workloads/models"))
         )
         title = "prfaas-plan model card"
+    elif kind == "topology":
+        record = _recorded(kind, _topology_loaders())
+        title = "prfaas-plan topology"
     else:
         raise ValueError(f"unknown input kind {kind!r}; one of {', '.join(KINDS)}")
     body = _node(record, ())
+    if kind == "topology":
+        _graft_topology(body, schema("scenario"))
+        _topology_rules(body)
     _apply_rules(kind, body)
-    return {"$schema": SCHEMA_DRAFT, "title": title, **body, "description": _DIFFERENCES}
+    description = _DIFFERENCES + (_TOPOLOGY_DIFFERENCES if kind == "topology" else "")
+    return {"$schema": SCHEMA_DRAFT, "title": title, **body, "description": description}
 
 
 #: Where the schema and the loader can differ, and why (``tests/io/test_schema.py`` checks the list).
@@ -260,6 +311,14 @@ _DIFFERENCES = (
 )
 
 
+_TOPOLOGY_DIFFERENCES = (
+    " In a topology, also the loader's alone: (4) relations between entries: cluster names are unique, a link "
+    "joins an existing prfaas cluster to an existing pd cluster (one link per pair), every pd cluster has "
+    "exactly one traffic entry, there is a cluster of each kind; (5) a scenario file, which the loader reads as "
+    "a topology of one of each, is checked by the scenario's schema."
+)
+
+
 def _at(node: dict[str, Any], *path: str) -> dict[str, Any] | None:
     for key in path:
         node = node.get("properties", {}).get(key)
@@ -270,6 +329,40 @@ def _at(node: dict[str, Any], *path: str) -> dict[str, Any] | None:
 
 def _names(sub: str) -> list[str]:
     return sorted(p.stem for p in (builtin_root() / sub).glob("*.yaml"))
+
+
+def _topology_rules(body: dict[str, Any]) -> None:
+    """A topology's rules the recorder cannot see: a priced link or cluster needs a source; names of files."""
+    yaml_path = {"type": "string", "pattern": r"\.ya?ml$"}
+    link = body["properties"]["links"]["items"]["properties"].get("price")
+    if link is not None:
+        link["if"] = {
+            "anyOf": [
+                {"required": ["ports"]},
+                {
+                    "required": ["committed_usd_per_gbit_per_s_month"],
+                    "properties": {"committed_usd_per_gbit_per_s_month": {"exclusiveMinimum": 0}},
+                },
+                {"required": ["egress_usd_per_gb"], "properties": {"egress_usd_per_gb": {"exclusiveMinimum": 0}}},
+            ]
+        }
+        link["then"] = {"required": ["source"]}
+    cluster = body["properties"]["clusters"]["items"]
+    cluster["if"] = {"required": ["gpu_usd_per_hour"]}
+    cluster["then"] = {"required": ["source"], "properties": {"source": {"type": "string", "pattern": _NON_BLANK}}}
+    hardware = {"anyOf": [{"enum": _names("hardware_profiles")}, yaml_path]}
+    for key in ("hardware", "calibrate_from"):
+        node = cluster["properties"].get(key)
+        if node is not None:
+            node.update(hardware)
+    model = body.get("properties", {}).get("model")
+    if model is not None:
+        cards = {"anyOf": [{"enum": _names("workloads/models")}, yaml_path]}
+        for option in model.get("oneOf", [model]):
+            if option.get("type") == "string":
+                option.update(cards)
+            elif option.get("type") == "object" and "card" in option.get("properties", {}):
+                option["properties"]["card"].update(cards)
 
 
 def _apply_rules(kind: str, body: dict[str, Any]) -> None:
