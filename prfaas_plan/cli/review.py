@@ -74,6 +74,25 @@ def review(
     Example: prfaas-plan review paper-case-study -o review-q3
     Example: prfaas-plan review qwen3.5-capacity --quick --no-verify -o /tmp/qwen-review
     """
+    from prfaas_plan.io.file_kind import topology_argument
+
+    topology = topology_argument(scenario)
+    if topology is not None:
+        from prfaas_plan.cli import topology_commands
+
+        flags = {"--rate": rate, "--ttft-p90-s": ttft_p90_s}
+        given = {k: v is not None for k, v in flags.items()} | {"--quick": quick, "--matrix": matrix}
+        topology_commands.review(
+            topology,
+            output=output,
+            force=force,
+            verify=verify,
+            requests=verify_requests,
+            seed=seed,
+            given=given,
+            json_output=json_output,
+        )
+        return
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.report.review_data import review_tables, review_to_dict, table_csv

@@ -286,3 +286,45 @@ def sweep(
     console(stderr=is_stdout(out)).print(
         f"{summary['points']} topology points ({shown}); {summary['wall_s']:.1f} s, one after another -> {out}"
     )
+
+
+def review(
+    path: Path,
+    *,
+    output: str | None,
+    force: bool,
+    verify: bool,
+    requests: int,
+    seed: int,
+    given: Mapping[str, bool],
+    json_output: bool,
+) -> None:
+    """A review directory: the global plan, its alternatives, N-1, per-region and per-link tables (Markdown, CSV,
+    JSON) and the global plan drawn (topology.png); with --verify the global plan simulated at 0.7 x λ,
+    ``requests`` per region."""
+    from prfaas_plan.cli.review import _check_directory
+    from prfaas_plan.io.topology import load_topology
+    from prfaas_plan.report.review_dir import check_review_dir, write_review_dir
+    from prfaas_plan.report.topology import topology_study_dict
+    from prfaas_plan.report.topology_review import topology_review_files
+    from prfaas_plan.studies.topology import SimulationRequest, topology_study
+
+    with handled(json_output):
+        refuse("review", path, given)
+        topology = load_topology(path)
+        directory = output if output is not None else f"{topology.name}-review"
+        _check_directory(directory, force, check_review_dir)
+        request = SimulationRequest(load=0.7, requests_per_region=requests, seed=seed) if verify else None
+        _note(
+            f"review: {topology.name}: global plan, alternatives, N-1{', simulation' if verify else ''} ...",
+            json_output,
+        )
+        payload = {"input": "topology", **topology_study_dict(topology_study(topology, faults=True, simulate=request))}
+        files = topology_review_files(payload)
+        written = write_review_dir(directory, files, force=force)
+    if json_output:
+        emit({"directory": directory, "files": [p.name for p in written], "input": "topology"})
+        return
+    from prfaas_plan.cli.render import console
+
+    console().print(f"review of topology {topology.name} written to {directory}/ ({len(written)} files)")
