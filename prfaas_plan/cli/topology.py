@@ -213,6 +213,56 @@ def _render(payload: dict[str, Any]) -> None:
         _render_simulation(payload)
 
 
+SloOpt = Annotated[
+    float | None,
+    typer.Option("--slo-p90", min=0.001, help="P90 TTFT SLO in seconds (default: the topology's slo.ttft_p90_s)."),
+]
+
+
+@topology_app.command("size")
+def size(topology: TopologyArg, slo_p90: SloOpt = None, json_output: JsonOpt = False) -> None:
+    """The cheapest instance counts per cluster (and the links to buy) that carry every region's rate (its
+    traffic rate_req_per_s) within the P90 TTFT SLO, with a lower bound on the GPU cost. Greedy search over
+    counts; feasibility: the global plan carries the rates and its closed-form P90 meets the SLO per region.
+
+    Example: prfaas-plan topology size three-regions --json
+    """
+    from prfaas_plan.io.topology import load_topology, resolve_topology_path
+    from prfaas_plan.report.topology import topology_size_dict
+    from prfaas_plan.studies.topology_size import size_topology
+
+    with handled(json_output):
+        loaded = load_topology(resolve_topology_path(topology))
+        payload = topology_size_dict(size_topology(loaded, slo_p90), loaded.name)
+    if json_output:
+        emit(payload)
+        return
+    from prfaas_plan.cli.render import DataTable, console
+
+    table = DataTable(
+        title=f"{payload['topology']}: sized for every region's rate, P90 <= {payload['slo_ttft_p90_s']:g} s"
+    )
+    for column in ("cluster", "instances", "bound (fractional)"):
+        table.add_column(column, justify="left" if column == "cluster" else "right")
+    for name, n in payload["instances"].items():
+        table.add_row(name, str(n), f"{payload['lower_bound']['instances'][name]:.2f}")
+        table.add_data({"cluster": name, "instances": n, "bound_instances": payload["lower_bound"]["instances"][name]})
+    console().print(table)
+    cost = payload["usd_per_hour"]
+    bound = payload["lower_bound"]
+    console().print(
+        f"USD/h: GPUs {cost['gpu']:,.1f} + links {cost['links']:,.1f} + egress {cost['egress_at_targets']:,.1f} = "
+        f"{cost['total']:,.1f}; lower bound on GPUs {bound['gpu_usd_per_hour']:,.1f} (found is "
+        f"{bound['gpu_cost_over_bound']:.1%} above). Links bought: {', '.join(payload['links_bought']) or 'none'}."
+    )
+    for r in payload["regions"]:
+        console().print(
+            f"{r['cluster']}: {r['rate_req_per_s']:.2f} req/s, threshold {r['threshold_tokens']:,.0f}, "
+            f"N_p/N_d {r['n_pd_prefill']}/{r['n_pd_decode']}, P50/P90/P99 {r['ttft_p50_s']:.2f}/{r['ttft_p90_s']:.2f}/"
+            f"{r['ttft_p99_s']:.2f} s"
+        )
+
+
 def _render_loaded(payload: dict[str, Any]) -> None:
     from prfaas_plan.cli.render import DataTable, console
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from prfaas_plan.optimize.topology import TopologyPlan
 from prfaas_plan.studies.topology import TopologyStudy
+from prfaas_plan.studies.topology_size import SizedTopology
 from prfaas_plan.units import GBIT_PER_S
 
 
@@ -152,5 +153,48 @@ def _loaded(study: TopologyStudy) -> dict[str, Any] | None:
                 "ttft_p99_s": None if r.ttft is None else r.ttft.p99_s,
             }
             for r in loaded.regions
+        ],
+    }
+
+
+def topology_size_dict(sized: SizedTopology, topology_name: str) -> dict[str, Any]:
+    """The ``topology size --json`` object."""
+    return {
+        "topology": topology_name,
+        "slo_ttft_p90_s": sized.slo_p90_s,
+        "instances": dict(sized.counts),
+        "scale_at_counts": sized.scale,
+        "links_bought": list(sized.links_bought),
+        "usd_per_hour": {
+            "gpu": sized.gpu_usd_per_hour,
+            "links": sized.link_usd_per_hour,
+            "egress_at_targets": sized.egress_usd_per_hour,
+            "total": sized.total_usd_per_hour,
+        },
+        "lower_bound": {
+            "gpu_usd_per_hour": sized.lower_bound_gpu_usd_per_hour,
+            "instances": dict(sized.lower_bound_instances),
+            "gpu_cost_over_bound": sized.gap_to_bound,
+            "method": "fluid relaxation over threshold cells (whole PD instances, fractional site instances; links, "
+            "egress and the SLO left out): studies.topology_size.lower_bound",
+        },
+        "search": {
+            "evaluations": sized.evaluations,
+            "method": "greedy add (most gain per USD/h) then prune (dearest first); feasibility: global search "
+            "λ* >= 1 and every region's closed-form P90 at the targets within the SLO (heuristic)",
+        },
+        "regions": [
+            {
+                "cluster": r.cluster,
+                "rate_req_per_s": r.rate_req_per_s,
+                "threshold_tokens": p.threshold_tokens,
+                "n_pd_prefill": p.n_pd_prefill,
+                "n_pd_decode": p.n_pd_decode,
+                "long_share_by_site": dict(r.shares),
+                "ttft_p50_s": None if r.ttft is None else r.ttft.p50_s,
+                "ttft_p90_s": None if r.ttft is None else r.ttft.p90_s,
+                "ttft_p99_s": None if r.ttft is None else r.ttft.p99_s,
+            }
+            for r, p in zip(sized.loaded.regions, sized.plan.regions, strict=True)
         ],
     }

@@ -1,0 +1,240 @@
+"""``topology size``: the cheapest instance counts per cluster (and the links to buy) that carry every region's
+target rate (its traffic ``rate_req_per_s``) within the P90 TTFT SLO (``slo.ttft_p90_s``).
+
+What is exact and what is a heuristic:
+
+- **Feasibility of a count vector n** is two tests. (1) Fluid: the global search (``optimize.topology
+  .global_search``) at n reaches λ* >= 1 (every region carries its target); the LP is exact at fixed
+  thresholds, the threshold search is a heuristic with a proven bound. (2) Latency: the global plan at n,
+  loaded to 1/λ* of its λ (the targets), has every region's closed-form P90 (``optimize.topology_ttft``) within
+  the SLO. The plan is the throughput-maximising one, not the TTFT-minimising one, so (2) may refuse counts
+  another routing would pass.
+- **The search** is greedy, a heuristic: from one instance per PrfaaS site and two per PD cluster, add one
+  instance at a time to the cluster whose addition buys the most (fluid: λ* gained; latency: the worst region's
+  P90/SLO lowered) per USD/h, until feasible; then remove instances one at a time, the dearest first, while the
+  counts stay feasible. Sites are kept at one instance at least (a site is never dropped).
+- **Links** bought are those the final plan routes traffic over (priced at their ports or committed bandwidth,
+  plus egress at the targets' KV bytes per second). The routing LP does not see link prices.
+- **The lower bound** on the GPU cost is exact for the fluid problem (necessary for any count vector to carry the
+  targets with every stage's utilisation below 1, which the latency test requires), with whole PD instances and
+  fractional site instances: per region j and per cell [t_a, t_b] of a grid of its length quantiles, the local
+  prefill needs more than r_j E[T_j(L); L <= t_a] instances, the decode more than r_j / θ_j (each rounded up),
+  and the PrfaaS prefill at least r_j E[T_k(L); L > t_b] at the cheapest
+  site k it links to (instance-seconds per second; every curve non-decreasing in L, so the cell's ends are its
+  most favourable); the bound is Σ_j min over cells of the priced sum. Links, egress and the latency SLO are
+  left out (each only adds cost), so it bounds the whole cost from below too. (The fluid LP prices prefill at
+  the mean length, T(E[L]) <= E[T(L)] for convex curves, so its test alone is weaker; the latency test's
+  stability is what makes the bound hold.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from prfaas_plan.errors import InfeasibleError
+from prfaas_plan.optimize.cost import gpu_hour_price
+from prfaas_plan.optimize.topology import (
+    TopologyModel,
+    TopologyPlan,
+    global_search,
+    plan_at,
+    region_grid,
+    topology_model,
+)
+from prfaas_plan.optimize.topology_ttft import TopologyLoadedTtft, topology_loaded_ttft
+from prfaas_plan.spec.topology import Topology
+from prfaas_plan.studies.topology import plan_price
+
+#: Threshold grid of the searches inside the sizing (coarser than ``topology plan``'s: each step plans anew).
+SIZE_GRID_POINTS = 17
+#: Instances added at most before the search gives up (infeasible).
+MAX_STEPS = 400
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SizedTopology:
+    """The counts found, their plan and latency, their price, the lower bound and how the search went."""
+
+    counts: dict[str, int]
+    scale: float
+    plan: TopologyPlan
+    loaded: TopologyLoadedTtft
+    gpu_usd_per_hour: float
+    link_usd_per_hour: float
+    egress_usd_per_hour: float
+    links_bought: tuple[str, ...]
+    lower_bound_gpu_usd_per_hour: float
+    lower_bound_instances: dict[str, float]
+    evaluations: int
+    slo_p90_s: float
+
+    @property
+    def total_usd_per_hour(self) -> float:
+        """GPUs + links + egress at the targets."""
+        return self.gpu_usd_per_hour + self.link_usd_per_hour + self.egress_usd_per_hour
+
+    @property
+    def gap_to_bound(self) -> float:
+        """GPU cost over its lower bound, minus 1."""
+        return self.gpu_usd_per_hour / self.lower_bound_gpu_usd_per_hour - 1.0
+
+
+def _instance_prices(topology: Topology, tm: TopologyModel) -> NDArray[np.float64]:
+    """USD/h of one instance of every site, then every region (the order of ``_with_counts``)."""
+    clusters = topology.by_name
+    out = []
+    for name in (*tm.sites, *tm.regions):
+        c = clusters[name]
+        price = c.gpu_usd_per_hour
+        if price is None:
+            price, why = gpu_hour_price(c.pool.hardware_key, c.pool.accelerator, topology.cost)
+            if price is None:
+                raise InfeasibleError(f"{name}: no GPU price ({why}); give gpu_usd_per_hour")
+        out.append(price * c.pool.gpus_per_instance)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _with_counts(tm: TopologyModel, counts: NDArray[np.int64]) -> TopologyModel:
+    k = tm.n_sites
+    local = tuple(replace(m, n_local=int(n)) for m, n in zip(tm.local, counts[k:], strict=True))
+    return replace(
+        tm,
+        site_instances=np.asarray(counts[:k], dtype=np.float64),
+        local=local,
+        local_instances=np.asarray(counts[k:], dtype=np.int64),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Eval:
+    scale: float
+    worst_p90_over_slo: float
+    plan: TopologyPlan | None
+    loaded: TopologyLoadedTtft | None
+
+    @property
+    def feasible(self) -> bool:
+        return self.scale >= 1.0 and self.worst_p90_over_slo <= 1.0
+
+
+def _evaluate(tm: TopologyModel, counts: NDArray[np.int64], slo_s: float) -> _Eval:
+    sized = _with_counts(tm, counts)
+    found = global_search(sized, grid_points=SIZE_GRID_POINTS)
+    if not found.scale > 0:
+        return _Eval(scale=0.0, worst_p90_over_slo=np.inf, plan=None, loaded=None)
+    plan = plan_at(sized, found.thresholds, "sized")
+    if found.scale < 1.0:
+        return _Eval(scale=found.scale, worst_p90_over_slo=np.inf, plan=plan, loaded=None)
+    loaded = topology_loaded_ttft(sized, plan, 1.0 / found.scale)
+    worst = max(np.inf if r.ttft is None else r.ttft.p90_s / slo_s for r in loaded.regions)
+    return _Eval(scale=found.scale, worst_p90_over_slo=worst, plan=plan, loaded=loaded)
+
+
+def lower_bound(tm: TopologyModel, prices: NDArray[np.float64]) -> tuple[float, dict[str, float]]:
+    """The fluid lower bound on GPU USD/h (module docstring) and the fractional instances of its cheapest cells
+    (per cluster)."""
+    k = tm.n_sites
+    total = 0.0
+    instances = dict.fromkeys((*tm.sites, *tm.regions), 0.0)
+    for j, pd in enumerate(tm.regions):
+        model = tm.local[j]
+        lengths = model.lengths
+        rate = float(tm.rate_req_per_s[j])
+        grid = region_grid(lengths, SIZE_GRID_POINTS * 4)
+        ends_a, ends_b = grid[:-1], grid[1:]
+        local = rate * np.asarray(model.local_prefill.expect(lengths, lengths.lower_tokens - 1.0, ends_a))
+        decode = rate / model.decode_req_per_s_per_instance
+        # A PD cluster's prefill and decode instances are whole numbers, each above its load (utilisation < 1).
+        local_whole = np.ceil(local * (1.0 - 1e-12))
+        decode_whole = float(np.ceil(decode * (1.0 - 1e-12)))
+        cost = prices[k + j] * (local_whole + decode_whole)
+        site_cost = np.full(ends_b.size, np.inf)
+        best_site = np.full(ends_b.size, -1)
+        pairs = np.flatnonzero(tm.pair_region == j)
+        for q in pairs:
+            site = int(tm.pair_site[q])
+            need = rate * np.asarray(tm.pair_model[q].prfaas_prefill.expect(lengths, ends_b, lengths.upper_tokens))
+            priced = prices[site] * need
+            better = priced < site_cost
+            site_cost = np.where(better, priced, site_cost)
+            best_site = np.where(better, site, best_site)
+        # With no link the region must prefill everything locally: only the top cell (nothing offloaded).
+        offload_needed = rate * np.asarray(
+            tm.pair_model[pairs[0]].prfaas_prefill.expect(lengths, ends_b, lengths.upper_tokens)
+            if pairs.size
+            else np.zeros(ends_b.size)
+        )
+        if not pairs.size:
+            site_cost = np.where(offload_needed > 0, np.inf, 0.0)
+        whole = cost + site_cost
+        i = int(np.argmin(whole))
+        total += float(whole[i])
+        instances[pd] += float(local_whole[i] + decode_whole)
+        if best_site[i] >= 0:
+            instances[tm.sites[int(best_site[i])]] += float(site_cost[i] / prices[int(best_site[i])])
+    return total, instances
+
+
+def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTopology:
+    """Size ``topology`` for its regions' rates within ``slo_p90_s`` (default: the topology's ttft_p90_s)."""
+    slo = slo_p90_s if slo_p90_s is not None else topology.slo.ttft_p90_s
+    if slo is None:
+        raise InfeasibleError("no P90 TTFT SLO: give slo.ttft_p90_s in the topology or --slo-p90")
+    tm = topology_model(topology)
+    prices = _instance_prices(topology, tm)
+    bound, bound_instances = lower_bound(tm, prices)
+    k = tm.n_sites
+    counts = np.array([1] * k + [2] * tm.n_regions, dtype=np.int64)
+    current = _evaluate(tm, counts, slo)
+    evaluations = 1
+    for _ in range(MAX_STEPS):
+        if current.feasible:
+            break
+        best: tuple[float, int, _Eval] | None = None
+        for c in range(counts.size):
+            trial = counts.copy()
+            trial[c] += 1
+            got = _evaluate(tm, trial, slo)
+            evaluations += 1
+            if current.scale < 1.0:
+                gain = got.scale - current.scale
+            else:
+                gain = min(current.worst_p90_over_slo, 10.0) - min(got.worst_p90_over_slo, 10.0)
+            value = gain / prices[c]
+            if best is None or value > best[0]:
+                best = (value, c, got)
+        assert best is not None
+        counts[best[1]] += 1
+        current = best[2]
+    if not current.feasible:
+        raise InfeasibleError(f"no counts within {MAX_STEPS} added instances carry the targets within the SLO")
+    for c in np.argsort(-prices, kind="stable"):  # prune, dearest instance first
+        while counts[c] > (1 if c < k else 2):
+            trial = counts.copy()
+            trial[c] -= 1
+            got = _evaluate(tm, trial, slo)
+            evaluations += 1
+            if not got.feasible:
+                break
+            counts, current = trial, got
+    assert current.plan is not None and current.loaded is not None
+    plan = current.plan
+    price = plan_price(topology, plan)
+    used = tuple(f"{lk.prfaas} → {lk.pd}" for lk in plan.links if lk.req_per_s > 0)
+    return SizedTopology(
+        counts={name: int(n) for name, n in zip((*tm.sites, *tm.regions), counts, strict=True)},
+        scale=current.scale,
+        plan=plan,
+        loaded=current.loaded,
+        gpu_usd_per_hour=float(prices @ counts),
+        link_usd_per_hour=price.link_usd_per_hour,
+        egress_usd_per_hour=price.egress_usd_per_hour / current.scale,
+        links_bought=used,
+        lower_bound_gpu_usd_per_hour=bound,
+        lower_bound_instances=bound_instances,
+        evaluations=evaluations,
+        slo_p90_s=slo,
+    )
