@@ -206,9 +206,13 @@ def optimize(
     if topology is not None:
         from prfaas_plan.cli import topology_commands
 
-        flags = {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-prfaas": n_prfaas, "--n-local": n_local}
-        flags |= {"--ttft-p90-s": ttft_p90_s, "--tpot-p90-ms": tpot_p90_ms, "--rate": rate, "--load": load}
-        given = {k: v is not None for k, v in flags.items()}
+        topo_flags: dict[str, object] = {
+            "--bandwidth-gbit-per-s": bandwidth_gbit_per_s,
+            "--n-prfaas": n_prfaas,
+            "--n-local": n_local,
+        }
+        topo_flags |= {"--ttft-p90-s": ttft_p90_s, "--tpot-p90-ms": tpot_p90_ms, "--rate": rate, "--load": load}
+        given = {k: v is not None for k, v in topo_flags.items()}
         given |= {"--objective": objective != "throughput", "--curve": curve, "--trace": trace is not None}
         given |= {"--prefix-cache": prefix_cache}
         topology_commands.optimize(topology, given=given, json_output=json_output)
@@ -307,9 +311,13 @@ def evaluate(
     if topology is not None:
         from prfaas_plan.cli import topology_commands
 
-        flags = {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-prfaas": n_prfaas, "--rate": rate}
-        flags |= {"--load": load, "--trace": trace}
-        given = {k: v is not None for k, v in flags.items()} | {"--curve": curve, "--prefix-cache": prefix_cache}
+        topo_flags: dict[str, object] = {
+            "--bandwidth-gbit-per-s": bandwidth_gbit_per_s,
+            "--n-prfaas": n_prfaas,
+            "--rate": rate,
+        }
+        topo_flags |= {"--load": load, "--trace": trace}
+        given = {k: v is not None for k, v in topo_flags.items()} | {"--curve": curve, "--prefix-cache": prefix_cache}
         topology_commands.evaluate(
             topology,
             threshold_tokens=threshold,

@@ -89,11 +89,16 @@ def simulate(
     if topology is not None:
         from prfaas_plan.cli import topology_commands
 
-        flags = {"--rate": rate, "--trace": trace, "--records": records, "--threshold": threshold}
-        flags |= {"--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode, "--n-prfaas": n_prfaas}
-        flags |= {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-local": n_local}
-        flags |= {"--decode-kv-gib": decode_kv_gib, "--dynamics": dynamics_file, "--cache-rule": cache_rule}
-        given = {k: v is not None for k, v in flags.items()}
+        topo_flags: dict[str, object] = {
+            "--rate": rate,
+            "--trace": trace,
+            "--records": records,
+            "--threshold": threshold,
+        }
+        topo_flags |= {"--n-pd-prefill": n_pd_prefill, "--n-pd-decode": n_pd_decode, "--n-prfaas": n_prfaas}
+        topo_flags |= {"--bandwidth-gbit-per-s": bandwidth_gbit_per_s, "--n-local": n_local}
+        topo_flags |= {"--decode-kv-gib": decode_kv_gib, "--dynamics": dynamics_file, "--cache-rule": cache_rule}
+        given = {k: v is not None for k, v in topo_flags.items()}
         given |= {"--prefix-cache": prefix_cache, "--warmup": warmup != 0.1}
         topology_commands.simulate(
             topology, load=load, requests=requests, seed=seed, given=given, json_output=json_output

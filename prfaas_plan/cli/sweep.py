@@ -150,8 +150,13 @@ def sweep(
     if topology is not None:
         from prfaas_plan.cli import topology_commands
 
-        flags = {"--workers": workers, "--ttft-p90-s": ttft_p90_s, "--load": load, "--scheduler": scheduler}
-        given = {k: v is not None for k, v in flags.items()} | {"--resume": resume, "--goodput": goodput}
+        topo_flags: dict[str, object] = {
+            "--workers": workers,
+            "--ttft-p90-s": ttft_p90_s,
+            "--load": load,
+            "--scheduler": scheduler,
+        }
+        given = {k: v is not None for k, v in topo_flags.items()} | {"--resume": resume, "--goodput": goodput}
         given |= {"--verify": verify, "--engine": engine != "local", "--resolution-tokens": resolution_tokens != 10.0}
         topology_commands.sweep(topology, sets=set_ or [], grid=grid, out=out, given=given, json_output=json_output)
         return

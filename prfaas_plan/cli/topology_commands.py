@@ -79,6 +79,7 @@ def evaluate(
             "given_plan": topology_plan_dict(study, plan),
             "global_plan": whole["global_plan"],
             "given_over_global": plan.scale / study.comparison.plan.scale,
+            "bound_scale": study.comparison.search.bound,
         }
     _note(
         f"note: {display_path(path)} is a topology: every PD cluster routes at --threshold "
@@ -302,7 +303,6 @@ def review(
     """A review directory: the global plan, its alternatives, N-1, per-region and per-link tables (Markdown, CSV,
     JSON) and the global plan drawn (topology.png); with --verify the global plan simulated at 0.7 x λ,
     ``requests`` per region."""
-    from prfaas_plan.cli.review import _check_directory
     from prfaas_plan.io.topology import load_topology
     from prfaas_plan.report.review_dir import check_review_dir, write_review_dir
     from prfaas_plan.report.topology import topology_study_dict
@@ -313,7 +313,12 @@ def review(
         refuse("review", path, given)
         topology = load_topology(path)
         directory = output if output is not None else f"{topology.name}-review"
-        _check_directory(directory, force, check_review_dir)
+        try:
+            check_review_dir(directory, force=force)
+        except InputError as exc:  # a problem with the directory names the flag
+            raise InputError(
+                [replace(p, file=None, field="--output", message=f"{p.file}: {p.message}") for p in exc.problems]
+            ) from None
         request = SimulationRequest(load=0.7, requests_per_region=requests, seed=seed) if verify else None
         _note(
             f"review: {topology.name}: global plan, alternatives, N-1{', simulation' if verify else ''} ...",

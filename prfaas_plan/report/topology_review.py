@@ -138,7 +138,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:,.4g}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     if isinstance(value, dict):
         return ", ".join(f"{k} {v:.0%}" for k, v in value.items() if v > 0) or "—"
     return str(value)
