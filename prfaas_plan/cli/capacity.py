@@ -192,7 +192,14 @@ def size(
     if topology is not None:
         from prfaas_plan.cli import topology_commands
 
-        topology_commands.size(topology, json_output=json_output)
+        topo_given = {
+            "--rate": rate is not None,
+            "--tpot-p90-ms": tpot_p90_ms is not None,
+            "--bandwidths": bandwidths is not None,
+        }
+        topo_given |= {"--max-prfaas": max_prfaas is not None, "--max-local": max_local is not None}
+        topo_given |= {"--write-scenario": write_scenario is not None}
+        topology_commands.size(topology, ttft_p90_s=ttft_p90_s, given=topo_given, json_output=json_output)
         return
     from prfaas_plan.io.names import resolve_scenario_path
     from prfaas_plan.io.scenario import load_scenario

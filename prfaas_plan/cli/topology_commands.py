@@ -197,17 +197,16 @@ def headroom(path: Path, *, given: Mapping[str, bool], json_output: bool) -> Non
     _render_faults(payload)
 
 
-def size(path: Path, *, json_output: bool) -> None:
-    """Not yet: sizing a topology to a target is not implemented here."""
+def size(path: Path, *, ttft_p90_s: float | None, given: Mapping[str, bool], json_output: bool) -> None:
+    """``topology size``: the cheapest instance counts per cluster and links that carry every region's own rate
+    within the P90 TTFT SLO (``--ttft-p90-s``, default the topology's slo)."""
+    from prfaas_plan.cli.topology import size as size_topology
+
     with handled(json_output):
-        raise InputError(
-            Problem(
-                field="SCENARIO",
-                message=f"size: not yet for topologies ({display_path(path)} is one); "
-                f"`prfaas-plan topology plan {display_path(path)}` gives "
-                "its global plan at its own instance counts",
-            )
-        )
+        refuse("size", path, given)
+        if ttft_p90_s is not None and not 0.001 <= ttft_p90_s < float("inf"):
+            raise InputError(Problem(field="--ttft-p90-s", message=f"must be >= 0.001 s, got {ttft_p90_s}"))
+    size_topology(str(path), slo_p90=ttft_p90_s, json_output=json_output)
 
 
 def sweep(

@@ -85,10 +85,13 @@ def test_headroom_is_n_minus_one_on_the_global_plan() -> None:
         assert drained["carried_req_per_s"][cluster] == 0
 
 
-def test_size_refuses_honestly() -> None:
-    result = _run("size", "three-regions")
-    assert result.exit_code == 2
-    assert "size: not yet for topologies" in result.output and "Traceback" not in result.output
+def test_size_is_topology_size() -> None:
+    payload = _json("size", "three-regions")
+    assert payload["scale_at_counts"] >= 1 - 1e-9  # the sized counts carry every region's own rate
+    assert payload["usd_per_hour"]["gpu"] >= payload["lower_bound"]["gpu_usd_per_hour"] * (1 - 1e-9)
+    refused = _run("size", "three-regions", "--rate", "3")
+    assert refused.exit_code == 2
+    assert "--rate" in refused.output and "Traceback" not in refused.output
 
 
 def test_sweep_rows_carry_lambda_and_each_region(tmp_path: Path) -> None:
