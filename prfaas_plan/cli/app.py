@@ -211,11 +211,11 @@ def optimize(
             "--n-prfaas": n_prfaas,
             "--n-local": n_local,
         }
-        topo_flags |= {"--ttft-p90-s": ttft_p90_s, "--tpot-p90-ms": tpot_p90_ms, "--rate": rate, "--load": load}
+        topo_flags |= {"--ttft-p90-s": ttft_p90_s, "--tpot-p90-ms": tpot_p90_ms, "--rate": rate}
         given = {k: v is not None for k, v in topo_flags.items()}
         given |= {"--objective": objective != "throughput", "--curve": curve, "--trace": trace is not None}
         given |= {"--prefix-cache": prefix_cache}
-        topology_commands.optimize(topology, given=given, json_output=json_output)
+        topology_commands.optimize(topology, load=load, given=given, json_output=json_output)
         return
     from prfaas_plan.cli import latency_render as lat
     from prfaas_plan.optimize import compare, compare_goodput

@@ -14,6 +14,9 @@ from prfaas_plan.cli.common import emit, handled
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.paths import display_path
 
+#: The review's loaded figures (closed form, and simulated with --verify): this fraction of the global plan's λ.
+REVIEW_LOAD = 0.7
+
 
 def refuse(command: str, path: Path, given: Mapping[str, bool]) -> None:
     """Exit 2 naming the first flag given that a topology has no meaning for."""
@@ -35,19 +38,26 @@ def _note(text: str, quiet: bool) -> None:
         console(stderr=True).print(text, style="dim")
 
 
-def optimize(path: Path, *, given: Mapping[str, bool], json_output: bool) -> None:
-    """The global plan, its bound and its two alternatives (as ``topology plan``)."""
+def optimize(path: Path, *, load: float | None, given: Mapping[str, bool], json_output: bool) -> None:
+    """The global plan, its bound and its two alternatives (as ``topology plan``); with ``--load``, each region's
+    closed-form loaded TTFT at that fraction of the global plan's λ."""
     from prfaas_plan.cli.topology import _render
     from prfaas_plan.report.topology import topology_study_dict
     from prfaas_plan.studies.topology import study_file
 
     with handled(json_output):
         refuse("optimize", path, given)
-        payload = {"input": "topology", **topology_study_dict(study_file(path))}
+        _check_load(load)
+        payload = {"input": "topology", **topology_study_dict(study_file(path, ttft_load=load))}
     if json_output:
         emit(payload)
         return
     _render(payload)
+
+
+def _check_load(load: float | None) -> None:
+    if load is not None and not 0.01 <= load <= 1.5:
+        raise InputError(Problem(field="--load", message=f"must be in [0.01, 1.5] for a topology, got {load}"))
 
 
 def evaluate(
@@ -158,7 +168,7 @@ def simulate(
         if not 100 <= requests <= 1_000_000:
             raise InputError(Problem(field="--requests", message=f"must be in [100, 1000000], got {requests}"))
         request = SimulationRequest(load=fraction, requests_per_region=requests, seed=seed)
-        whole = topology_study_dict(study_file(path, simulate=request))
+        whole = topology_study_dict(study_file(path, simulate=request, ttft_load=fraction))
         payload = {
             "input": "topology",
             "topology": whole["topology"],
@@ -166,11 +176,15 @@ def simulate(
             "rates_req_per_s": whole["rates_req_per_s"],
             "global_plan": whole["global_plan"],
             "simulation": whole["simulation"],
+            "loaded_ttft": whole["loaded_ttft"],
         }
     if json_output:
         emit(payload)
         return
     _render_simulation(payload)
+    from prfaas_plan.cli.topology import _render_loaded
+
+    _render_loaded(payload)
 
 
 def headroom(path: Path, *, given: Mapping[str, bool], json_output: bool) -> None:
@@ -300,7 +314,8 @@ def review(
     json_output: bool,
 ) -> None:
     """A review directory: the global plan, its alternatives, N-1, per-region and per-link tables (Markdown, CSV,
-    JSON) and the global plan drawn (topology.png); with --verify the global plan simulated at 0.7 x λ,
+    JSON), each region's closed-form loaded TTFT at 0.7 x λ and the global plan drawn (topology.png); with
+    --verify the global plan simulated at 0.7 x λ,
     ``requests`` per region."""
     from prfaas_plan.io.topology import load_topology
     from prfaas_plan.report.review_dir import check_review_dir, write_review_dir
@@ -318,12 +333,13 @@ def review(
             raise InputError(
                 [replace(p, file=None, field="--output", message=f"{p.file}: {p.message}") for p in exc.problems]
             ) from None
-        request = SimulationRequest(load=0.7, requests_per_region=requests, seed=seed) if verify else None
+        request = SimulationRequest(load=REVIEW_LOAD, requests_per_region=requests, seed=seed) if verify else None
         _note(
             f"review: {topology.name}: global plan, alternatives, N-1{', simulation' if verify else ''} ...",
             json_output,
         )
-        payload = {"input": "topology", **topology_study_dict(topology_study(topology, faults=True, simulate=request))}
+        study = topology_study(topology, faults=True, simulate=request, ttft_load=REVIEW_LOAD)
+        payload = {"input": "topology", **topology_study_dict(study)}
         files = topology_review_files(payload)
         written = write_review_dir(directory, files, force=force)
     if json_output:

@@ -113,6 +113,35 @@ def _tables(payload: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
                 for f in payload["n_minus_one"]
             ],
         )
+    loaded = payload.get("loaded_ttft")
+    if loaded:
+        simulated = {}
+        for run in payload["simulation"]:
+            if run["run"] == "no loss" and run["load"] == loaded["load"]:
+                simulated = {r["cluster"]: r["ttft_p90_s"] for r in run["regions"]}
+        tables["loaded_ttft"] = (
+            [
+                "cluster",
+                "load",
+                "rate_req_per_s",
+                "closed_form_ttft_p50_s",
+                "closed_form_ttft_p90_s",
+                "simulated_ttft_p90_s",
+                "unstable_stage",
+            ],
+            [
+                [
+                    r["cluster"],
+                    loaded["load"],
+                    r["rate_req_per_s"],
+                    r["ttft_p50_s"],
+                    r["ttft_p90_s"],
+                    simulated.get(r["cluster"]),
+                    r["unstable_stage"],
+                ]
+                for r in loaded["regions"]
+            ],
+        )
     if payload["simulation"]:
         tables["simulation"] = (
             ["run", "load", "cluster", "offered_req_per_s", "ttft_p50_s", "ttft_p90_s", "arrived", "completed"],
@@ -168,6 +197,13 @@ def _markdown(payload: dict[str, Any], tables: dict[str, tuple[list[str], list[l
         "## Links (each plan)",
         _markdown_table(*tables["links"]),
     ]
+    if "loaded_ttft" in tables:
+        parts += [
+            "## Loaded TTFT per region (global plan)",
+            f"{payload['loaded_ttft']['method']}. Simulated: the topology simulator's no-loss run at the same load "
+            "(empty without --verify).",
+            _markdown_table(*tables["loaded_ttft"]),
+        ]
     if "n_minus_one" in tables:
         parts += ["## N-1 on the global plan (fluid throughput)", _markdown_table(*tables["n_minus_one"])]
     else:
@@ -179,8 +215,8 @@ def _markdown(payload: dict[str, Any], tables: dict[str, tuple[list[str], list[l
     else:
         parts.append("Not simulated (--no-verify).")
     parts.append(
-        "Not in this review yet: loaded TTFT per region in closed form, goodput, sizing to a target, "
-        "sensitivity, hardware alternatives."
+        "Not in this review yet: goodput, sizing to a target (`prfaas-plan size` on the topology), sensitivity, "
+        "hardware alternatives."
     )
     return "\n\n".join(parts) + "\n"
 

@@ -39,8 +39,10 @@ def test_which_kind(tmp_path: Path) -> None:
 
 
 def test_optimize_gives_the_global_plan_and_refuses_single_cluster_flags() -> None:
-    payload = _json("optimize", "three-regions")
+    payload = _json("optimize", "three-regions", "--load", "0.5")
     assert payload["input"] == "topology"
+    assert payload["loaded_ttft"]["load"] == 0.5
+    assert all(r["ttft_p90_s"] > 0 for r in payload["loaded_ttft"]["regions"])
     best = payload["global_plan"]["scale"]
     assert {r["cluster"] for r in payload["global_plan"]["regions"]} == {
         t.cluster for t in load_topology(EXAMPLE).traffic
@@ -70,6 +72,7 @@ def test_simulate_runs_the_topology_simulator_and_completes_every_request() -> N
     payload = _json("simulate", "three-regions", "--requests", "200", "--load", "0.5")
     (run,) = payload["simulation"]
     assert run["conserved"] and run["load"] == 0.5
+    assert payload["loaded_ttft"]["load"] == 0.5  # the closed form beside, at the same load
     for r in run["regions"]:
         assert r["arrived"] == r["completed"] > 0
         assert r["ttft_p90_s"] is not None and r["ttft_p90_s"] > 0
@@ -124,6 +127,7 @@ def test_review_writes_tables_and_the_drawing(tmp_path: Path) -> None:
         "regions.csv",
         "links.csv",
         "n_minus_one.csv",
+        "loaded_ttft.csv",
     } <= names
     assert (out / "topology.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     regions = list(csv.DictReader((out / "regions.csv").read_text().splitlines()))
