@@ -74,6 +74,13 @@ EXPECTED = {
     "deepseek-v3": Expected(kv_bytes_per_token=70_272, parameters_b=671, active_b=37),
     "llama-3.1-70b": Expected(kv_bytes_per_token=327_680, parameters_b=70.6, active_b=70.6),
     "llama-3.1-8b": Expected(kv_bytes_per_token=131_072, parameters_b=8.0, active_b=8.0),
+    # 32 layers x 32 KV heads (MHA) x 128 x 2 (K, V) x 2 B = 524,288.
+    "llama-2-7b": Expected(kv_bytes_per_token=524_288, parameters_b=6.74, active_b=6.74),
+    # 80 layers x 8 KV heads x 128 x 2 x 2 B = 327,680.
+    "llama-2-70b": Expected(kv_bytes_per_token=327_680, parameters_b=69.0, active_b=69.0),
+    # 36 layers alternating: 18 full-attention layers x 8 KV heads x 64 x 2 x 2 B = 36,864 per token; 18 sliding
+    # layers of 128 tokens: 18 x 8 x 64 x 2 x 2 B x 128 = 4,718,592.
+    "gpt-oss-120b": Expected(kv_bytes_per_token=36_864, window_bytes=4_718_592, parameters_b=116.8, active_b=5.1),
     # Inferred, not published: 15 MLA layers x 1,152 B, 45 KDA layers x 60 heads (see the card's comments).
     "paper-1t-hybrid": Expected(
         kv_bytes_per_token=17_280,
@@ -154,8 +161,8 @@ def test_published_active_count_lies_between_our_counts_without_and_with_embeddi
 @pytest.mark.parametrize("key", CARDS)
 def test_dtypes_follow_the_release(key: str) -> None:
     """KV BF16 everywhere (Table 3 implies it); FP8 weights exactly for the FP8 releases, whose embeddings stay
-    BF16; the inferred 1T model carries 4-bit routed experts beside BF16 attention so that it fits 8 x H20;
-    state FP32 with BF16 conv."""
+    BF16; gpt-oss-120b's MXFP4 experts priced as FP4; the inferred 1T model carries 4-bit routed experts beside
+    BF16 attention so that it fits 8 x H20; state FP32 with BF16 conv."""
     dtypes = _arch(key).dtypes
     fp8 = ("deepseek-v3", "minimax-m2.5", "mimo-v2-flash")
     assert (dtypes.weights, dtypes.kv_cache, dtypes.state, dtypes.conv_state) == (
@@ -164,7 +171,9 @@ def test_dtypes_follow_the_release(key: str) -> None:
         "fp32",
         "bf16",
     )
-    assert dtypes.dtype_of("experts") == ("int4" if key == "paper-1t-hybrid" else dtypes.weights)
+    # gpt-oss-120b: released with MXFP4 routed experts (the card's source), priced as FP4.
+    experts = {"paper-1t-hybrid": "int4", "gpt-oss-120b": "fp4"}.get(key, dtypes.weights)
+    assert dtypes.dtype_of("experts") == experts
     assert dtypes.dtype_of("embeddings") == ("bf16" if key in fp8 else dtypes.weights)
 
 

@@ -174,7 +174,8 @@ def test_measured_profile_round_trips_through_the_yaml_loader(tmp_path) -> None:
     assert dict(loaded.dense_flop_per_s) == pytest.approx(dict(acc.dense_flop_per_s), rel=1e-12)
     assert loaded.memory_bytes == pytest.approx(acc.memory_bytes, rel=1e-12)
     assert (loaded.name, loaded.source, loaded.confidence) == (acc.name, acc.source, acc.confidence)
-    assert path.read_text().startswith("# measured\n# here\n")
+    text = path.read_text()
+    assert text.startswith("# Accelerator profile written by prfaas-plan") and "\n# measured\n# here\n" in text
     assert [p.name for p in path.parent.iterdir()] == ["this-machine.yaml"]  # no temp file left behind
 
 
