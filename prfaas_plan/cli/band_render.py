@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-
-from prfaas_plan.cli.render import console
+from prfaas_plan.cli.render import DataTable, console
 
 
 def _usd(value: float | None) -> str:
@@ -26,10 +24,19 @@ def _bands_line(bands: dict[str, Any]) -> str:
     return "Error bands: " + "; ".join(parts)
 
 
+def _dep_data(prefix: str, d: dict[str, Any] | None) -> dict[str, Any]:
+    """A deployment needed at an edge as data (empty cells: none carries the target there)."""
+    return {
+        f"{prefix}_n_prfaas": None if d is None else d["n_prfaas"],
+        f"{prefix}_n_local": None if d is None else d["n_local"],
+        f"{prefix}_usd_per_hour": None if d is None else d["usd_per_hour"],
+    }
+
+
 def print_size_band(payload: dict[str, Any]) -> None:
     """The sizing at each edge: verdict, deployments needed, nominal deployments' goodput there."""
     out = console()
-    table = Table(title="At the edges of the error band (slow: times x factor; fast: ÷ factor)")
+    table = DataTable(title="At the edges of the error band (slow: times x factor; fast: ÷ factor)")
     for column in ("edge", "verdict", "PrfaaS-PD needed", "homogeneous PD needed", "nominal goodput (PrfaaS / homog.)"):
         table.add_column(column)
     for edge, e in payload["edges"].items():
@@ -45,6 +52,16 @@ def print_size_band(payload: dict[str, Any]) -> None:
             dep(e["homogeneous_pd"]),
             " / ".join("—" if g is None else f"{g:.2f}" for g in good),
         )
+        table.add_data(
+            {
+                "edge": edge,
+                "verdict": e["verdict"],
+                **_dep_data("prfaas_pd", e["prfaas_pd"]),
+                **_dep_data("homogeneous_pd", e["homogeneous_pd"]),
+                "nominal_prfaas_pd_goodput_req_per_s": good[0],
+                "nominal_homogeneous_pd_goodput_req_per_s": good[1],
+            }
+        )
     out.print(table)
     for edge, e in payload["edges"].items():
         if e["verdict"] == "none" and e["reason"]:
@@ -57,7 +74,7 @@ def print_size_band(payload: dict[str, Any]) -> None:
 def print_matrix_band(payload: dict[str, Any]) -> None:
     """Every cell's verdict nominal and at both edges."""
     out = console()
-    table = Table(title="Verdicts across the error band (cheapest: PrfaaS-PD or homogeneous PD)")
+    table = DataTable(title="Verdicts across the error band (cheapest: PrfaaS-PD or homogeneous PD)")
     for column in ("prefill × local", "nominal", "slow edge", "fast edge", "holds", "USD/h PrfaaS (slow / fast)"):
         table.add_column(column)
     for c in payload["cells"]:
@@ -69,6 +86,18 @@ def print_matrix_band(payload: dict[str, Any]) -> None:
             v["fast"],
             "yes" if c["holds"] else "flips",
             f"{_usd(cost['slow'])} / {_usd(cost['fast'])}",
+        )
+        table.add_data(
+            {
+                "prefill_hardware": c["prefill"],
+                "local_hardware": c["local"],
+                "verdict_nominal": v["nominal"],
+                "verdict_slow_edge": v["slow"],
+                "verdict_fast_edge": v["fast"],
+                "holds": c["holds"],
+                "prfaas_pd_slow_edge_usd_per_hour": cost["slow"],
+                "prfaas_pd_fast_edge_usd_per_hour": cost["fast"],
+            }
         )
     out.print(table)
     out.print(

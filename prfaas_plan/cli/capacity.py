@@ -270,7 +270,9 @@ def size(
     from prfaas_plan.cli.capacity_render import print_sizing, shape_line
 
     print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
-    print(shape_line(payload["shapes"]))
+    from prfaas_plan.cli.render import console
+
+    console().print(shape_line(payload["shapes"]))  # a note: left out of --format csv
     if payload.get("error_band"):
         from prfaas_plan.cli.band_render import print_size_band
 
