@@ -190,7 +190,10 @@ def test_the_egress_at_the_target_is_drawn_above_the_chosen_star(drawn: tuple[An
     ax = _ax(figures["egress_vs_threshold"])
     lines = {line.get_label(): line for line in ax.get_lines()}
     star = next(line for label, line in lines.items() if label.startswith("chosen"))
-    target = next(line for label, line in lines.items() if label.startswith("egress at the target"))
+    target = next((line for label, line in lines.items() if label.startswith("egress at the target")), None)
+    if target is None:  # the target is carried at no threshold: the title says so instead of an empty curve
+        assert "carried at no t" in ax.get_title()
+        return
     assert target.get_zorder() > star.get_zorder()
 
 

@@ -259,18 +259,21 @@ def egress_figure(r: Review, keep: bool = False) -> Figure:
     link = b.link_bandwidth_bytes_per_s / GBIT_PER_S
     fig, ax = _axes(f"Cross-datacenter egress against the threshold (N_p = {b.n_pd_prefill})")
     ax.plot(t, at_max, "-", lw=2.2, color="tab:blue", label="egress at Λ_max(t)")
+    not_carried = None
     if b.egress_at_target_bytes_per_s is not None and r.target is not None:
         at_target = np.asarray(b.egress_at_target_bytes_per_s, dtype=np.float64) / GBIT_PER_S
-        ax.plot(  # above the chosen-point star: the star must not hide the curve where the two meet
-            t,
-            at_target,
-            "-.",
-            lw=1.8,
-            color="tab:cyan",
-            zorder=5,
-            label=f"egress at the target, {r.target.rate_req_per_s:g} req/s "
-            + ("(where carried)" if np.isfinite(at_target).any() else "(not carried at any t: none)"),
-        )
+        if np.isfinite(at_target).any():
+            ax.plot(  # above the chosen-point star: the star must not hide the curve where the two meet
+                t,
+                at_target,
+                "-.",
+                lw=1.8,
+                color="tab:cyan",
+                zorder=5,
+                label=f"egress at the target, {r.target.rate_req_per_s:g} req/s (where carried)",
+            )
+        else:  # nothing to draw: said in the title, not as a legend entry without a line
+            not_carried = f"the target, {r.target.rate_req_per_s:g} req/s, is carried at no t"
     ax.axhline(link, color="tab:red", lw=1.6, ls="--", label=f"link capacity, {link:g} Gbit/s")
     t_star = (plan.threshold_tokens or 0.0) / 1e3
     ax.axvline(t_star, color="gray", lw=1, ls=":")
@@ -291,11 +294,13 @@ def egress_figure(r: Review, keep: bool = False) -> Figure:
     ax.set_ylabel("egress (Gbit/s)")
     util = ax.secondary_yaxis("right", functions=(lambda g: 100 * g / link, lambda u: u * link / 100))
     util.set_ylabel("link utilisation (%)")
+    if not_carried:
+        ax.set_title(f"{ax.get_title()}\n({not_carried})", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.09, 1.0), borderaxespad=0.0)
     return Figure(
         name="egress_vs_threshold.png",
         caption="KV-cache egress over the link against t: at Λ_max(t) and at the target rate, with the link's "
-        "capacity.",
+        "capacity." + (f" No curve at the target: {not_carried}." if not_carried else ""),
         provenance="closed form (Λ · p · S_kv(l_long), §4.3.1); KV size from the scenario's profile",
         png=_png(fig, keep),
         drawing=fig if keep else None,
