@@ -192,13 +192,9 @@ def size(
     if topology is not None:
         from prfaas_plan.cli import topology_commands
 
-        topo_given = {
-            "--rate": rate is not None,
-            "--tpot-p90-ms": tpot_p90_ms is not None,
-            "--bandwidths": bandwidths is not None,
-        }
-        topo_given |= {"--max-prfaas": max_prfaas is not None, "--max-local": max_local is not None}
-        topo_given |= {"--write-scenario": write_scenario is not None}
+        flags = (rate, tpot_p90_ms, bandwidths, max_prfaas, max_local, write_scenario)
+        names = ("--rate", "--tpot-p90-ms", "--bandwidths", "--max-prfaas", "--max-local", "--write-scenario")
+        topo_given = {name: value is not None for name, value in zip(names, flags, strict=True)}
         topology_commands.size(topology, ttft_p90_s=ttft_p90_s, given=topo_given, json_output=json_output)
         return
     from prfaas_plan.io.names import resolve_scenario_path
@@ -267,12 +263,16 @@ def size(
         return
     if write_scenario is not None:
         print(f"wrote {payload['written_scenario']}", file=sys.stderr)
-    from prfaas_plan.cli.capacity_render import print_sizing, shape_line
+    _print_size(spec, part, payload)
 
-    print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
+
+def _print_size(spec: Any, part: Any, payload: dict[str, Any]) -> None:
+    """The sizing's tables, its shape line (a note: left out of --format csv) and the error band's edges."""
+    from prfaas_plan.cli.capacity_render import print_sizing, shape_line
     from prfaas_plan.cli.render import console
 
-    console().print(shape_line(payload["shapes"]))  # a note: left out of --format csv
+    print_sizing(spec, part.sizing, payload, payload.get("simulation_check"))
+    console().print(shape_line(payload["shapes"]))
     if payload.get("error_band"):
         from prfaas_plan.cli.band_render import print_size_band
 
