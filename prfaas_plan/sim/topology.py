@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,73 @@ class TopologyRun:
     duration_s: float
 
 
+def _draw_requests(
+    regions: list[RegionSim], n: int, rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Every region's ``n`` requests as one flat set of arrays: region, uncached length, output tokens (the
+    region's mean) and Poisson arrival time."""
+    region_of = np.repeat(np.arange(len(regions)), n)
+    length = np.empty(region_of.size)
+    output = np.empty(region_of.size)
+    arrival = np.empty(region_of.size)
+    for j, r in enumerate(regions):
+        block = slice(j * n, (j + 1) * n)
+        length[block] = r.model.lengths.sample(rng, n)
+        output[block] = np.full(n, r.model.output_tokens_mean)
+        arrival[block] = np.cumsum(rng.exponential(1.0 / r.rate_req_per_s, n))
+    return region_of, length, output, arrival
+
+
+def _pick_site(shares: Mapping[int, float], gone: set[int], draw: Callable[[], float]) -> int:
+    """The site a uniform draw picks among a region's positive shares, renormalised over the sites not in
+    ``gone`` (lost, kept local, or cut off from the region); -1 when none is left (and then nothing is drawn)."""
+    alive = {k: s for k, s in shares.items() if s > 0 and k not in gone}
+    total = sum(alive.values())
+    if total <= 0:
+        return -1
+    u = draw()
+    acc = 0.0
+    for k, s in alive.items():
+        acc += s / total
+        if u < acc:
+            return k
+    return next(reversed(alive))
+
+
+def _empty_site(
+    k: int, busy: list[set[int]], queue: list[deque[int]], due: NDArray[np.float64], free: list[int]
+) -> list[int]:
+    """Site ``k`` lost: the requests it was serving and those queued at it (in that order), with the site left
+    with no server, no queue and no prefill due."""
+    served = sorted(busy[k])
+    victims = served + list(queue[k])
+    due[served] = math.nan
+    busy[k].clear()
+    queue[k].clear()
+    free[k] = 0
+    return victims
+
+
+def _queues(n: int) -> list[deque[int]]:
+    return [deque() for _ in range(n)]
+
+
+def _sets(n: int) -> list[set[int]]:
+    return [set() for _ in range(n)]
+
+
+def _result(ttft: NDArray[np.float64], n: int, completed: list[int], moved: int, end_s: float) -> TopologyRun:
+    """The run's figures: each region's TTFTs (its ``n`` requests, in the order drawn), arrivals, completions."""
+    per_region = tuple(ttft[j * n : (j + 1) * n] for j in range(len(completed)))
+    return TopologyRun(
+        ttft_s=per_region,
+        arrived=tuple([n] * len(completed)),
+        completed=tuple(completed),
+        moved_by_faults=moved,
+        duration_s=end_s,
+    )
+
+
 def simulate_topology(
     regions: list[RegionSim],
     sites: list[int],
@@ -93,54 +161,25 @@ def simulate_topology(
     rng = np.random.default_rng(seed)
     n_regions = len(regions)
     pair_of = {(p.region, p.site): q for q, p in enumerate(pairs)}
-    # Requests: region, length, output, arrival, route; one flat set of arrays.
-    region_of = np.repeat(np.arange(n_regions), requests_per_region)
-    length = np.empty(region_of.size)
-    output = np.empty(region_of.size)
-    arrival = np.empty(region_of.size)
-    for j, r in enumerate(regions):
-        block = slice(j * requests_per_region, (j + 1) * requests_per_region)
-        length[block] = r.model.lengths.sample(rng, requests_per_region)
-        output[block] = np.full(requests_per_region, r.model.output_tokens_mean)
-        arrival[block] = np.cumsum(rng.exponential(1.0 / r.rate_req_per_s, requests_per_region))
+    region_of, length, output, arrival = _draw_requests(regions, requests_per_region, rng)
     draws = rng.random(region_of.size)
     ready = np.full(region_of.size, math.nan)
     site_of = np.full(region_of.size, -1)
     engine = Engine()
-    lost_sites: set[int] = set()
-    lost_links: set[tuple[int, int]] = set()
-    keep_local_sites: set[int] = set()
-    site_free = list(sites)
-    site_queue: list[deque[int]] = [deque() for _ in sites]
-    site_busy: list[set[int]] = [set() for _ in sites]
-    local_free = [r.n_pd_prefill for r in regions]
-    local_queue: list[deque[int]] = [deque() for _ in regions]
-    decode_free = [r.n_pd_decode * r.model.decode_max_batch for r in regions]
-    decode_queue: list[deque[int]] = [deque() for _ in regions]
+    lost_sites, keep_local_sites, lost_links = set[int](), set[int](), set[tuple[int, int]]()
+    # Free servers and queues of every site, local prefill pool and decode pool; every link and its transfers.
+    site_free, site_queue, site_busy = list(sites), _queues(len(sites)), _sets(len(sites))
+    local_free, local_queue = [r.n_pd_prefill for r in regions], _queues(len(regions))
+    decode_free, decode_queue = [r.n_pd_decode * r.model.decode_max_batch for r in regions], _queues(len(regions))
     links = [SharedLink(p.bandwidth_bytes_per_s, _BIN_S) for p in pairs]
-    link_due = [math.inf] * len(pairs)
-    on_link_now: list[set[int]] = [set() for _ in pairs]  # requests whose KV is crossing each link
-    moved = 0
-    completed = [0] * n_regions
+    link_due, on_link_now = [math.inf] * len(pairs), _sets(len(pairs))  # requests whose KV crosses each link
+    moved, completed = 0, [0] * n_regions
     site_due = np.full(region_of.size, math.nan)  # when each request's current site prefill ends
 
     def choose_site(i: int, exclude_draw: bool = False) -> int:
         j = int(region_of[i])
-        shares = {
-            k: s
-            for k, s in regions[j].shares.items()
-            if s > 0 and k not in lost_sites and (j, k) not in lost_links and k not in keep_local_sites
-        }
-        total = sum(shares.values())
-        if total <= 0:
-            return -1
-        u = draws[i] if not exclude_draw else rng.random()
-        acc = 0.0
-        for k, s in shares.items():
-            acc += s / total
-            if u < acc:
-                return k
-        return next(reversed(shares))
+        gone = lost_sites | keep_local_sites | {k for (r, k) in lost_links if r == j}
+        return _pick_site(regions[j].shares, gone, (lambda: float(draws[i])) if not exclude_draw else rng.random)
 
     def start_local(now: float, i: int) -> None:
         j = int(region_of[i])
@@ -150,11 +189,11 @@ def simulate_topology(
                 raise ValueError(f"region {j} has no local prefill instance and no site left")
             start_site(now, i, k)
             return
-        if local_free[j] > 0:
-            local_free[j] -= 1
-            engine.schedule(now + float(regions[j].model.local_prefill(length[i])), _LOCAL_DONE, i)
-        else:
+        if local_free[j] == 0:
             local_queue[j].append(i)
+            return
+        local_free[j] -= 1
+        engine.schedule(now + float(regions[j].model.local_prefill(length[i])), _LOCAL_DONE, i)
 
     def start_site(now: float, i: int, k: int) -> None:
         site_of[i] = k
@@ -177,22 +216,21 @@ def simulate_topology(
             start_site(now, i, k)
 
     def relink(now: float, q: int) -> None:
-        nxt = links[q].next_finish_s(now)
-        link_due[q] = nxt
+        link_due[q] = nxt = links[q].next_finish_s(now)
         if math.isfinite(nxt):
             engine.schedule(nxt, _LINK, q)
+
+    def start_decode(now: float, j: int, i: int) -> None:
+        decode_free[j] -= 1
+        engine.schedule(now + output[i] * regions[j].model.decode_step_time_s, _DECODE_DONE, i)
 
     def kv_ready(now: float, i: int) -> None:
         j = int(region_of[i])
         ready[i] = now
         if decode_free[j] > 0:
-            decode_free[j] -= 1
-            engine.schedule(now + output[i] * regions[j].model.decode_step_time_s, _DECODE_DONE, i)
+            start_decode(now, j, i)
         else:
             decode_queue[j].append(i)
-
-    def on_arrive(now: float, i: int) -> None:
-        route(now, i)
 
     def on_local_done(now: float, i: int) -> None:
         j = int(region_of[i])
@@ -227,53 +265,36 @@ def simulate_topology(
         completed[j] += 1
         decode_free[j] += 1
         if decode_queue[j]:
-            nxt = decode_queue[j].popleft()
-            decode_free[j] -= 1
-            engine.schedule(now + output[nxt] * regions[j].model.decode_step_time_s, _DECODE_DONE, nxt)
+            start_decode(now, j, decode_queue[j].popleft())
 
     def on_fault(now: float, f: int) -> None:
         nonlocal moved
         fault = faults[f]
+        victims: list[int] = []
+        local = True  # where the moved requests go: local prefill, or re-routed among the sites left
         if fault.kind == "site":
-            k = fault.site
-            lost_sites.add(k)
+            lost_sites.add(fault.site)
             if fault.keep_local:
-                keep_local_sites.add(k)
-            victims = sorted(site_busy[k]) + list(site_queue[k])
-            site_due[sorted(site_busy[k])] = math.nan
-            site_busy[k].clear()
-            site_queue[k].clear()
-            site_free[k] = 0
-            for i in victims:
-                moved += 1
-                if fault.keep_local:
-                    site_of[i] = -1
-                    start_local(now, i)
-                else:
-                    route(now, i, redraw=True)
+                keep_local_sites.add(fault.site)
+            victims, local = _empty_site(fault.site, site_busy, site_queue, site_due, site_free), fault.keep_local
         else:
             lost_links.add((fault.region, fault.site))
             q = pair_of.get((fault.region, fault.site))
-            if q is not None:
-                in_flight = sorted(on_link_now[q])  # the link is gone: every transfer on it is lost
+            if q is not None:  # the link is gone: every transfer on it is lost
+                links[q], link_due[q] = SharedLink(pairs[q].bandwidth_bytes_per_s, _BIN_S), math.inf
+                victims = sorted(on_link_now[q])
                 on_link_now[q].clear()
-                links[q] = SharedLink(pairs[q].bandwidth_bytes_per_s, _BIN_S)
-                link_due[q] = math.inf
-                for i in in_flight:
-                    moved += 1
-                    site_of[i] = -1
-                    start_local(now, i)
+        moved += len(victims)
+        for i in victims:
+            if local:
+                site_of[i] = -1
+                start_local(now, i)
+            else:
+                route(now, i, redraw=True)
 
     for i in np.argsort(arrival, kind="stable"):
         engine.schedule(float(arrival[i]), _ARRIVE, int(i))
     for f, fault in enumerate(faults):
         engine.schedule(fault.at_s, _FAULT, f)
-    engine.run([on_arrive, on_local_done, on_site_done, on_link, on_decode_done, on_fault])
-    ttft = tuple((ready - arrival)[j * requests_per_region : (j + 1) * requests_per_region] for j in range(n_regions))
-    return TopologyRun(
-        ttft_s=ttft,
-        arrived=tuple([requests_per_region] * n_regions),
-        completed=tuple(completed),
-        moved_by_faults=moved,
-        duration_s=engine.now_s,
-    )
+    engine.run([route, on_local_done, on_site_done, on_link, on_decode_done, on_fault])
+    return _result(ready - arrival, requests_per_region, completed, moved, engine.now_s)
