@@ -16,7 +16,7 @@ Domain, shared by every function: ``c`` is an integer >= 1, ``λ >= 0``, ``E[S] 
 queue must be stable (``ρ < 1``); outside it ``ModelDomainError`` names the quantity and its value. At
 ``λ = 0`` the waiting time is exactly zero.
 
-G/G/c defaults, chosen from a simulation study (``tests/test_queueing.py`` tabulates the errors):
+G/G/c defaults, chosen from a simulation study (``tests/latency/test_stages.py`` tabulates the errors):
 
 - mean wait: Whitt's (1993) refinement of Allen–Cunneen. Allen–Cunneen multiplies the M/M/c wait by
   ``(ca² + cs²)/2``. That is exact for M/M/c and M/G/1, but for Poisson arrivals into c >= 2 servers it

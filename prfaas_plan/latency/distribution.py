@@ -58,7 +58,7 @@ SOJOURN_GRID_POINTS = 512
 _MIN_SPREAD_UTILIZATION = 1e-9
 SOJOURN_NODES = 16
 #: Midpoint-rule points per route for E[G(x - g(L))] of one plan: the integrand is continuous in the
-#: length quantile; tests/test_latency.py checks the result against sampling.
+#: length quantile; tests/latency/test_distribution.py checks the result against sampling.
 GRID_POINTS = 2048
 # Waits are bounded by their quantile at this level when bracketing TTFT quantiles.
 _WAIT_BOUND_LEVEL = 1.0 - 1e-9

@@ -28,7 +28,7 @@ Measured (seed 7/11, 400,000 requests; closed form vs recursion; SE = 20-batch s
 | PrfaaS-PD     | 4   | 90 % | 9.95 / 10.46   | 7.55 / 7.22   | 20.67 (0.97) / 23.38  |
 
 Poisson arrivals (the paper's case): every figure within 2 % (P99 within 5 %). Bursty arrivals inherit the
-G/G/c errors that tests/test_queueing.py tabulates: Erlang C understates P(W > 0) for non-Poisson arrivals
+G/G/c errors that tests/latency/test_stages.py tabulates: Erlang C understates P(W > 0) for non-Poisson arrivals
 into several servers, so at ca² = 4 the closed form is low by 11 % (mean, P90) at half load and high by
 13 % (P90) at 90 %. Tolerances: Poisson 4 % + 3 SE (claimed); ca² = 2 and 4: 15 % + 3 SE (a regression
 guard sized to the measured error, not an accuracy claim).

@@ -29,7 +29,7 @@ from prfaas_plan.studies.review import ReviewOptions, review, split_sweep, thres
 from prfaas_plan.studies.verify import VerifyOptions
 from prfaas_plan.throughput import stage_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAST = ReviewOptions(verify=VerifyOptions(verify=False), quick=True, sensitivity=False)
 
 
@@ -293,7 +293,7 @@ def test_sigterm_leaves_nothing_behind(tmp_path: Path) -> None:
     script = tmp_path / "app.py"
     script.write_text(
         "from prfaas_plan.cli.common import interruptible\n"
-        "from tests.test_review import _app\n"
+        "from tests.studies.test_review import _app\n"
         "with interruptible():\n"
         "    _app()()\n"
     )

@@ -1,7 +1,7 @@
 """TTFT and goodput under load (``prfaas_plan.latency``): composition laws, numerics against sampling, CLI.
 
 The queueing primitives' exactness (M/M/1, M/M/c, M/D/1, M/G/1) and the G/G/c approximation error are
-tested in tests/test_queueing.py; these tests check how the stages are composed into one TTFT law.
+tested in tests/latency/test_stages.py; these tests check how the stages are composed into one TTFT law.
 """
 
 from __future__ import annotations

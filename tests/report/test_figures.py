@@ -28,7 +28,7 @@ from prfaas_plan.studies.review import ReviewOptions, cost_frontier, loaded, rev
 from prfaas_plan.studies.verify import VerifyOptions
 from prfaas_plan.throughput import stage_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = VerifyOptions(replications=2, requests=3000, max_requests=20_000)
 OPTIONS = ReviewOptions(verify=SMALL, quick=True, sensitivity=False)
 

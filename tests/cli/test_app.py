@@ -157,7 +157,7 @@ def test_tables_print_as_markdown_or_csv() -> None:
     table = run_cli("--format", "csv", "optimize")
     assert table.returncode == 0, table.stderr
     rows = list(csv.reader(io.StringIO(table.stdout.split("\n\n")[0])))
-    # CSV is data: one row per plan, units in the header, plain numbers (tests/test_csv_data.py checks all).
+    # CSV is data: one row per plan, units in the header, plain numbers (tests/cli/test_csv_data.py checks all).
     assert rows[0][0] == "plan" and rows[1][0] == "PrfaaS-PD (optimised)" and len({len(r) for r in rows}) == 1
     assert round(float(rows[1][rows[0].index("throughput_req_per_s")]), 2) == 3.25
     assert run_cli("--format", "xml", "optimize").returncode == 2
