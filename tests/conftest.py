@@ -44,6 +44,44 @@ def examples(n: int) -> int:
     return max(1, n * settings.default.max_examples // settings.get_profile("ci").max_examples)
 
 
+# The slow tier (marker `slow`): whole-command runs in subprocesses, fuzzers, hostile-file batteries and the
+# timing benchmarks. The default run (pyproject addopts: not slow and not validation) stays under 5 minutes on
+# 2 cores; `.ci/run` runs both tiers. Listed here by path (a folder, a file, or a node id prefix) so that the
+# tier is one place to read.
+SLOW = (
+    "tests/benchmarks/",
+    "tests/hostile/",
+    "tests/topology/test_commands.py",
+    "tests/topology/test_size.py",
+    "tests/io/test_fuzz_inputs.py",
+    "tests/cli/test_flags_fuzz.py",
+    "tests/cli/test_csv_data.py",
+    "tests/report/test_figures.py",
+    "tests/studies/test_review_band.py",
+    "tests/studies/test_uncertainty.py",
+    "tests/test_readme_api.py",
+    "tests/sim/test_cli_dynamics.py",
+    "tests/sim/test_cli_simulate.py",
+    "tests/cli/test_shapes_chosen.py",
+    "tests/cli/test_sweep_command.py",
+    "tests/studies/test_recommendation.py",
+    "tests/report/test_scenario_writer.py",
+    "tests/topology/test_io.py::test_the_command",
+    "tests/cli/test_app.py::test_every_command_has_help_with_an_example",
+    "tests/latency/test_distribution.py::test_ttft_law_matches_sampling_its_components",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests under SLOW as `slow`, and every test under tests/validation as `validation`."""
+    for item in items:
+        node = Path(item.path).resolve().relative_to(REPO).as_posix() + "::" + item.name
+        if node.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+        if node.startswith("tests/validation/"):
+            item.add_marker(pytest.mark.validation)
+
+
 @pytest.fixture(scope="session")
 def paper_scenario() -> Scenario:
     """The built-in paper case study, loaded through the real YAML loader."""

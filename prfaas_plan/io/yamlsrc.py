@@ -74,7 +74,7 @@ def read_text_bounded(path: Path, display: str, what: str) -> str:
     return read_text(path, display, replace(YAML_LIMITS, what=what))
 
 
-class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]
+class _BoundedLoader(yaml.SafeLoader):
     """``SafeLoader`` that refuses aliases (no shipped file uses them, and expanding them is the "billion
     laughs" bomb), nesting deeper than MAX_DEPTH, and numeric literals longer than MAX_NUMBER_CHARS; and that
     turns a value its constructor cannot build (``2001-02-30``) into a marked error instead of a ValueError."""
@@ -83,9 +83,9 @@ class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.composer.ComposerError(
                 None, None, "aliases (*name) are not supported; write the value out", event.start_mark
             )
@@ -93,7 +93,10 @@ class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]
         try:
             if self._depth > MAX_DEPTH:
                 raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+                    None,
+                    None,
+                    f"nested deeper than {MAX_DEPTH} levels",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
                 )
             node = super().compose_node(parent, index)
         finally:

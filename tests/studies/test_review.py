@@ -333,7 +333,8 @@ def _imported(path: Path) -> set[str]:
 
 def test_review_layers() -> None:
     """The library review sits between io and cli: it imports no cli, typer, rich or matplotlib; the io
-    modules draw nothing; matplotlib is imported only by the figure writers (report/figures.py, report/topology_figure.py)."""
+    modules draw nothing; matplotlib is imported only by the figure writers (report/figures.py,
+    report/topology_figure.py)."""
     package = ROOT / "prfaas_plan"
     modules = ("studies/review.py", "report/review_data.py", "report/review_markdown.py", "report/review_dir.py")
     for path in (package / m for m in modules):
