@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prfaas_plan.optimize import Comparison, PlanEvaluation
+from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
 
@@ -103,11 +104,6 @@ def _bottleneck(plan: PlanEvaluation) -> str:
     return plan.bottleneck + (f" (+{', '.join(extra)})" if extra else "")
 
 
-def _finite(value: float | None) -> float | None:
-    """A figure as data: None (an empty CSV cell) where the table shows a dash (no traffic: infinite)."""
-    return None if value is None or not math.isfinite(value) else value
-
-
 def _quantities(base: float) -> list[Quantity[PlanEvaluation]]:
     def gain(p: PlanEvaluation) -> float:
         return p.throughput_req_per_s / base
@@ -133,18 +129,18 @@ def _quantities(base: float) -> list[Quantity[PlanEvaluation]]:
         ),
         Quantity(
             label="Θ_prfaas (req/s)",
-            text=lambda p: _num(_finite(p.theta_prfaas_req_per_s)),
-            data=one("theta_prfaas_req_per_s", lambda p: _finite(p.theta_prfaas_req_per_s)),
+            text=lambda p: _num(finite(p.theta_prfaas_req_per_s)),
+            data=one("theta_prfaas_req_per_s", lambda p: finite(p.theta_prfaas_req_per_s)),
         ),
         Quantity(
             label="Θ_pd-p (req/s)",
-            text=lambda p: _num(_finite(p.theta_pd_prefill_req_per_s)),
-            data=one("theta_pd_prefill_req_per_s", lambda p: _finite(p.theta_pd_prefill_req_per_s)),
+            text=lambda p: _num(finite(p.theta_pd_prefill_req_per_s)),
+            data=one("theta_pd_prefill_req_per_s", lambda p: finite(p.theta_pd_prefill_req_per_s)),
         ),
         Quantity(
             label="Θ_pd-d (req/s)",
-            text=lambda p: _num(_finite(p.theta_pd_decode_req_per_s)),
-            data=one("theta_pd_decode_req_per_s", lambda p: _finite(p.theta_pd_decode_req_per_s)),
+            text=lambda p: _num(finite(p.theta_pd_decode_req_per_s)),
+            data=one("theta_pd_decode_req_per_s", lambda p: finite(p.theta_pd_decode_req_per_s)),
         ),
         Quantity(
             label="Λ_max (req/s)",
@@ -153,8 +149,8 @@ def _quantities(base: float) -> list[Quantity[PlanEvaluation]]:
         ),
         Quantity(
             label="stability limit (req/s)",
-            text=lambda p: _num(_finite(p.stability_limit_req_per_s)),
-            data=one("stability_limit_req_per_s", lambda p: _finite(p.stability_limit_req_per_s)),
+            text=lambda p: _num(finite(p.stability_limit_req_per_s)),
+            data=one("stability_limit_req_per_s", lambda p: finite(p.stability_limit_req_per_s)),
         ),
         Quantity(
             label="gain vs homogeneous",

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from prfaas_plan.optimize.topology import TopologyPlan
+from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.studies.topology import TopologyStudy
 from prfaas_plan.studies.topology_size import SizedTopology
 from prfaas_plan.units import GBIT_PER_S
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
 
 
 def topology_plan_dict(study: TopologyStudy, plan: TopologyPlan) -> dict[str, Any]:
@@ -30,7 +26,7 @@ def topology_plan_dict(study: TopologyStudy, plan: TopologyPlan) -> dict[str, An
                 "n_pd_prefill": r.n_pd_prefill,
                 "n_pd_decode": r.n_pd_decode,
                 "carried_req_per_s": r.carried_req_per_s,
-                "local_bound_req_per_s": _finite(r.local_bound_req_per_s),
+                "local_bound_req_per_s": finite(r.local_bound_req_per_s),
                 "long_req_per_s_by_site": r.long_req_per_s_by_site,
                 "long_share_by_site": r.shares,
             }
@@ -114,9 +110,9 @@ def topology_study_dict(study: TopologyStudy) -> dict[str, Any]:
                     {
                         "cluster": r.cluster,
                         "offered_req_per_s": r.offered_req_per_s,
-                        "ttft_mean_s": _finite(r.mean_s),
-                        "ttft_p50_s": _finite(r.p50_s),
-                        "ttft_p90_s": _finite(r.p90_s),
+                        "ttft_mean_s": finite(r.mean_s),
+                        "ttft_p50_s": finite(r.p50_s),
+                        "ttft_p90_s": finite(r.p90_s),
                         "arrived": r.arrived,
                         "completed": r.completed,
                     }
@@ -146,7 +142,7 @@ def _loaded(study: TopologyStudy) -> dict[str, Any] | None:
                 "offload_fraction": r.offload_fraction,
                 "long_share_by_site": dict(r.shares),
                 "unstable_stage": r.unstable,
-                "utilization": {k: _finite(v) for k, v in r.utilization.items()},
+                "utilization": {k: finite(v) for k, v in r.utilization.items()},
                 "ttft_mean_s": None if r.ttft is None else r.ttft.mean_s,
                 "ttft_p50_s": None if r.ttft is None else r.ttft.p50_s,
                 "ttft_p90_s": None if r.ttft is None else r.ttft.p90_s,

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from prfaas_plan.optimize.token_rates import TokenRates
-
-
-def _number(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+from prfaas_plan.report.jsonsafe import finite
 
 
 def token_rates_to_dict(rows: list[TokenRates]) -> list[dict[str, Any]]:
@@ -19,11 +15,11 @@ def token_rates_to_dict(rows: list[TokenRates]) -> list[dict[str, Any]]:
             "plan": r.label,
             "rate_req_per_s": r.rate_req_per_s,
             "gpus": r.gpus,
-            "tokens_per_s_per_gpu": _number(r.tokens_per_s_per_gpu),
-            "tokens_per_s_per_user": _number(r.tokens_per_s_per_user),
-            "tpot_mean_s": _number(r.tpot_mean_s),
-            "tpot_p90_s": _number(r.tpot_p90_s),
-            "decode_load": _number(r.decode_load),
+            "tokens_per_s_per_gpu": finite(r.tokens_per_s_per_gpu),
+            "tokens_per_s_per_user": finite(r.tokens_per_s_per_user),
+            "tpot_mean_s": finite(r.tpot_mean_s),
+            "tpot_p90_s": finite(r.tpot_p90_s),
+            "decode_load": finite(r.decode_load),
         }
         for r in rows
     ]
