@@ -355,6 +355,8 @@ _LAW_LEVELS = frozenset(TTFT_LEVELS)
 # Illinois steps on P_q(Λ) - X when re-scoring with the full law, and the relative tolerance on P_q.
 _LAW_STEPS = 60
 _LAW_RTOL = 1e-9
+# Illinois steps in a row that may keep the same end of the bracket before one bisection step is forced.
+_LAW_SAME_SIDE = 2
 
 
 def _with_link_spread(
@@ -371,7 +373,13 @@ def _with_link_spread(
     """Goodput re-scored with the full TTFT law of ``loaded_ttft`` (which spreads each transfer's sojourn on
     the shared link; the vectorised search above charges the mean stretch only): the root of
     P_q(Λ) = X near ``estimate`` by the Illinois method, bracketed inside (0, limit). P_q is the figure
-    ``loaded_ttft`` reports, computed alone by ``ttft_quantile_at_rates`` (the law's rate-free parts once)."""
+    ``loaded_ttft`` reports, computed alone by ``ttft_quantile_at_rates`` (the law's rate-free parts once).
+
+    P_q rises with Λ (the premise of the bracket), so the estimate is scored first and only the end of
+    (0, limit) on its far side is scored after it: the other cannot change the answer. Near the limit P_q
+    is huge (1e8 s at limit · (1 - 1e-9)) while it is flat near the root (a plateau where q falls inside an
+    atom of the law), where plain Illinois halving would need ~40 steps to undo that end's weight: after
+    ``_LAW_SAME_SIDE`` Illinois steps in a row that keep the same end, one step bisects instead."""
     from prfaas_plan.latency.distribution import ttft_quantile_at_rates
 
     quantile_at = ttft_quantile_at_rates(
@@ -383,22 +391,28 @@ def _with_link_spread(
         return value - ttft_slo_s if value is not None else float("inf")
 
     low, high = 0.0, limit_req_per_s * (1.0 - 1e-9)
-    f_low, f_high = excess(low), excess(high)
-    if f_low > 0.0:
-        return 0.0
-    if f_high <= 0.0:
-        return high
     guess = min(max(estimate_req_per_s, low), high)
     f_guess = excess(guess)
     if f_guess <= 0.0:
+        # P_q(0) <= P_q(guess) <= X: goodput is at least the guess; is it below the limit?
+        f_high = excess(high)
+        if f_high <= 0.0:
+            return high
         low, f_low = guess, f_guess
     else:
+        # P_q(high) >= P_q(guess) > X: goodput is below the guess; is it above zero?
+        f_low = excess(low)
+        if f_low > 0.0:
+            return 0.0
         high, f_high = guess, f_guess
     side = 0
+    same_side = 0
     true_low = f_low
     for _ in range(_LAW_STEPS):
         mid = 0.5 * (low + high)
-        if np.isfinite(f_high) and f_high != f_low:
+        if same_side >= _LAW_SAME_SIDE:
+            same_side = 0
+        elif np.isfinite(f_high) and f_high != f_low:
             secant = high - f_high * (high - low) / (f_high - f_low)
             mid = secant if low < secant < high else mid
         f_mid = excess(mid)
@@ -406,11 +420,17 @@ def _with_link_spread(
             low, f_low, true_low = mid, f_mid, f_mid
             if side == -1:
                 f_high *= 0.5
+                same_side += 1
+            else:
+                same_side = 0
             side = -1
         else:
             high, f_high = mid, f_mid
             if side == 1:
                 f_low *= 0.5
+                same_side += 1
+            else:
+                same_side = 0
             side = 1
         if abs(true_low) <= _LAW_RTOL * ttft_slo_s or high - low <= 1e-12 * limit_req_per_s:
             break
