@@ -6,9 +6,10 @@ imports neither the closed form nor the optimiser: the workflows that choose a p
 it with the closed form live in ``prfaas_plan.studies``.
 
 Beyond the static plan (issue 12): ``prefix_cache`` replays a trace through both clusters' hybrid prefix
-caches; ``link_profile`` turns bandwidth profiles and outages into steps; ``dynamic_cluster`` loses and
-restores instances and runs the dual-timescale scheduler (``scheduler``); ``faults`` reads the TTFT spike
-and recovery time off the records.
+caches; ``link_profile`` turns bandwidth profiles and outages into steps; ``dynamic`` is the cluster's
+changing world (a strategy the one ``cluster.Cluster`` is given): it loses and restores instances and runs
+the dual-timescale scheduler (``scheduler``); ``faults`` reads the TTFT spike and recovery time off the
+records.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from prfaas_plan.sim.cluster import DECODE_DONE, DONE, Q_DECODE, S_DECODE, Cluster, ClusterConfig
-from prfaas_plan.sim.link import _FINISH_RTOL
+from prfaas_plan.sim.cluster import DECODE_DONE, DONE, S_DECODE, Cluster, ClusterConfig
+from prfaas_plan.sim.link import FINISH_RTOL
 from prfaas_plan.sim.workload import Workload
 
 
@@ -63,7 +63,7 @@ class BatchDecodeCluster(Cluster):
             n_d = len(self.batch)
             self.schedule(now + left * self.step_s[k], DECODE_DONE, self.generation[k] * n_d + k)
 
-    def _try_admit(self, now: float, i: int) -> bool:
+    def try_admit(self, now: float, i: int) -> bool:
         best, best_key = -1, (self.max_batch, 0.0)
         for k, b in enumerate(self.batch):
             if b >= self.max_batch:
@@ -93,17 +93,14 @@ class BatchDecodeCluster(Cluster):
         if generation != self.generation[k]:
             return  # superseded by a later change of this instance's batch
         self._advance(now, k)
-        heap, limit = self.finishing[k], self.clock[k] * (1.0 + _FINISH_RTOL) + 1e-9
+        heap, limit = self.finishing[k], self.clock[k] * (1.0 + FINISH_RTOL) + 1e-9
         while heap and heap[0][0] <= limit:
             _, i = heapq.heappop(heap)
             self.completed += 1
-            self._move(now, S_DECODE, DONE)
+            self.move(now, S_DECODE, DONE)
             self.hold[i] = now - self.decode_start[i]
             self.batch[k] -= 1
             if self.capacity is not None:
                 self.instance_room[k] += self.kv[i]
         self._reschedule(now, k)
-        queue = self.decode_queue
-        while queue and self._try_admit(now, queue[0]):
-            queue.popleft()
-            self._move(now, Q_DECODE, S_DECODE)
+        self.admit_queue(now)

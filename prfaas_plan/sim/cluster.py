@@ -33,19 +33,21 @@ from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.sim.engine import Engine
-from prfaas_plan.sim.link import _FINISH_RTOL, MAX_BINS, SharedLink
+from prfaas_plan.sim.link import FINISH_RTOL, MAX_BINS, SharedLink
 from prfaas_plan.sim.records import STATES, Records, SimResult
 from prfaas_plan.sim.workload import Workload
 from prfaas_plan.spec.dynamics import InstanceLoss, RoleControl, ThresholdControl
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GIB
 
-# Event kinds (handler indices); the dynamic cluster (sim.dynamic_cluster) adds its own after these.
+# Event kinds (handler indices); a ``Dynamics`` strategy's own come after these (FIRST_EXTRA_KIND on).
 ARRIVAL, PREFILL_DONE, LINK_DONE, KV_READY, DECODE_DONE, BANDWIDTH = range(6)
 # Request states, indices into STATES.
 Q_PRFAAS, Q_LOCAL, S_PRFAAS, S_LOCAL, TRANSFER, Q_DECODE, S_DECODE = range(len(STATES))
@@ -63,9 +65,9 @@ class ClusterConfig:
     model's constant link bandwidth (the last step holds for ever). ``egress_bin_s``: width of the bins in
     which delivered bytes are tallied (the peak egress is the busiest bin).
 
-    ``losses``, ``threshold_control`` and ``role_control`` switch on the dynamic cluster
-    (``sim.dynamic_cluster``: lost instances, the dual-timescale scheduler; a workload whose requests move
-    cached prefixes across the link does too); without them the run takes the static fast path.
+    ``losses``, ``threshold_control`` and ``role_control`` call for a changing world (``sim.run`` gives the
+    cluster ``sim.dynamic.DynamicWorld``: lost instances, the dual-timescale scheduler; a workload whose
+    requests move cached prefixes across the link does too); without them the run takes the static fast path.
     """
 
     model: StageModel
@@ -81,7 +83,7 @@ class ClusterConfig:
 
     @property
     def dynamic(self) -> bool:
-        """Whether the run needs the dynamic cluster (faults or a scheduler)."""
+        """Whether the run needs a changing world (faults or a scheduler)."""
         return bool(self.losses) or self.threshold_control is not None or self.role_control is not None
 
     @property
@@ -112,10 +114,133 @@ class ClusterConfig:
         return problems
 
 
-class Cluster:
-    """Mutable state of one run. Handlers are methods; per-request data live in flat arrays."""
+#: An event handler: (now, payload) -> None.
+Handler = Callable[[float, int], None]
+#: The first event kind a ``Dynamics`` strategy's own handlers take (kinds 6, 7, ... in the order it lists them).
+FIRST_EXTRA_KIND = 6
+#: What ``Dynamics.route`` answers for an arrival it holds back: the cluster neither starts nor queues it.
+HELD = -1
 
-    def __init__(self, config: ClusterConfig, workload: Workload, progress: Callable[[int], None] | None) -> None:
+
+class Dynamics(Protocol):
+    """What changes while the cluster runs (lost instances, a scheduler, caches that move), as the hooks the
+    cluster calls at its extension points. ``StaticDynamics`` is the plan as given, and costs nothing: a static
+    run takes the fused loop, which calls no hook. ``sim.dynamic.DynamicWorld`` is the changing world.
+
+    A *token* is the payload of a request's PREFILL_DONE or DECODE_DONE event. The strategy chooses it when the
+    stage starts and decodes it when the event fires, answering -1 for an event it has overtaken (the
+    instance was lost meanwhile): the cluster then ignores the event.
+    """
+
+    def attach(self, cluster: Cluster) -> tuple[Handler, ...]:
+        """Check that the strategy can run this cluster (InputError if not), set up its state, schedule the
+        first of its own events; return its handlers, for kinds FIRST_EXTRA_KIND on."""
+        ...
+
+    def route(self, now_s: float, i: int, planned: int) -> int:
+        """The prefill pool arrival i goes to (``planned``: the plan's route), or HELD."""
+        ...
+
+    def delivered(self, now_s: float, i: int) -> bool:
+        """A transfer for request i has left the link: True when it was the strategy's own, not a KV cache."""
+        ...
+
+    def bandwidth_changed(self, now_s: float, step: int) -> None:
+        """The link has taken step ``step`` of the bandwidth profile."""
+        ...
+
+    def prefill_started(self, i: int, route: int) -> int:
+        """Request i's prefill starts on pool ``route``: the token of its PREFILL_DONE."""
+        ...
+
+    def prefill_ended(self, token: int) -> int:
+        """A PREFILL_DONE fires: its request, or -1 to ignore it."""
+        ...
+
+    def server_freed(self, now_s: float, route: int) -> bool:
+        """A prefill server of pool ``route`` has finished: True when the strategy takes it (the cluster then
+        neither starts the next request on it nor counts it free)."""
+        ...
+
+    def decode_started(self, now_s: float, i: int) -> int:
+        """Request i is admitted to decode: the token of its DECODE_DONE."""
+        ...
+
+    def decode_ended(self, now_s: float, token: int) -> int:
+        """A DECODE_DONE fires: its request, or -1 to ignore it."""
+        ...
+
+    def slot_freed(self, now_s: float) -> bool:
+        """A pooled decode slot has been released: True when the strategy takes it."""
+        ...
+
+    def close(self) -> npt.NDArray[np.float64] | None:
+        """The run is over, its records not yet built: put back what the run overwrote; return each request's
+        finish time (NaN where it has not finished), or None when it is admission + hold."""
+        ...
+
+    def annotate(self, result: SimResult) -> SimResult:
+        """The run's result with the strategy's own tallies added."""
+        ...
+
+
+class StaticDynamics:
+    """Nothing changes: the plan's routes, every instance for the whole run (each hook is the identity)."""
+
+    __slots__ = ()
+
+    def attach(self, cluster: Cluster) -> tuple[Handler, ...]:
+        return ()
+
+    def route(self, now_s: float, i: int, planned: int) -> int:
+        return planned
+
+    def delivered(self, now_s: float, i: int) -> bool:
+        return False
+
+    def bandwidth_changed(self, now_s: float, step: int) -> None:
+        return None
+
+    def prefill_started(self, i: int, route: int) -> int:
+        return i
+
+    def prefill_ended(self, token: int) -> int:
+        return token
+
+    def server_freed(self, now_s: float, route: int) -> bool:
+        return False
+
+    def decode_started(self, now_s: float, i: int) -> int:
+        return i
+
+    def decode_ended(self, now_s: float, token: int) -> int:
+        return token
+
+    def slot_freed(self, now_s: float) -> bool:
+        return False
+
+    def close(self) -> npt.NDArray[np.float64] | None:
+        return None
+
+    def annotate(self, result: SimResult) -> SimResult:
+        return result
+
+
+#: The static world (stateless: one instance serves every cluster).
+STATIC = StaticDynamics()
+
+
+class Cluster:
+    """Mutable state of one run. Handlers are methods; per-request data live in flat arrays. What changes
+    during the run is the ``dynamics`` strategy's (``Dynamics``; default: nothing)."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        workload: Workload,
+        progress: Callable[[int], None] | None,
+        dynamics: Dynamics = STATIC,
+    ) -> None:
         model = config.model
         problems = config.problems()
         lengths = workload.input_tokens
@@ -190,10 +315,12 @@ class Cluster:
         self.count = [0] * len(STATES)
         self.exit_minus_entry = [0.0] * len(STATES)
         self.completed = 0
+        self.dynamics = dynamics
+        self.extra_handlers = dynamics.attach(self)
 
     # -- bookkeeping --------------------------------------------------------------------------------------
 
-    def _move(self, now: float, source: int, target: int) -> None:
+    def move(self, now: float, source: int, target: int) -> None:
         """A request leaves state ``source`` (or arrives, -1) and enters ``target`` (or leaves, -1)."""
         if source >= 0:
             self.count[source] -= 1
@@ -202,66 +329,89 @@ class Cluster:
             self.count[target] += 1
             self.exit_minus_entry[target] -= now
 
-    # -- handlers -----------------------------------------------------------------------------------------
+    # -- prefill ------------------------------------------------------------------------------------------
 
     def on_arrival(self, now: float, i: int) -> None:
         if i + 1 < self.n:
             self.schedule(self.arrival[i + 1], ARRIVAL, i + 1)
         if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
             self.progress(i + 1)
-        route = self.offload[i]
-        if self.free[route]:
+        route = self.dynamics.route(now, i, self.offload[i])
+        if route != HELD:
+            self.enqueue(now, i, route, DONE)
+
+    def enqueue(self, now: float, i: int, route: int, source: int, front: bool = False) -> None:
+        """Request i (leaving state ``source``) starts its prefill on pool ``route`` if a server is free and
+        nobody waits, or joins the pool's queue (at the front with ``front``)."""
+        queue = self.queues[route]
+        if self.free[route] and not queue:
             self.free[route] -= 1
-            self._move(now, DONE, S_PRFAAS if route else S_LOCAL)
-            self._start_prefill(now, i, route)
+            self.move(now, source, S_PRFAAS if route else S_LOCAL)
+            self.start_prefill(now, i, route)
         else:
-            self.queues[route].append(i)
-            self._move(now, DONE, Q_PRFAAS if route else Q_LOCAL)
+            if front:
+                queue.appendleft(i)
+            else:
+                queue.append(i)
+            self.move(now, source, Q_PRFAAS if route else Q_LOCAL)
 
-    def _start_prefill(self, now: float, i: int, route: int) -> None:
+    def start_prefill(self, now: float, i: int, route: int) -> None:
+        """Request i's prefill starts now on a server of pool ``route`` (already taken off ``free``)."""
         self.prefill_start[i] = now
-        self.schedule(now + self.service[i], PREFILL_DONE, i)
+        self.schedule(now + self.service[i], PREFILL_DONE, self.dynamics.prefill_started(i, route))
         if route and self.layerwise:
-            self._start_transfer(now, i)
+            self.start_transfer(now, i, self.kv[i])
 
-    def on_prefill_done(self, now: float, i: int) -> None:
-        self.prefill_end[i] = now
-        route = self.offload[i]
+    def next_prefill(self, now: float, route: int) -> None:
+        """A server of pool ``route`` is free: it starts the head of the queue, or idles."""
         queue = self.queues[route]
         if queue:
             j = queue.popleft()
-            self._move(now, Q_PRFAAS if route else Q_LOCAL, S_PRFAAS if route else S_LOCAL)
-            self._start_prefill(now, j, route)
+            self.move(now, Q_PRFAAS if route else Q_LOCAL, S_PRFAAS if route else S_LOCAL)
+            self.start_prefill(now, j, route)
         else:
             self.free[route] += 1
+
+    def on_prefill_done(self, now: float, token: int) -> None:
+        dynamics = self.dynamics
+        i = dynamics.prefill_ended(token)
+        if i < 0:
+            return
+        self.prefill_end[i] = now
+        route = self.offload[i]
+        if not dynamics.server_freed(now, route):
+            self.next_prefill(now, route)
         source = S_PRFAAS if route else S_LOCAL
         if route:
             if self.layerwise:
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
-                    self._move(now, source, TRANSFER)
+                    self.move(now, source, TRANSFER)
                 else:
                     self._link_ready(now, i, source)
             else:
-                self._move(now, source, TRANSFER)
-                self._start_transfer(now, i)
+                self.move(now, source, TRANSFER)
+                self.start_transfer(now, i, self.kv[i])
         elif self.rdma_bytes_per_s is not None:
-            self._move(now, source, TRANSFER)
+            self.move(now, source, TRANSFER)
             self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, KV_READY, i)
         else:
             self._ready(now, i, source)
+
+    # -- the link -----------------------------------------------------------------------------------------
 
     def _link_ready(self, now: float, i: int, source: int) -> None:
         """The last of request i's KV bytes has left over the link: ready now, or after the round trips."""
         if self.link_latency_s > 0.0:
             if source != TRANSFER:
-                self._move(now, source, TRANSFER)
+                self.move(now, source, TRANSFER)
             self.schedule(now + self.link_latency_s, KV_READY, i)
         else:
             self._ready(now, i, source)
 
-    def _start_transfer(self, now: float, i: int) -> None:
-        self.link.start(now, self.kv[i], i)
+    def start_transfer(self, now: float, i: int, size_bytes: float) -> None:
+        """``size_bytes`` for request i join the link now."""
+        self.link.start(now, size_bytes, i)
         self._reschedule_link(now)
 
     def _reschedule_link(self, now: float) -> None:
@@ -274,7 +424,10 @@ class Cluster:
     def on_link_done(self, now: float, generation: int) -> None:
         if generation != self.link_generation:
             return  # superseded by a later start, finish or bandwidth change
+        dynamics = self.dynamics
         for i in self.link.finish_due(now):
+            if dynamics.delivered(now, i):
+                continue  # the strategy's own bytes (a cached prefix), not a KV cache
             if self.layerwise:
                 self.parts_left[i] -= 1
                 if self.parts_left[i]:
@@ -288,19 +441,22 @@ class Cluster:
     def on_bandwidth(self, now: float, step: int) -> None:
         self.link.set_bandwidth(now, self.config.bandwidth_profile[step][1])
         self._reschedule_link(now)
+        self.dynamics.bandwidth_changed(now, step)
+
+    # -- decode -------------------------------------------------------------------------------------------
 
     def _ready(self, now: float, i: int, source: int) -> None:
         """The KV cache of request i is at the decode cluster: admit it or queue it."""
         self.kv_ready[i] = now
-        if not self.decode_queue and self._try_admit(now, i):
-            self._move(now, source, S_DECODE)
+        if not self.decode_queue and self.try_admit(now, i):
+            self.move(now, source, S_DECODE)
         else:
             self.decode_queue.append(i)
-            self._move(now, source, Q_DECODE)
+            self.move(now, source, Q_DECODE)
 
-    def _try_admit(self, now: float, i: int) -> bool:
+    def try_admit(self, now: float, i: int) -> bool:
         if self.capacity is None:
-            if not self.decode_free:
+            if self.decode_free <= 0:
                 return False
             self.decode_free -= 1
         else:
@@ -314,22 +470,31 @@ class Cluster:
             self.instance_room[best] -= need
             self.instance_of[i] = best
         self.decode_start[i] = now
-        self.schedule(now + self.hold[i], DECODE_DONE, i)
+        self.schedule(now + self.hold[i], DECODE_DONE, self.dynamics.decode_started(now, i))
         return True
 
-    def on_decode_done(self, now: float, i: int) -> None:
+    def on_decode_done(self, now: float, token: int) -> None:
+        dynamics = self.dynamics
+        i = dynamics.decode_ended(now, token)
+        if i < 0:
+            return
         self.completed += 1
-        self._move(now, S_DECODE, DONE)
+        self.move(now, S_DECODE, DONE)
         if self.capacity is None:
-            self.decode_free += 1
+            if not dynamics.slot_freed(now):
+                self.decode_free += 1
         else:
             k = self.instance_of[i]
             self.instance_slots[k] += 1
             self.instance_room[k] += self.kv[i]
+        self.admit_queue(now)
+
+    def admit_queue(self, now: float) -> None:
+        """Admit the head of the decode queue while it fits."""
         queue = self.decode_queue
-        while queue and self._try_admit(now, queue[0]):
+        while queue and self.try_admit(now, queue[0]):
             queue.popleft()
-            self._move(now, Q_DECODE, S_DECODE)
+            self.move(now, Q_DECODE, S_DECODE)
 
     # -- the run ------------------------------------------------------------------------------------------
 
@@ -337,10 +502,17 @@ class Cluster:
         """Simulate until every request has finished or until ``horizon_s``.
 
         The static cluster without a horizon, a decode KV limit or a link round trip takes the fused loop
-        (``_run_fused``); every other run, and every subclass, fires the handlers below through the engine
-        (``run_handlers``). Both give identical records (tests/sim/test_fused_loop.py).
+        (``_run_fused``); every other run, a changing world's (``dynamics``) and every subclass's, fires the
+        handlers above through the engine (``run_handlers``). Both give identical records
+        (tests/sim/test_fused_loop.py).
         """
-        if type(self) is Cluster and self.capacity is None and horizon_s == math.inf and self.link_latency_s == 0.0:
+        if (
+            type(self) is Cluster
+            and isinstance(self.dynamics, StaticDynamics)
+            and self.capacity is None
+            and horizon_s == math.inf
+            and self.link_latency_s == 0.0
+        ):
             return self._run_fused()
         return self.run_handlers(horizon_s)
 
@@ -351,10 +523,10 @@ class Cluster:
             engine.schedule(self.arrival[0], ARRIVAL, 0)
         for step, (start_s, _) in enumerate(config.bandwidth_profile[1:], start=1):
             engine.schedule(start_s, BANDWIDTH, step)
-        engine.run(self._handlers(), horizon_s)
+        engine.run(self.handlers(), horizon_s)
         end_s = engine.now_s
         self.link.advance_to(end_s)
-        return self._result(end_s)
+        return self.dynamics.annotate(self._result(end_s))
 
     def _run_fused(self) -> SimResult:
         """Run to the end with ``_fused_loop``, then derive what the handlers tally as they go (the decode
@@ -401,8 +573,8 @@ class Cluster:
         self.exit_minus_entry = [float(np.sum(stays[state])) for state in range(len(STATES))]
         return self._result(end_s)
 
-    def _handlers(self) -> tuple[Callable[[float, int], None], ...]:
-        """Event handlers by kind."""
+    def handlers(self) -> tuple[Handler, ...]:
+        """Event handlers by kind: the cluster's six, then the strategy's."""
         return (
             self.on_arrival,
             self.on_prefill_done,
@@ -410,14 +582,12 @@ class Cluster:
             self.on_kv_ready,
             self.on_decode_done,
             self.on_bandwidth,
+            *self.extra_handlers,
         )
-
-    def _finish_times(self, decode_start: np.ndarray, hold: np.ndarray) -> np.ndarray:
-        """When each request's last token came out (NaN where it has not): admission + hold."""
-        return np.asarray(decode_start + hold)
 
     def _result(self, end_s: float) -> SimResult:
         config, model = self.config, self.config.model
+        finished = self.dynamics.close()
         arrival = np.frombuffer(self.arrival, dtype=np.float64)
         offloaded = np.frombuffer(bytes(self.offload), dtype=np.uint8).astype(bool)
         prefill_start = np.frombuffer(self.prefill_start, dtype=np.float64)
@@ -434,7 +604,7 @@ class Cluster:
         step = model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0
         with np.errstate(invalid="ignore"):
             first_token = decode_start + step
-            finish = self._finish_times(decode_start, hold)
+            finish = decode_start + hold if finished is None else finished
             first_token = np.where(first_token <= end_s, first_token, np.nan)
             finish = np.where(finish <= end_s, finish, np.nan)
         # Arrivals are sorted: the requests that arrived by end_s are a prefix.
@@ -493,7 +663,7 @@ def _fused_loop(c: Cluster) -> tuple[int, float]:
     heap = [(start_s, step, BANDWIDTH, step) for step, (start_s, _) in enumerate(profile[1:], start=1)]
     at, aseq, seq = (arrival[0] if n else inf), (0 if n else never), max(len(profile), 1)
     lt, lseq, stale, stale_last, delivered, busy = inf, never, 0, 0.0, link.delivered_bytes, link.busy_s
-    ai, fired, now, rtol, n_bins, last_bin = 0, 0, 0.0, 1.0 + _FINISH_RTOL, len(bins), -1
+    ai, fired, now, rtol, n_bins, last_bin = 0, 0, 0.0, 1.0 + FINISH_RTOL, len(bins), -1
     ready: list[int] | tuple[int, ...]
     while True:
         first = False

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 # A transfer is done when the virtual clock has passed its finish reading to within this relative tolerance
 # (the clock is advanced by floating-point products; exact equality cannot be relied on).
-_FINISH_RTOL = 1e-12
+FINISH_RTOL = 1e-12
 #: The most egress bins kept (32 MiB of float64): 1 s bins cover 48 days of simulated time; a longer run
 #: (a study allows 116 days, ``studies.simulate.MAX_HORIZON_S``; a verification run at a tiny offered rate
 #: may span years) gets bins of 2 s, 4 s, ..., so its peak egress is the peak of a wider bin.
@@ -147,7 +147,7 @@ class SharedLink:
         finish, done = self._finish, []
         if finish:
             done.append(heapq.heappop(finish)[1])
-            limit = self._virtual_bytes * (1.0 + _FINISH_RTOL)
+            limit = self._virtual_bytes * (1.0 + FINISH_RTOL)
             while finish and finish[0][0] <= limit:
                 done.append(heapq.heappop(finish)[1])
         return done

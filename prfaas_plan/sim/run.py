@@ -1,6 +1,7 @@
-"""Run the cluster on a workload: the static cluster (``sim.cluster``), or the dynamic one
-(``sim.dynamic_cluster``: lost and restored instances, the dual-timescale scheduler, caches that move) when
-the configuration or the workload asks for it. Neither cluster module imports the other's caller."""
+"""Run the cluster on a workload: static, or in a changing world (``sim.dynamic.DynamicWorld``: lost and
+restored instances, the dual-timescale scheduler, caches that move) when the configuration or the workload
+asks for it; a decode step that follows the batch runs ``sim.batch_decode``. The cluster module imports
+neither."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 from prfaas_plan.sim.batch_decode import BatchDecodeCluster
 from prfaas_plan.sim.cluster import Cluster, ClusterConfig
-from prfaas_plan.sim.dynamic_cluster import DynamicCluster
+from prfaas_plan.sim.dynamic import DynamicWorld
 from prfaas_plan.sim.records import SimResult
 from prfaas_plan.sim.workload import Workload
 
@@ -24,14 +25,13 @@ def simulate(
     """Run the cluster on a workload until every request has finished or until ``horizon_s``.
 
     A stage model whose decode step varies with the batch runs ``sim.batch_decode`` (the step follows each
-    instance's batch; the dynamic cluster keeps the fixed step T_decode). Deterministic: the workload carries
-    all randomness. ``progress`` (optional) is called with the number
-    of arrivals so far, every ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed
-    traffic without servers or a request can never be admitted to decode.
+    instance's batch; a changing world keeps the fixed step T_decode). Deterministic: the workload carries
+    all randomness. ``progress`` (optional) is called with the number of arrivals so far, every
+    ``PROGRESS_EVERY`` arrivals. Raises InputError when the plan leaves routed traffic without servers or a
+    request can never be admitted to decode.
     """
     if config.dynamic or workload.moves_caches:
-        return DynamicCluster(config, workload, progress).run(horizon_s)
+        return Cluster(config, workload, progress, DynamicWorld()).run(horizon_s)
     if not config.model.decode_step_flat:  # the decode step follows each instance's batch
         return BatchDecodeCluster(config, workload, progress).run(horizon_s)
-    cluster = Cluster(config, workload, progress)
-    return cluster.run(horizon_s)
+    return Cluster(config, workload, progress).run(horizon_s)

@@ -15,8 +15,8 @@ from prfaas_plan.errors import InputError
 from prfaas_plan.lengths import Empirical, Fixed
 from prfaas_plan.optimize import search
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.cluster import ClusterConfig
-from prfaas_plan.sim.dynamic_cluster import DynamicCluster
+from prfaas_plan.sim.cluster import Cluster, ClusterConfig
+from prfaas_plan.sim.dynamic import DynamicWorld
 from prfaas_plan.sim.faults import fault_impact
 from prfaas_plan.sim.link_profile import bandwidth_steps, ou_log_bandwidth, periodic, with_outages
 from prfaas_plan.sim.run import simulate
@@ -108,11 +108,12 @@ def test_no_instance_idles_while_its_pool_has_a_queue(
     config = ClusterConfig(
         model=model, threshold_tokens=10_000.0, n_pd_prefill=2, n_pd_decode=2, losses=tuple(fault_list)
     )
-    cluster = DynamicCluster(config, workload, None)
+    world = DynamicWorld()
+    cluster = Cluster(config, workload, None, world)
     cluster.run(horizon_s)
     for route in (0, 1):
         assert not (cluster.free[route] and cluster.queues[route])
-        assert cluster.free[route] + len(cluster.serving[route]) <= cluster.alive[route]
+        assert cluster.free[route] + len(world.serving[route]) <= world.alive[route]
     assert cluster.decode_free >= 0
     assert not (cluster.decode_free and cluster.decode_queue)
 

@@ -1,6 +1,8 @@
-"""The cluster as it runs in a changing world: lost and restored instances, and the dual-timescale scheduler
-(PrfaaS paper §3.4.3). The static fast path (``cluster.Cluster``) is untouched; this subclass replaces the
-prefill and decode handlers and adds events. Decode slots are pooled (no per-instance KV admission here).
+"""The cluster in a changing world: lost and restored instances, and the dual-timescale scheduler (PrfaaS
+paper §3.4.3), as the ``cluster.Dynamics`` strategy ``DynamicWorld``: the cluster calls its hooks at its
+extension points (routing, the start and end of each prefill and decode, link deliveries, bandwidth steps)
+and fires its own events (losses, restores, the schedulers, conversions, the reverse link). The static fast
+path is untouched. Decode slots are pooled (no per-instance KV admission here).
 
 **Losing instances: the policy for in-flight work** (the paper says nothing; digest §5.2 item 14).
 
@@ -45,54 +47,53 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+import numpy.typing as npt
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.sim.cluster import (
-    ARRIVAL,
-    DECODE_DONE,
     DONE,
-    KV_READY,
-    PREFILL_DONE,
-    PROGRESS_EVERY,
-    Q_DECODE,
+    FIRST_EXTRA_KIND,
+    HELD,
     Q_LOCAL,
     Q_PRFAAS,
     S_DECODE,
     S_LOCAL,
     S_PRFAAS,
-    TRANSFER,
     Cluster,
-    ClusterConfig,
+    Handler,
 )
 from prfaas_plan.sim.link import SharedLink
 from prfaas_plan.sim.records import SimResult
 from prfaas_plan.sim.scheduler import best_split, best_threshold
-from prfaas_plan.sim.workload import Workload
 
-# Event kinds after the static cluster's six.
-_LOSS, _RESTORE, _CONTROL, _ROLES, _CONVERTED, _REVERSE_DONE = range(6, 12)
+# The world's own event kinds, in the order ``DynamicWorld.attach`` lists their handlers.
+LOSS, RESTORE, CONTROL, ROLES, CONVERTED, REVERSE_DONE = range(FIRST_EXTRA_KIND, FIRST_EXTRA_KIND + 6)
 #: The scheduler needs at least this many recent arrivals before it trusts a window: with fewer, the window's
 #: quantiles move in steps of more than 2 % of probability, coarser than the hysteresis can absorb.
 MIN_WINDOW_REQUESTS = 50
-_QUEUED = (Q_LOCAL, Q_PRFAAS)
-_SERVED = (S_LOCAL, S_PRFAAS)
+QUEUED = (Q_LOCAL, Q_PRFAAS)
+SERVED = (S_LOCAL, S_PRFAAS)
 
 
-class DynamicCluster(Cluster):
-    """``Cluster`` with instance losses, restores and the dual-timescale scheduler (module docstring)."""
+class DynamicWorld:
+    """Instance losses, restores, the dual-timescale scheduler and caches that move (module docstring): the
+    ``cluster.Dynamics`` strategy of one run. ``attach`` binds it to its cluster; a world serves one cluster."""
 
-    def __init__(self, config: ClusterConfig, workload: Workload, progress: Callable[[int], None] | None) -> None:
-        super().__init__(config, workload, progress)
+    cluster: Cluster
+
+    def attach(self, cluster: Cluster) -> tuple[Handler, ...]:
+        if getattr(self, "cluster", None) is not None:
+            raise ValueError("a DynamicWorld serves one cluster: make a new one for each run")
+        config, workload = cluster.config, cluster.workload
         problems = []
         if config.decode_kv_capacity_bytes is not None:
             problems.append(
                 Problem(field="decode KV capacity", message="not modelled with faults or a scheduler: slots only")
             )
-        if config.losses and self.layerwise:
+        if config.losses and cluster.layerwise:
             problems.append(
                 Problem(field="link.transfer", message="instance losses need after_prefill transfers, not layerwise")
             )
@@ -103,11 +104,13 @@ class DynamicCluster(Cluster):
                 problems.append(Problem(field="losses", message=f"restore at {loss.restore_s} s is not after the loss"))
         if problems:
             raise InputError(problems)
+        self.cluster = cluster
         model = config.model
-        n = self.n
+        n = self.n = cluster.n
         lengths = np.asarray(workload.input_tokens, dtype=np.float64)
         extra = workload.extra_prefill_s if workload.extra_prefill_s is not None else np.zeros(n)
         self.lengths = array("d", lengths.tobytes())
+        # Each request's prefill time on either pool (the cluster's ``service`` holds the one of its route now).
         self.svc = (
             array("d", (np.asarray(model.local_prefill(lengths), dtype=np.float64) + extra).tobytes()),
             array("d", (np.asarray(model.prfaas_prefill(lengths), dtype=np.float64) + extra).tobytes()),
@@ -123,10 +126,11 @@ class DynamicCluster(Cluster):
         self.restarted = 0
         self.resumed = 0
         self.rerouted = 0
-        # The first pass of each resumed request (route, prefill start and end, KV ready): its record keeps them,
-        # since its first token came from that pass; the re-prefill only delays its finish.
-        self.first_pass: dict[int, tuple[int, float, float, float]] = {}
+        # The first pass of each resumed request (route, prefill start and end, KV ready, decode admission): its
+        # record keeps them, since its first token came from that pass; the re-prefill only delays its finish.
+        self.first_pass: dict[int, tuple[int, float, float, float, float]] = {}
         # Scheduler state.
+        self.scheduled = config.threshold_control is not None or config.role_control is not None
         self.threshold = config.threshold_tokens
         self.smoothed = config.threshold_tokens
         self.arrived_so_far = 0
@@ -142,9 +146,27 @@ class DynamicCluster(Cluster):
         self.move_bytes = array("d", (moves if moves is not None else np.zeros(n)).tobytes())
         self.move_to_prfaas = bytes(np.asarray(to_prfaas if to_prfaas is not None else np.zeros(n), dtype=np.uint8))
         self.waiting_prefix = bytearray(n)
-        self.reverse = SharedLink(self.link.bandwidth_bytes_per_s, config.egress_bin_s)
+        self.reverse = SharedLink(cluster.link.bandwidth_bytes_per_s, config.egress_bin_s)
         self.reverse_generation = 0
         self.moved_bytes = 0.0
+        # The first of the world's events, before the cluster schedules its first arrival.
+        engine = cluster.engine
+        for k, loss in enumerate(config.losses):
+            engine.schedule(loss.at_s, LOSS, k)
+            if loss.restore_s is not None:
+                engine.schedule(loss.restore_s, RESTORE, k)
+        if config.threshold_control is not None and n:
+            engine.schedule(cluster.arrival[0] + config.threshold_control.interval_s, CONTROL, 0)
+        if config.role_control is not None and n:
+            engine.schedule(cluster.arrival[0] + config.role_control.period_s, ROLES, 0)
+        return (
+            self.on_loss,
+            self.on_restore,
+            self.on_control,
+            self.on_roles,
+            self.on_converted,
+            self.on_reverse_done,
+        )
 
     # -- routing and prefill ----------------------------------------------------------------------------
 
@@ -155,81 +177,59 @@ class DynamicCluster(Cluster):
         return route
 
     def _enqueue(self, now: float, i: int, route: int, source: int, front: bool = False) -> None:
-        self.offload[i] = route
-        if self.free[route] and not self.queues[route]:
-            self.free[route] -= 1
-            self._move(now, source, _SERVED[route])
-            self._start_prefill(now, i, route)
-        else:
-            if front:
-                self.queues[route].appendleft(i)
-            else:
-                self.queues[route].append(i)
-            self._move(now, source, _QUEUED[route])
+        """Request i (leaving ``source``) goes to pool ``route``, with that pool's prefill time."""
+        c = self.cluster
+        c.offload[i] = route
+        c.service[i] = self.svc[route][i]
+        c.enqueue(now, i, route, source, front)
 
-    def on_arrival(self, now: float, i: int) -> None:
-        if i + 1 < self.n:
-            self.schedule(self.arrival[i + 1], ARRIVAL, i + 1)
-        if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
-            self.progress(i + 1)
+    def route(self, now_s: float, i: int, planned: int) -> int:
+        c = self.cluster
         self.arrived_so_far = i + 1
-        if self.config.threshold_control is not None or self.config.role_control is not None:
-            route = 1 if self.lengths[i] > self.threshold else 0
-        else:
-            route = self.offload[i]
+        route = (1 if self.lengths[i] > self.threshold else 0) if self.scheduled else planned
         target = self._pool_for(route)
         if target != route:
             self.rerouted += 1
         size = self.move_bytes[i]
         if size > 0.0 and self.move_to_prfaas[i] == target:
             # The prefix crosses the link first; the request waits for it in its pool's queue state.
-            self.offload[i] = target
+            c.offload[i] = target
             self.waiting_prefix[i] = 1
-            self._move(now, DONE, _QUEUED[target])
+            c.move(now_s, DONE, QUEUED[target])
             self.moved_bytes += size
             if target:
-                self.reverse.start(now, size, i)
-                self._reschedule_reverse(now)
+                self.reverse.start(now_s, size, i)
+                self._reschedule_reverse(now_s)
             else:
-                self._start_transfer_bytes(now, size, i)
-            return
-        self._enqueue(now, i, target, DONE)
-
-    def _start_transfer_bytes(self, now: float, size: float, i: int) -> None:
-        self.link.start(now, size, i)
-        self._reschedule_link(now)
+                c.start_transfer(now_s, i, size)
+            return HELD
+        c.offload[i] = target
+        c.service[i] = self.svc[target][i]
+        return target
 
     def _prefix_arrived(self, now: float, i: int) -> None:
         """Request i's cached prefix has crossed the link: it joins its pool's queue (or starts)."""
         self.waiting_prefix[i] = 0
-        route = self.offload[i]
+        route = self.cluster.offload[i]
         target = self._pool_for(route)
         if target != route:
             self.rerouted += 1
-            self._move(now, _QUEUED[route], DONE)
+            self.cluster.move(now, QUEUED[route], DONE)
             self._enqueue(now, i, target, DONE)
         else:
-            self._enqueue(now, i, route, _QUEUED[route])
+            self._enqueue(now, i, route, QUEUED[route])
 
-    def on_link_done(self, now: float, generation: int) -> None:
-        if generation != self.link_generation:
-            return
-        for i in self.link.finish_due(now):
-            if self.waiting_prefix[i]:
-                self._prefix_arrived(now, i)
-                continue
-            if self.layerwise:
-                self.parts_left[i] -= 1
-                if self.parts_left[i]:
-                    continue
-            self._link_ready(now, i, TRANSFER)
-        self._reschedule_link(now)
+    def delivered(self, now_s: float, i: int) -> bool:
+        if self.waiting_prefix[i]:
+            self._prefix_arrived(now_s, i)
+            return True
+        return False
 
     def _reschedule_reverse(self, now: float) -> None:
         self.reverse_generation += 1
         finish = self.reverse.next_finish_s(now)
         if finish < math.inf:
-            self.schedule(finish, _REVERSE_DONE, self.reverse_generation)
+            self.cluster.schedule(finish, REVERSE_DONE, self.reverse_generation)
 
     def on_reverse_done(self, now: float, generation: int) -> None:
         if generation != self.reverse_generation:
@@ -238,115 +238,83 @@ class DynamicCluster(Cluster):
             self._prefix_arrived(now, i)
         self._reschedule_reverse(now)
 
-    def on_bandwidth(self, now: float, step: int) -> None:
-        super().on_bandwidth(now, step)
-        self.reverse.set_bandwidth(now, self.config.bandwidth_profile[step][1])
-        self._reschedule_reverse(now)
+    def bandwidth_changed(self, now_s: float, step: int) -> None:
+        self.reverse.set_bandwidth(now_s, self.cluster.config.bandwidth_profile[step][1])
+        self._reschedule_reverse(now_s)
 
-    def _start_prefill(self, now: float, i: int, route: int) -> None:
-        self.prefill_start[i] = now
+    def prefill_started(self, i: int, route: int) -> int:
         self.serving[route][i] = None
-        self.schedule(now + self.svc[route][i], PREFILL_DONE, i + self.n * self.epoch[i])
-        if route and self.layerwise:
-            self._start_transfer(now, i)
+        return i + self.n * self.epoch[i]
 
-    def _next_prefill(self, now: float, route: int) -> None:
-        """A server of ``route`` has become free: absorb it into a conversion, start the next, or idle."""
+    def prefill_ended(self, token: int) -> int:
+        n = self.n
+        i = token % n
+        if token // n != self.epoch[i]:
+            return -1  # its instance was lost: the prefill was restarted or rerouted
+        del self.serving[self.cluster.offload[i]][i]
+        return i
+
+    def server_freed(self, now_s: float, route: int) -> bool:
+        """A local server freed while a conversion waits for one leaves for decode."""
         if route == 0 and self.prefill_absorb:
             self.prefill_absorb -= 1
             self.alive[0] -= 1
-            self.schedule(now + self._switch_s(), _CONVERTED, 0)
-            return
-        queue = self.queues[route]
-        if queue:
-            j = queue.popleft()
-            self._move(now, _QUEUED[route], _SERVED[route])
-            self._start_prefill(now, j, route)
-        else:
-            self.free[route] += 1
+            self.cluster.schedule(now_s + self._switch_s(), CONVERTED, 0)
+            return True
+        return False
 
-    def on_prefill_done(self, now: float, arg: int) -> None:
-        n = self.n
-        i = arg % n
-        if arg // n != self.epoch[i]:
-            return  # its instance was lost: the prefill was restarted or rerouted
-        route = self.offload[i]
-        del self.serving[route][i]
-        self.prefill_end[i] = now
-        self._next_prefill(now, route)
-        source = _SERVED[route]
-        if route:
-            if self.layerwise:
-                self.parts_left[i] -= 1
-                if self.parts_left[i]:
-                    self._move(now, source, TRANSFER)
-                else:
-                    self._link_ready(now, i, source)
-            else:
-                self._move(now, source, TRANSFER)
-                self._start_transfer(now, i)
-        elif self.rdma_bytes_per_s is not None:
-            self._move(now, source, TRANSFER)
-            self.schedule(now + self.kv[i] / self.rdma_bytes_per_s, KV_READY, i)
-        else:
-            self._ready(now, i, source)
+    def _next_prefill(self, now: float, route: int) -> None:
+        """A server of ``route`` has become free: absorb it into a conversion, start the next, or idle."""
+        if not self.server_freed(now, route):
+            self.cluster.next_prefill(now, route)
 
     # -- decode -----------------------------------------------------------------------------------------
 
-    def _try_admit(self, now: float, i: int) -> bool:
-        if self.decode_free <= 0:
-            return False
-        self.decode_free -= 1
-        if math.isnan(self.decode_start[i]):
-            self.decode_start[i] = now  # a resumed request keeps its first admission (its TTFT)
-        self.decoding[i] = now
-        self.schedule(now + self.hold[i], DECODE_DONE, i + self.n * self.epoch[i])
-        return True
+    def decode_started(self, now_s: float, i: int) -> int:
+        self.decoding[i] = now_s
+        return i + self.n * self.epoch[i]
 
-    def on_decode_done(self, now: float, arg: int) -> None:
+    def decode_ended(self, now_s: float, token: int) -> int:
         n = self.n
-        i = arg % n
-        if arg // n != self.epoch[i]:
-            return  # its decode instance was lost: the request is being resumed
+        i = token % n
+        if token // n != self.epoch[i]:
+            return -1  # its decode instance was lost: the request is being resumed
         del self.decoding[i]
-        self.completed += 1
-        self.finish[i] = now
-        self._move(now, S_DECODE, DONE)
+        self.finish[i] = now_s
+        return i
+
+    def slot_freed(self, now_s: float) -> bool:
+        """A slot freed while a decode instance converts is given up; the last one starts the switch."""
         if self.decode_absorb:
             self.decode_absorb -= 1
             if not self.decode_absorb:
-                self.schedule(now + self._switch_s(), _CONVERTED, 1)
-        else:
-            self.decode_free += 1
-        self._admit_queue(now)
-
-    def _admit_queue(self, now: float) -> None:
-        queue = self.decode_queue
-        while queue and self._try_admit(now, queue[0]):
-            queue.popleft()
-            self._move(now, Q_DECODE, S_DECODE)
+                self.cluster.schedule(now_s + self._switch_s(), CONVERTED, 1)
+            return True
+        return False
 
     def _resume(self, now: float, i: int) -> None:
         """Request i lost its decode instance: re-prefill input + generated tokens, then decode the rest."""
+        c = self.cluster
         admitted = self.decoding.pop(i)
         self.epoch[i] += 1
         self.resumed += 1
         if i not in self.first_pass:
-            self.first_pass[i] = (self.offload[i], self.prefill_start[i], self.prefill_end[i], self.kv_ready[i])
-        model = self.config.model
+            self.first_pass[i] = (c.offload[i], c.prefill_start[i], c.prefill_end[i], c.kv_ready[i], c.decode_start[i])
+        model = c.config.model
         step = model.decode_step_time_s
         done_s = now - admitted
-        self.hold[i] = max(self.hold[i] - done_s, 0.0)
+        c.hold[i] = max(c.hold[i] - done_s, 0.0)
         length = self.lengths[i] + math.floor(done_s / step)
         self.svc[0][i] = float(model.local_prefill(length))
         self.svc[1][i] = float(model.prfaas_prefill(length))
-        self.kv[i] = float(model.kv_bytes(length))
+        c.kv[i] = float(model.kv_bytes(length))
         self._enqueue(now, i, self._pool_for(0), S_DECODE, front=True)
 
     # -- faults -----------------------------------------------------------------------------------------
 
     def on_loss(self, now: float, k: int) -> None:
-        loss = self.config.losses[k]
+        c = self.cluster
+        loss = c.config.losses[k]
         if loss.pool == "decode":
             count = min(loss.count, self.decode_alive)
             for _ in range(count):
@@ -354,11 +322,11 @@ class DynamicCluster(Cluster):
                 victims = list(self.decoding)[-min(self.batch, len(self.decoding)) :] if self.decoding else []
                 for i in victims:
                     self._resume(now, i)
-                self.decode_free += len(victims) - self.batch
-                while self.decode_free < 0 and self.decoding:
+                c.decode_free += len(victims) - self.batch
+                while c.decode_free < 0 and self.decoding:
                     self._resume(now, next(reversed(self.decoding)))
-                    self.decode_free += 1
-                self.decode_free = max(self.decode_free, 0)
+                    c.decode_free += 1
+                c.decode_free = max(c.decode_free, 0)
         else:
             route = 1 if loss.pool == "prfaas" else 0
             count = min(loss.count, self.alive[route])
@@ -370,34 +338,35 @@ class DynamicCluster(Cluster):
                     del serving[i]
                     self.epoch[i] += 1
                     self.restarted += 1
-                    self.queues[route].appendleft(i)
-                    self._move(now, _SERVED[route], _QUEUED[route])
-                elif self.free[route]:
-                    self.free[route] -= 1
+                    c.queues[route].appendleft(i)
+                    c.move(now, SERVED[route], QUEUED[route])
+                elif c.free[route]:
+                    c.free[route] -= 1
             if route == 0:
                 self.prefill_absorb = min(self.prefill_absorb, self.alive[0])
             # An aborted prefill restarts at once on an idle instance of its pool, if one is left.
-            queue = self.queues[route]
-            while self.free[route] and queue:
-                self.free[route] -= 1
+            queue = c.queues[route]
+            while c.free[route] and queue:
+                c.free[route] -= 1
                 i = queue.popleft()
-                self._move(now, _QUEUED[route], _SERVED[route])
-                self._start_prefill(now, i, route)
+                c.move(now, QUEUED[route], SERVED[route])
+                c.start_prefill(now, i, route)
             if self.alive[route] == 0 and self.alive[1 - route] > 0:
-                queue = self.queues[route]
+                queue = c.queues[route]
                 while queue:
                     i = queue.popleft()
                     self.rerouted += 1
-                    self._move(now, _QUEUED[route], DONE)
+                    c.move(now, QUEUED[route], DONE)
                     self._enqueue(now, i, 1 - route, DONE)
         self.lost[k] = count
 
     def on_restore(self, now: float, k: int) -> None:
-        loss, count = self.config.losses[k], self.lost[k]
+        c = self.cluster
+        loss, count = c.config.losses[k], self.lost[k]
         if loss.pool == "decode":
             self.decode_alive += count
-            self.decode_free += count * self.batch
-            self._admit_queue(now)
+            c.decode_free += count * self.batch
+            c.admit_queue(now)
             return
         route = 1 if loss.pool == "prfaas" else 0
         self.alive[route] += count
@@ -407,25 +376,26 @@ class DynamicCluster(Cluster):
     # -- scheduler --------------------------------------------------------------------------------------
 
     def _switch_s(self) -> float:
-        roles = self.config.role_control
+        roles = self.cluster.config.role_control
         return roles.switch_s if roles is not None else 0.0
 
-    def _window(self, size: int) -> np.ndarray:
+    def _window(self, size: int) -> npt.NDArray[np.float64]:
         end = self.arrived_so_far
         return np.frombuffer(self.lengths, dtype=np.float64)[max(0, end - size) : end]
 
     def on_control(self, now: float, _: int) -> None:
-        control = self.config.threshold_control
+        c = self.cluster
+        control = c.config.threshold_control
         assert control is not None
         if self.arrived_so_far < self.n:
-            self.schedule(now + control.interval_s, _CONTROL, 0)
-        link = self.link
+            c.schedule(now + control.interval_s, CONTROL, 0)
+        link = c.link
         link.advance_to(now)
         bandwidth = link.bandwidth_bytes_per_s
         delivered = link.delivered_bytes - self.last_delivered
         self.last_delivered = link.delivered_bytes
         utilization = delivered / (bandwidth * control.interval_s) if bandwidth > 0 else math.inf
-        queued = max(len(self.queues[route]) / max(self.alive[route], 1) for route in (0, 1))
+        queued = max(len(c.queues[route]) / max(self.alive[route], 1) for route in (0, 1))
         triggered = (
             control.every_interval
             or utilization > control.trigger_utilization
@@ -435,7 +405,7 @@ class DynamicCluster(Cluster):
         if not triggered or window.size < MIN_WINDOW_REQUESTS:
             return
         choice = best_threshold(
-            self.config.model,
+            c.config.model,
             window,
             n_prfaas=self.alive[1],
             n_pd_prefill=self.alive[0],
@@ -444,7 +414,9 @@ class DynamicCluster(Cluster):
         )
         self._steer(now, choice.threshold_tokens, window, control.smoothing, control.hysteresis)
 
-    def _steer(self, now: float, target: float, window: np.ndarray, smoothing: float, hysteresis: float) -> None:
+    def _steer(
+        self, now: float, target: float, window: npt.NDArray[np.float64], smoothing: float, hysteresis: float
+    ) -> None:
         """EWMA of log t towards ``target`` (clamped to the window's range), applied past the hysteresis."""
         low, high = max(float(np.min(window)), 1.0), max(float(np.max(window)), 1.0)
         clamp = min(max(target, low), high)
@@ -456,18 +428,20 @@ class DynamicCluster(Cluster):
             self.threshold_changes.append((now, self.smoothed))
 
     def on_roles(self, now: float, _: int) -> None:
-        roles = self.config.role_control
+        c = self.cluster
+        config = c.config
+        roles = config.role_control
         assert roles is not None
         if self.arrived_so_far < self.n:
-            self.schedule(now + roles.period_s, _ROLES, 0)
+            c.schedule(now + roles.period_s, ROLES, 0)
         window = self._window(
-            self.config.threshold_control.window_requests if self.config.threshold_control is not None else 2000
+            config.threshold_control.window_requests if config.threshold_control is not None else 2000
         )
         if self.converting or window.size < MIN_WINDOW_REQUESTS:
             return
         n_p, n_d = self.alive[0], self.decode_alive
-        bandwidth = self.link.bandwidth_bytes_per_s
-        model = self.config.model
+        bandwidth = c.link.bandwidth_bytes_per_s
+        model = config.model
         best = best_split(model, window, n_prfaas=self.alive[1], n_local=n_p + n_d, bandwidth_bytes_per_s=bandwidth)
         now_choice = best_threshold(
             model,
@@ -483,57 +457,50 @@ class DynamicCluster(Cluster):
         if best.n_pd_prefill > n_p and n_d > 1:
             # decode -> prefill: the instance stops admitting and gives up its slots as they free.
             self.decode_alive -= 1
-            taken = min(self.decode_free, self.batch)
-            self.decode_free -= taken
+            taken = min(c.decode_free, self.batch)
+            c.decode_free -= taken
             self.decode_absorb = self.batch - taken
             if not self.decode_absorb:
-                self.schedule(now + roles.switch_s, _CONVERTED, 1)
+                c.schedule(now + roles.switch_s, CONVERTED, 1)
         elif best.n_pd_prefill < n_p:
             # prefill -> decode: an idle instance leaves now, a busy one when its prefill ends.
-            if self.free[0]:
-                self.free[0] -= 1
+            if c.free[0]:
+                c.free[0] -= 1
                 self.alive[0] -= 1
-                self.schedule(now + roles.switch_s, _CONVERTED, 0)
+                c.schedule(now + roles.switch_s, CONVERTED, 0)
             else:
                 self.prefill_absorb += 1
         else:
             self.converting = False
 
     def on_converted(self, now: float, to_prefill: int) -> None:
+        c = self.cluster
         self.converting = False
         if to_prefill:
             self.alive[0] += 1
             self._next_prefill(now, 0)
         else:
             self.decode_alive += 1
-            self.decode_free += self.batch
-            self._admit_queue(now)
+            c.decode_free += self.batch
+            c.admit_queue(now)
         self.role_changes.append((now, self.alive[0], self.decode_alive))
 
-    # -- the run ----------------------------------------------------------------------------------------
+    # -- the result -------------------------------------------------------------------------------------
 
-    def _handlers(self) -> tuple[Callable[[float, int], None], ...]:
-        return (
-            *super()._handlers(),
-            self.on_loss,
-            self.on_restore,
-            self.on_control,
-            self.on_roles,
-            self.on_converted,
-            self.on_reverse_done,
-        )
+    def close(self) -> npt.NDArray[np.float64] | None:
+        """Each resumed request's first pass put back: its re-prefill after the loss would otherwise put
+        ``prefill_end_s`` after ``first_token_s`` and make ``decode_wait_s`` negative. The finish times are
+        those of the last decode (a resumed request's admission + hold is not)."""
+        c = self.cluster
+        for i, (route, prefill_start, prefill_end, kv_ready, decode_start) in self.first_pass.items():
+            c.offload[i] = route
+            c.prefill_start[i] = prefill_start
+            c.prefill_end[i] = prefill_end
+            c.kv_ready[i] = kv_ready
+            c.decode_start[i] = decode_start
+        return np.frombuffer(self.finish, dtype=np.float64).copy()
 
-    def run(self, horizon_s: float) -> SimResult:
-        config, engine = self.config, self.engine
-        for k, loss in enumerate(config.losses):
-            engine.schedule(loss.at_s, _LOSS, k)
-            if loss.restore_s is not None:
-                engine.schedule(loss.restore_s, _RESTORE, k)
-        if config.threshold_control is not None and self.n:
-            engine.schedule(self.arrival[0] + config.threshold_control.interval_s, _CONTROL, 0)
-        if config.role_control is not None and self.n:
-            engine.schedule(self.arrival[0] + config.role_control.period_s, _ROLES, 0)
-        result = super().run(horizon_s)
+    def annotate(self, result: SimResult) -> SimResult:
         return replace(
             result,
             restarted_prefills=self.restarted,
@@ -543,16 +510,3 @@ class DynamicCluster(Cluster):
             role_changes=tuple(self.role_changes),
             cache_moved_bytes=self.moved_bytes,
         )
-
-    def _finish_times(self, decode_start: np.ndarray, hold: np.ndarray) -> np.ndarray:
-        return np.frombuffer(self.finish, dtype=np.float64).copy()
-
-    def _result(self, end_s: float) -> SimResult:
-        """The records with each resumed request's first pass put back: its re-prefill after the loss would
-        otherwise put ``prefill_end_s`` after ``first_token_s`` and make ``decode_wait_s`` negative."""
-        for i, (route, prefill_start, prefill_end, kv_ready) in self.first_pass.items():
-            self.offload[i] = route
-            self.prefill_start[i] = prefill_start
-            self.prefill_end[i] = prefill_end
-            self.kv_ready[i] = kv_ready
-        return super()._result(end_s)
