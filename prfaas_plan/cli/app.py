@@ -2,26 +2,105 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated, Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
-from prfaas_plan.cli.calibrate import calibrate
-from prfaas_plan.cli.capacity import cost, headroom, matrix, size
-from prfaas_plan.cli.common import check_finite, interruptible
-from prfaas_plan.cli.common import emit as _emit
-from prfaas_plan.cli.common import handled as _handled
-from prfaas_plan.cli.kv import kv
-from prfaas_plan.cli.model import model_app
-from prfaas_plan.cli.review import review
-from prfaas_plan.cli.simulate import simulate
-from prfaas_plan.cli.sweep import sweep
-from prfaas_plan.cli.topology import topology_app
-from prfaas_plan.cli.validate import validate_app
 from prfaas_plan.errors import InputError, Problem
 
+if TYPE_CHECKING:
+    from typer._click import Command
+
+#: Every command and command group in the order ``--help`` lists them, and the ``module:attribute`` that defines
+#: it (a function for a command, a ``typer.Typer`` for a group). A command's module is imported, and its click
+#: command built from the function's signature, only when the command is looked up: running ``optimize`` loads
+#: neither the other commands' modules nor their option parsers; ``--help`` builds them all to list them.
+COMMANDS: dict[str, str] = {
+    "optimize": "prfaas_plan.cli.app:optimize",
+    "evaluate": "prfaas_plan.cli.app:evaluate",
+    "fit": "prfaas_plan.cli.app:fit",
+    "schema": "prfaas_plan.cli.app:schema",
+    "kv": "prfaas_plan.cli.kv:kv",
+    "simulate": "prfaas_plan.cli.simulate:simulate",
+    "size": "prfaas_plan.cli.capacity:size",
+    "cost": "prfaas_plan.cli.capacity:cost",
+    "matrix": "prfaas_plan.cli.capacity:matrix",
+    "headroom": "prfaas_plan.cli.capacity:headroom",
+    "review": "prfaas_plan.cli.review:review",
+    "sweep": "prfaas_plan.cli.sweep:sweep",
+    "calibrate": "prfaas_plan.cli.calibrate:calibrate",
+    "model": "prfaas_plan.cli.model:model_app",
+    "validate": "prfaas_plan.cli.validate:validate_app",
+    "topology": "prfaas_plan.cli.topology:topology_app",
+}
+
+
+def _build(name: str) -> Command:
+    """The click command (or group) of ``COMMANDS[name]``, built as ``app.command()`` / ``app.add_typer`` would
+    have built it when the whole tree was registered up front (the same typer calls, with the root's settings)."""
+    module, _, attribute = COMMANDS[name].partition(":")
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer()
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+        built: Command = typer.main.get_group_from_info(
+            holder.registered_groups[0],
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+            suggest_commands=app.suggest_commands,
+        )
+    else:
+        holder.command()(target)
+        built = typer.main.get_command_from_info(
+            holder.registered_commands[0],
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+    if built.name != name:  # pragma: no cover - a COMMANDS entry that names a function of another name
+        raise RuntimeError(f"COMMANDS[{name!r}] builds the command {built.name!r}")
+    return built
+
+
+class _LazyCommands(Mapping[str, "Command"]):
+    """The root group's commands by name: the names are known up front, each command is built on first lookup."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        command = self._built.get(name)
+        if command is None:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            command = self._built[name] = _build(name)
+        return command
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+
+class _LazyGroup(TyperGroup):
+    """The root group: ``commands`` resolves a name to its command on demand (``_LazyCommands``), and listing
+    the names (``--help``, "did you mean") builds nothing until a command's help text is needed."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands()  # type: ignore[assignment]
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+
 app = typer.Typer(
+    cls=_LazyGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -59,6 +138,8 @@ def _main(
     ] = "table",
 ) -> None:
     """Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation."""
+    if table_format == "table" and "prfaas_plan.cli.render" not in sys.modules:
+        return  # the default, and no command in this process has set another (rich stays unloaded for --json)
     from prfaas_plan.cli.render import TABLE_FORMATS, set_table_format
 
     if table_format not in TABLE_FORMATS:
@@ -66,10 +147,6 @@ def _main(
         raise typer.Exit(2)
     set_table_format(table_format)
 
-
-app.add_typer(model_app, name="model")
-app.add_typer(validate_app, name="validate")
-app.add_typer(topology_app, name="topology")
 
 ScenarioArg = Annotated[
     str | None,
@@ -156,7 +233,6 @@ def _scenario(
     return load_with_flags(name, flags)
 
 
-@app.command()
 def optimize(
     scenario: ScenarioArg = None,
     bandwidth_gbit_per_s: BandwidthOpt = None,
@@ -218,6 +294,9 @@ def optimize(
         topology_commands.optimize(topology, load=load, given=given, json_output=json_output)
         return
     from prfaas_plan.cli import latency_render as lat
+    from prfaas_plan.cli.common import check_finite
+    from prfaas_plan.cli.common import emit as _emit
+    from prfaas_plan.cli.common import handled as _handled
     from prfaas_plan.optimize import compare, compare_goodput
     from prfaas_plan.optimize.shape_choice import for_throughput
     from prfaas_plan.optimize.token_rates import comparison_token_rates
@@ -281,7 +360,6 @@ def optimize(
     out.print(shape_line(payload["shapes"]))
 
 
-@app.command()
 def evaluate(
     scenario: ScenarioArg = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")] = ...,  # type: ignore[assignment]
@@ -327,6 +405,9 @@ def evaluate(
         )
         return
     from prfaas_plan.cli import latency_render as lat
+    from prfaas_plan.cli.common import check_finite
+    from prfaas_plan.cli.common import emit as _emit
+    from prfaas_plan.cli.common import handled as _handled
     from prfaas_plan.optimize import Comparison, plan_comparison
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict
     from prfaas_plan.studies import under_load as under_load_study
@@ -429,13 +510,14 @@ def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -
         raise InputError(problems)
 
 
-@app.command()
 def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     """Show how each pool's cost curves fit their points: polynomial residuals for measured profiles, and for
     calibrated roofline pools the fitted efficiencies with leave-one-out errors.
 
     Example: prfaas-plan fit paper-case-study-roofline
     """
+    from prfaas_plan.cli.common import emit as _emit
+    from prfaas_plan.cli.common import handled as _handled
     from prfaas_plan.physics.pools import pool_fit_reports
     from prfaas_plan.report.plans import fit_report_to_dict
 
@@ -454,7 +536,6 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     console().print(fit_table(curves))
 
 
-@app.command()
 def schema(
     kind: Annotated[str, typer.Argument(help="scenario, hardware (a hardware profile) or model (a model card).")],
 ) -> None:
@@ -463,6 +544,8 @@ def schema(
 
     Example: prfaas-plan schema scenario > scenario.schema.json
     """
+    from prfaas_plan.cli.common import emit as _emit
+    from prfaas_plan.cli.common import handled as _handled
     from prfaas_plan.io.schema import KINDS
     from prfaas_plan.io.schema import schema as input_schema
 
@@ -473,21 +556,11 @@ def schema(
     _emit(payload)
 
 
-app.command()(kv)
-app.command()(simulate)
-app.command()(size)
-app.command()(cost)
-app.command()(matrix)
-app.command()(headroom)
-app.command()(review)
-app.command()(sweep)
-app.command()(calibrate)
-
-
 def main() -> None:
     """Console-script entry point. Ctrl-C (SIGINT) and SIGTERM unwind the stack as ``Interrupted``, so that
     every ``finally`` and cleanup handler runs (no temporary file is left behind), then exit with status
     128 + the signal number (130 for Ctrl-C, 143 for SIGTERM) and one line on stderr, never a traceback."""
+    from prfaas_plan.cli.common import interruptible
     from prfaas_plan.cli.streams import tolerate_narrow_encodings
 
     tolerate_narrow_encodings()  # a C locale with PYTHONIOENCODING=ascii: "×" as "x", not UnicodeEncodeError

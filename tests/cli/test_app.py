@@ -80,16 +80,21 @@ def test_fit_reports_residuals() -> None:
 
 def test_every_command_has_help_with_an_example() -> None:
     """Each command (and sub-command) documents itself and shows an example invocation."""
+    from typer._click import Context
+    from typer.core import TyperGroup
+    from typer.main import get_command
+
     from prfaas_plan.cli.app import app
 
-    commands = [[c.name or c.callback.__name__] for c in app.registered_commands if c.callback is not None]
-    for group in app.registered_groups:
-        assert group.typer_instance is not None
-        commands += [
-            [str(group.name), c.name or c.callback.__name__]
-            for c in group.typer_instance.registered_commands
-            if c.callback
-        ]
+    root = get_command(app)
+    assert isinstance(root, TyperGroup)
+    commands: list[list[str]] = []
+    for name in root.list_commands(Context(root)):
+        command = root.get_command(Context(root), name)
+        if isinstance(command, TyperGroup):
+            commands += [[name, sub] for sub in command.list_commands(Context(command))]
+        else:
+            commands.append([name])
     assert len(commands) >= 8
     for command in commands:
         result = run_cli(*command, "--help")
