@@ -355,6 +355,10 @@ _LAW_LEVELS = frozenset(TTFT_LEVELS)
 # Illinois steps on P_q(Λ) - X when re-scoring with the full law, and the relative tolerance on P_q.
 _LAW_STEPS = 60
 _LAW_RTOL = 1e-9
+# The bracket is sought from the estimate outwards: a first step of this fraction of the stability limit,
+# each next one this many times longer.
+_LAW_FIRST_STEP = 1e-3
+_LAW_STEP_GROWTH = 8.0
 # Illinois steps in a row that may keep the same end of the bracket before one bisection step is forced.
 _LAW_SAME_SIDE = 2
 
@@ -371,15 +375,16 @@ def _with_link_spread(
     decode_service_scv: float,
 ) -> float:
     """Goodput re-scored with the full TTFT law of ``loaded_ttft`` (which spreads each transfer's sojourn on
-    the shared link; the vectorised search above charges the mean stretch only): the root of
-    P_q(Λ) = X near ``estimate`` by the Illinois method, bracketed inside (0, limit). P_q is the figure
-    ``loaded_ttft`` reports, computed alone by ``ttft_quantile_at_rates`` (the law's rate-free parts once).
+    the shared link; the vectorised search above charges the mean stretch only): the largest Λ in
+    [0, limit · (1 - 1e-9)] with P_q(Λ) <= X, to ``_LAW_RTOL`` of X in P_q. P_q is the figure ``loaded_ttft``
+    reports, computed alone by ``ttft_quantile_at_rates`` (the law's rate-free parts once).
 
-    P_q rises with Λ (the premise of the bracket), so the estimate is scored first and only the end of
-    (0, limit) on its far side is scored after it: the other cannot change the answer. Near the limit P_q
-    is huge (1e8 s at limit · (1 - 1e-9)) while it is flat near the root (a plateau where q falls inside an
-    atom of the law), where plain Illinois halving would need ~40 steps to undo that end's weight: after
-    ``_LAW_SAME_SIDE`` Illinois steps in a row that keep the same end, one step bisects instead."""
+    P_q rises with Λ, so the root is bracketed from the estimate (the mean-stretch goodput, within a fraction
+    of a percent of it on the paper's scenarios) outwards, by steps of ``_LAW_FIRST_STEP`` of the limit
+    growing ``_LAW_STEP_GROWTH``-fold, down to 0 or up to the limit at most (0 and the limit are the answer
+    when P_q(0) > X, resp. P_q(limit · (1 - 1e-9)) <= X, as before). Then the Illinois method narrows the
+    bracket, with one bisection step after ``_LAW_SAME_SIDE`` Illinois steps in a row that keep the same end:
+    P_q is flat in places (a plateau where q falls inside an atom of the law), where Illinois alone crawls."""
     from prfaas_plan.latency.distribution import ttft_quantile_at_rates
 
     quantile_at = ttft_quantile_at_rates(
@@ -393,22 +398,46 @@ def _with_link_spread(
     low, high = 0.0, limit_req_per_s * (1.0 - 1e-9)
     guess = min(max(estimate_req_per_s, low), high)
     f_guess = excess(guess)
-    if f_guess <= 0.0:
-        # P_q(0) <= P_q(guess) <= X: goodput is at least the guess; is it below the limit?
-        f_high = excess(high)
-        if f_high <= 0.0:
-            return high
+    step = _LAW_FIRST_STEP * limit_req_per_s
+    if f_guess <= 0.0:  # goodput >= guess: walk up until P_q exceeds X, or to the limit
         low, f_low = guess, f_guess
-    else:
-        # P_q(high) >= P_q(guess) > X: goodput is below the guess; is it above zero?
-        f_low = excess(low)
-        if f_low > 0.0:
+        while True:
+            trial = low + step
+            if trial >= high:
+                f_high = excess(high)
+                if f_high <= 0.0:
+                    return high
+                break
+            f_trial = excess(trial)
+            if f_trial > 0.0:
+                high, f_high = trial, f_trial
+                break
+            low, f_low = trial, f_trial
+            step *= _LAW_STEP_GROWTH
+    else:  # goodput < guess: walk down until P_q meets X, or to 0
+        if guess <= 0.0:
             return 0.0
         high, f_high = guess, f_guess
+        while True:
+            trial = high - step
+            if trial <= 0.0:
+                f_low = excess(0.0)
+                if f_low > 0.0:
+                    return 0.0
+                low = 0.0
+                break
+            f_trial = excess(trial)
+            if f_trial <= 0.0:
+                low, f_low = trial, f_trial
+                break
+            high, f_high = trial, f_trial
+            step *= _LAW_STEP_GROWTH
     side = 0
     same_side = 0
     true_low = f_low
     for _ in range(_LAW_STEPS):
+        if abs(true_low) <= _LAW_RTOL * ttft_slo_s or high - low <= 1e-12 * limit_req_per_s:
+            break
         mid = 0.5 * (low + high)
         if same_side >= _LAW_SAME_SIDE:
             same_side = 0
@@ -432,8 +461,6 @@ def _with_link_spread(
             else:
                 same_side = 0
             side = 1
-        if abs(true_low) <= _LAW_RTOL * ttft_slo_s or high - low <= 1e-12 * limit_req_per_s:
-            break
     return low
 
 

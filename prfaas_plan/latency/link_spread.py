@@ -181,13 +181,15 @@ def mean_others_seen(utilization: ArrayLike, work_scv: ArrayLike, arrival_scv: A
     cs2_v = np.where(valid, cs2, 1.0)
     ca2_v = np.where(valid, ca2, 1.0)
     # The root depends on (ρ, ca²) alone, which callers broadcast against many works: solve each pair once.
-    pairs, where = np.unique(np.stack([rho_v.ravel(), ca2_v.ravel()]), axis=1, return_inverse=True)
-    if pairs.shape[1] == 1:  # one link state (a plan at one rate): the scalar root, kept for the next caller
-        sigma_unique, one_minus_unique = (np.array([v]) for v in _gamma_renewal_root_one(*pairs[:, 0].tolist()))
+    one_state = rho_v.size > 0 and rho_v.min() == rho_v.max() and ca2_v.min() == ca2_v.max()
+    if one_state:  # one link state (a plan at one rate): the scalar root, kept for the next caller
+        root = _gamma_renewal_root_one(float(rho_v.flat[0]), float(ca2_v.flat[0]))
+        sigma, one_minus_sigma = (np.full(rho_v.shape, v) for v in root)
     else:
+        pairs, where = np.unique(np.stack([rho_v.ravel(), ca2_v.ravel()]), axis=1, return_inverse=True)
         sigma_unique, one_minus_unique = _gamma_renewal_root(pairs[0], pairs[1])
-    sigma = sigma_unique[where.ravel()].reshape(rho_v.shape)
-    one_minus_sigma = one_minus_unique[where.ravel()].reshape(rho_v.shape)
+        sigma = sigma_unique[where.ravel()].reshape(rho_v.shape)
+        one_minus_sigma = one_minus_unique[where.ravel()].reshape(rho_v.shape)
     shape_ratio = 2.0 * (ca2_v + cs2_v) / ((1.0 + cs2_v) * (1.0 + ca2_v))
     # Poisson arrivals: σ = ρ exactly and the ratio is 1; take n_P itself rather than the root's rounding.
     poisson = ca2_v == 1.0

@@ -265,7 +265,16 @@ def local_mass_below(
     shape = np.broadcast_shapes(x.shape, t.shape)
     if not np.any(t >= lo):
         return np.zeros(shape)
-    l_star = np.minimum(t, largest_length_within(route.local_s, np.broadcast_to(x, shape), lo, hi))
+    t_all, x_all = np.broadcast_to(t, shape), np.broadcast_to(x, shape)
+    # Where x is at least the latency of the longest local length, min(t, hi), that length itself is the
+    # answer (the curve does not decrease): no inversion. Elsewhere (and where t is below every length,
+    # which qualifies nothing) the inverse, elementwise, so each element's answer is the one it always had.
+    t_top = np.minimum(t_all, hi)
+    covered = (t_all >= lo) & (x_all >= route.local_s(np.maximum(t_top, lo)))
+    l_star = np.array(t_top, dtype=np.float64)
+    solve = ~covered
+    if np.any(solve):
+        l_star[solve] = np.minimum(t_all[solve], largest_length_within(route.local_s, x_all[solve], lo, hi))
     return np.asarray(np.where(l_star >= lo, lengths.cdf(l_star), 0.0), dtype=np.float64)
 
 
