@@ -35,6 +35,12 @@ TERMS: tuple[tuple[str, float, float], ...] = (
     ("attention_efficiency", 1e-3, 1.0),
     ("expert_gemm_half_rows", 0.0, 1e6),
 )
+#: Terms a profile may leave out (0 then): per matrix-multiply kernel per decode step, and the alpha of a
+#: collective across nodes.
+OPTIONAL_TERMS: tuple[tuple[str, float, float], ...] = (
+    ("decode_op_overhead_s", 0.0, 0.01),
+    ("inter_node_latency_s", 0.0, 0.01),
+)
 DTYPES = ("bf16", "fp8", "fp4")
 
 
@@ -75,15 +81,17 @@ def load_engine_profile(path: Path) -> EngineProfile:
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     # ``calibration``: what ``prfaas-plan calibrate`` read and how well it fitted (io.error_bands reads its band).
-    root = checker.root(required=("engine", "terms", "gemm_efficiency"), optional=("fit", "calibration"))
+    root = checker.root(
+        required=("engine", "terms", "gemm_efficiency"), optional=("fit", "calibration", "overhead_scale")
+    )
     head = root.sub("engine", required=("key", "name", "source"))
     key, name = head.string("key"), head.string("name")
     head.string("source")
-    terms = root.sub("terms", required=tuple(t for t, _, _ in TERMS))
+    terms = root.sub("terms", required=tuple(t for t, _, _ in TERMS), optional=tuple(t for t, _, _ in OPTIONAL_TERMS))
     values: dict[str, float] = {}
     priors: list[tuple[str, float]] = []
     sources: list[tuple[str, str]] = []
-    for term, low, high in TERMS:
+    for term, low, high in (*TERMS, *(t for t in OPTIONAL_TERMS if terms.has(t[0]))):
         sec = terms.sub(term, required=("value", "source"), optional=("prior",))
         value = sec.number("value", ge=low, le=high, integer=term == "prefill_chunk_tokens")
         prior_value = sec.number("prior", ge=low, le=high) if sec.has("prior") else None
@@ -110,6 +118,22 @@ def load_engine_profile(path: Path) -> EngineProfile:
             efficiency = row.number(dtype, gt=0, le=1) if row.has(dtype) else None
             if efficiency is not None:
                 table.append((generation, dtype, efficiency))
+    scales: list[tuple[str, float]] = []
+    if root.has("overhead_scale"):
+        sec = root.sub("overhead_scale", required=("source",), optional=GENERATIONS)
+        source = sec.string("source")
+        if source is not None:
+            sources.append(("overhead_scale", source))
+        for generation in GENERATIONS:
+            if not sec.has(generation):
+                continue
+            row = sec.sub(generation, required=("value",), optional=("prior",))
+            value = row.number("value", gt=0, le=20)
+            if value is not None:
+                scales.append((generation, value))
+            prior_value = row.number("prior", gt=0, le=20) if row.has("prior") else None
+            if prior_value is not None:
+                priors.append((f"overhead_scale_{generation}", prior_value))
     fitted: tuple[str, ...] = ()
     fitted_on: tuple[str, ...] = ()
     if root.has("fit"):
@@ -118,7 +142,8 @@ def load_engine_profile(path: Path) -> EngineProfile:
         fit.string("source")
         fitted = _strings(fit, "fitted")
         fitted_on = _strings(fit, "fitted_on")
-        unknown = [f for f in fitted if f not in values and f != "gemm_efficiency_scale"]
+        known = {"gemm_efficiency_scale", *(f"overhead_scale_{g}" for g, _ in scales)}
+        unknown = [f for f in fitted if f not in values and f not in known]
         if unknown:
             checker.report((*fit.path, "fitted"), f"names no term: {', '.join(unknown)}")
     checker.raise_if_any()
@@ -128,6 +153,7 @@ def load_engine_profile(path: Path) -> EngineProfile:
         name=name,
         gemm_efficiency=tuple(table),
         gemm_efficiency_scale=float(scale or 1.0),
+        overhead_scale=tuple(scales),
         sources=(*sources, ("gemm_efficiency", gemm_source)),
         priors=tuple(priors),
         fitted=fitted,
@@ -151,14 +177,17 @@ def write_engine_fit(
     path: Path, values: Mapping[str, float], fitted_on: Sequence[str], corpus: str, source: str
 ) -> None:
     """Record a fit in an engine profile: each fitted term's ``value`` (``gemm_efficiency_scale`` is the GEMM
-    table's ``scale``), and the ``fit`` section naming the terms, the corpus ids fitted on and the corpus; the
-    file's leading comment lines are kept."""
+    table's ``scale``, ``overhead_scale_<generation>`` that generation's entry of ``overhead_scale``), and the
+    ``fit`` section naming the terms, the corpus ids fitted on and the corpus; the file's leading comment lines
+    are kept."""
     text = path.read_text()
     header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
     data: dict[str, Any] = yaml.safe_load(text)
     for term, value in values.items():
         if term == "gemm_efficiency_scale":
             data["gemm_efficiency"]["scale"] = round(float(value), 4)
+        elif term.startswith("overhead_scale_"):
+            data["overhead_scale"][term.removeprefix("overhead_scale_")]["value"] = round(float(value), 4)
         else:
             data["terms"][term]["value"] = float(f"{float(value):.4g}")
     data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}

@@ -31,16 +31,16 @@ excludes from fitting (``exclude_from_fit``, with its physical reason) is predic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from prfaas_plan.physics.decode import decode_step_time
+from prfaas_plan.physics.decode import decode_overhead_s, decode_step_time
 from prfaas_plan.physics.engine import engine_params
-from prfaas_plan.physics.ops import Op, forward_ops
+from prfaas_plan.physics.ops import Op, forward_ops, matmul_kernels
 from prfaas_plan.physics.prefill import prefill_chunks, prefill_time
 from prfaas_plan.physics.roofline import (
     _GEMM_GROUP,
@@ -57,21 +57,43 @@ from prfaas_plan.spec.model import Architecture
 
 Array = NDArray[np.float64]
 
-#: The fitted terms, in the solver's order (``gemm_efficiency_scale`` multiplies the prior GEMM table).
-FIT_TERMS = (
+#: The terms a fit may move, in the solver's order (``gemm_efficiency_scale`` multiplies the prior GEMM table;
+#: ``overhead_scale_<generation>`` is the engine's factor on its decode overheads on that generation).
+ALL_TERMS = (
     "gemm_efficiency_scale",
     "request_overhead_s",
     "prefill_layer_overhead_s",
     "decode_step_overhead_s",
     "decode_layer_overhead_s",
+    "decode_op_overhead_s",
+    "overhead_scale_cdna3",
 )
+#: The terms a calibration from one deployment's benchmarks fits (``fit_engine``'s default).
+FIT_TERMS = ALL_TERMS[:5]
+#: The terms the public corpus fits (``fit_corpus``): per matrix-multiply kernel rather than per layer in
+#: decode (a layer's kernels differ by a factor 2.4 between dense and MLA-with-experts models), and the CDNA 3
+#: factor on decode overheads.
+CORPUS_TERMS = (
+    "gemm_efficiency_scale",
+    "request_overhead_s",
+    "prefill_layer_overhead_s",
+    "decode_step_overhead_s",
+    "decode_op_overhead_s",
+    "overhead_scale_cdna3",
+)
+#: Of those, the ones one value serves every engine with: the platform's, not the engine's.
+SHARED_TERMS = ("overhead_scale_cdna3",)
 _PHASE_OF = {
     "request_overhead_s": "prefill",
     "prefill_layer_overhead_s": "prefill",
     "decode_step_overhead_s": "decode",
     "decode_layer_overhead_s": "decode",
+    "decode_op_overhead_s": "decode",
+    "overhead_scale_cdna3": "decode",
 }
-_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01])
+_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05])
+_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0])
+_SCALED = {"cdna3": 6}  # generation -> index of its decode-overhead factor in ALL_TERMS
 DEFAULT_PRIOR_WEIGHT = 0.1
 
 
@@ -95,7 +117,8 @@ class _Pieces:
     attention_memory_s: Array
     other_memory_s: float  # ops without matmuls (embeddings, norms)
     fixed_s: float  # collectives
-    overhead_counts: Array  # multipliers of (o_req, o_chunk, o_step, o_layer)
+    overhead_counts: Array  # multipliers of (o_req, o_chunk, o_step, o_layer, o_op)
+    scale_index: int  # index in ALL_TERMS of the decode overheads' generation factor; -1: none (factor 1)
     eager_s: float  # eager decode cost where cuda_graphs is false (fixed)
     measured_s: float
 
@@ -151,22 +174,23 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         parts.append((forward_ops(arch, cached=0.0, new=tokens), 1.0))
         chunks = float(prefill_chunks(params, tokens)[0])
         comm = float(communication_s(arch, instance, tokens, params, chunks)[0])
-        counts = np.array([1.0 if m.includes_request_overhead else 0.0, chunks * arch.n_layers, 0.0, 0.0])
+        counts = np.array([1.0 if m.includes_request_overhead else 0.0, chunks * arch.n_layers, 0.0, 0.0, 0.0])
         eager = 0.0
     else:
         batch = np.asarray([float(m.batch)])
         parts.append((forward_ops(arch, cached=m.tokens, new=1.0, batch=batch, decode=True), 1.0))
         comm = float(communication_s(arch, instance, batch, params)[0])
         graphs = m.cuda_graphs is not False  # unknown: the engines' default, CUDA graphs on
-        counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers)]) if graphs else np.zeros(4)
-        eager = 0.0 if graphs else params.decode_step_overhead_s + arch.n_layers * params.decode_layer_overhead_s
+        kernels = matmul_kernels(arch)
+        counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers), kernels]) if graphs else np.zeros(5)
+        eager = 0.0 if graphs else decode_overhead_s(arch, params)
         share = interleaved_per_step(m)
         if share > 0:  # the arriving requests' prefills, without their per-request cost
             lengths = np.asarray([m.interleaved_input_tokens])
             parts.append((forward_ops(arch, cached=0.0, new=lengths), share))
             chunks = float(prefill_chunks(params, lengths)[0])
             comm += share * float(communication_s(arch, instance, lengths, params, chunks)[0])
-            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0])
+            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0, 0.0])
     rate = instance.bytes_per_s * params.memory_efficiency
     gemm, prior, gemm_mem, att, att_mem = [], [], [], [], []
     other_mem = 0.0
@@ -196,6 +220,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         other_memory_s=other_mem,
         fixed_s=comm,
         overhead_counts=counts,
+        scale_index=_SCALED.get(case.generation, -1),
         eager_s=eager,
         measured_s=m.measured_s,
     )
@@ -207,30 +232,32 @@ def _prior_efficiency(engine: EngineProfile, generation: str, dtype: str) -> flo
 
 
 def _predict_pieces(p: _Pieces, theta: Array) -> float:
-    scale, o_req, o_chunk, o_step, o_layer = theta
+    """One case's time from its pieces and the terms ``theta`` (``ALL_TERMS`` order)."""
+    scale = theta[0]
     eff = np.minimum(1.0, p.gemm_prior * scale)
     gemm = np.maximum(p.unit_gemm_s / eff, p.gemm_memory_s).sum() if p.unit_gemm_s.size else 0.0
     att = np.maximum(p.attention_s, p.attention_memory_s).sum() if p.attention_s.size else 0.0
-    overhead = float(p.overhead_counts @ np.array([o_req, o_chunk, o_step, o_layer]))
+    c = p.overhead_counts
+    factor = theta[p.scale_index] if p.scale_index >= 0 else 1.0
+    overhead = float(c[:2] @ theta[1:3]) + factor * float(c[2:] @ theta[3:6])
     return float(gemm + att + p.other_memory_s + p.fixed_s + overhead + p.eager_s)
 
 
 def engine_theta(engine: EngineProfile) -> Array:
-    """The fitted terms of ``engine`` as the solver's vector (``FIT_TERMS``)."""
-    return np.array(
-        [
-            engine.gemm_efficiency_scale,
-            engine.request_overhead_s,
-            engine.prefill_layer_overhead_s,
-            engine.decode_step_overhead_s,
-            engine.decode_layer_overhead_s,
-        ]
-    )
+    """The fittable terms of ``engine`` as the solver's vector (``ALL_TERMS``)."""
+    return np.array([_term(engine, t) for t in ALL_TERMS])
+
+
+def _term(engine: EngineProfile, term: str) -> float:
+    if term.startswith("overhead_scale_"):
+        return engine.overhead_scale_of(term.removeprefix("overhead_scale_"))
+    return float(getattr(engine, term))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineFit:
-    """Fitted terms of one engine (``FIT_TERMS`` -> value), the ids fitted on and the phases they covered."""
+    """Fitted terms of one engine (term of ``ALL_TERMS`` -> value), the ids fitted on and the phases they
+    covered."""
 
     engine: str
     values: dict[str, float]
@@ -238,8 +265,18 @@ class EngineFit:
 
     def apply(self, engine: EngineProfile) -> EngineProfile:
         """``engine`` with the fitted terms in place."""
-        terms: dict[str, Any] = dict(self.values)
-        return replace(engine, fitted=tuple(self.values), fitted_on=self.fitted_on, **terms)
+        terms: dict[str, Any] = {t: v for t, v in self.values.items() if not t.startswith("overhead_scale_")}
+        scales = dict(engine.overhead_scale)
+        for t, v in self.values.items():
+            if t.startswith("overhead_scale_"):
+                scales[t.removeprefix("overhead_scale_")] = v
+        return replace(
+            engine,
+            fitted=tuple(self.values),
+            fitted_on=self.fitted_on,
+            overhead_scale=tuple(sorted(scales.items())),
+            **terms,
+        )
 
 
 def fitted_cases(cases: Sequence[CorpusCase]) -> list[CorpusCase]:
@@ -247,52 +284,141 @@ def fitted_cases(cases: Sequence[CorpusCase]) -> list[CorpusCase]:
     return [c for c in cases if not c.measurement.exclude_from_fit]
 
 
-def fit_engine(
+def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
+    """Whether ``cases`` carry ``term`` at all: a phase's overheads need a measurement of that phase, a
+    generation's factor a decode measurement on that generation; the GEMM scale always."""
+    if term == "gemm_efficiency_scale":
+        return True
+    phases = {c.measurement.phase for c in cases}
+    if term.startswith("overhead_scale_"):
+        generation = term.removeprefix("overhead_scale_")
+        return any(c.measurement.phase == "decode" and c.generation == generation for c in cases)
+    return _PHASE_OF[term] in phases
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Batch:
+    """Many cases' pieces laid out as arrays, so a fit prices them all at once (``predict``)."""
+
+    unit_gemm_s: Array
+    gemm_prior: Array
+    gemm_memory_s: Array
+    gemm_case: NDArray[np.intp]  # the case each GEMM belongs to
+    constant_s: Array  # per case: attention, other memory, collectives, eager cost (nothing fitted moves them)
+    counts: Array  # per case: overhead multipliers (o_req, o_chunk, o_step, o_layer, o_op)
+    scale_index: NDArray[np.intp]  # per case: ALL_TERMS index of its decode-overhead factor; -1 for none
+
+    @staticmethod
+    def of(pieces: Sequence[_Pieces]) -> _Batch:
+        """The pieces of several cases as one batch."""
+        constant = [
+            (np.maximum(p.attention_s, p.attention_memory_s).sum() if p.attention_s.size else 0.0)
+            + p.other_memory_s
+            + p.fixed_s
+            + p.eager_s
+            for p in pieces
+        ]
+        return _Batch(
+            unit_gemm_s=np.concatenate([p.unit_gemm_s for p in pieces]),
+            gemm_prior=np.concatenate([p.gemm_prior for p in pieces]),
+            gemm_memory_s=np.concatenate([p.gemm_memory_s for p in pieces]),
+            gemm_case=np.concatenate([np.full(p.unit_gemm_s.size, i, dtype=np.intp) for i, p in enumerate(pieces)]),
+            constant_s=np.array(constant, dtype=np.float64),
+            counts=np.stack([p.overhead_counts for p in pieces]),
+            scale_index=np.array([p.scale_index for p in pieces], dtype=np.intp),
+        )
+
+    def predict(self, theta: Array) -> Array:
+        """Every case's time, ``theta`` one row of ``ALL_TERMS`` values per case (``_predict_pieces``)."""
+        n = self.constant_s.size
+        eff = np.minimum(1.0, self.gemm_prior * theta[self.gemm_case, 0])
+        gemm = np.bincount(self.gemm_case, weights=np.maximum(self.unit_gemm_s / eff, self.gemm_memory_s), minlength=n)
+        factor = np.where(self.scale_index >= 0, theta[np.arange(n), np.maximum(self.scale_index, 0)], 1.0)
+        prefill = np.einsum("ij,ij->i", self.counts[:, :2], theta[:, 1:3])
+        decode = np.einsum("ij,ij->i", self.counts[:, 2:], theta[:, 3:6])
+        return np.asarray(self.constant_s + gemm + prefill + factor * decode, dtype=np.float64)
+
+
+def fit_corpus(
     cases: Sequence[CorpusCase],
-    engine: EngineProfile,
+    engines: Mapping[str, EngineProfile],
     *,
+    terms: Sequence[str] = CORPUS_TERMS,
+    shared: Sequence[str] = SHARED_TERMS,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     base: RooflineParams | None = None,
-) -> EngineFit:
-    """Fit ``FIT_TERMS`` of ``engine`` to ``cases`` (module docstring); ``engine``'s current terms are the
-    priors. Terms of a phase with no measurement are not fitted (left out of the result); measurements
-    excluded from fitting are skipped."""
+) -> dict[str, EngineFit]:
+    """Fit ``terms`` of every engine of ``engines`` on its measurements among ``cases`` at once, each term of
+    ``shared`` one value for all engines (fitted on all their measurements), the others one per engine (module
+    docstring); each engine's current terms are the priors (a shared term's prior: the first engine's). A term
+    no measurement carries is not fitted (left out of the result); excluded measurements are skipped; an
+    engine with no measurement gets no fit."""
     from scipy.optimize import least_squares  # fitting only
 
     cases = fitted_cases(cases)
-    if not cases:
-        raise ValueError(f"no measurements to fit engine {engine.key} on")
-    pieces = [_pieces(c, engine, base) for c in cases]
-    measured = np.array([p.measured_s for p in pieces])
-    phases = {c.measurement.phase for c in cases}
-    active = np.array([t == "gemm_efficiency_scale" or _PHASE_OF[t] in phases for t in FIT_TERMS])
-    prior = engine_theta(engine)
+    by_engine = {k: [c for c in cases if c.measurement.engine == k] for k in engines}
+    by_engine = {k: v for k, v in by_engine.items() if v}
+    if not by_engine:
+        raise ValueError(f"no measurements to fit engines {', '.join(engines)} on")
+    index = {t: i for i, t in enumerate(ALL_TERMS)}
+    slots: list[tuple[str | None, str]] = []  # (engine, term) of each solver variable; None: shared
+    for t in terms:
+        if t in shared and _identified(t, cases):
+            slots.append((None, t))
+    for k, mine in by_engine.items():
+        slots += [(k, t) for t in terms if t not in shared and _identified(t, mine)]
+    priors = {k: engine_theta(engines[k]) for k in by_engine}
+    first = next(iter(by_engine))
+    prior = np.array([priors[k or first][index[t]] for k, t in slots])
     floor = np.maximum(prior * 0.1, 1e-9)
-
-    def full(x: Array) -> Array:
-        theta = prior.copy()
-        theta[active] = x
-        return theta
+    lower = np.array([_LOWER[index[t]] for _, t in slots])
+    upper = np.array([_UPPER[index[t]] for _, t in slots])
+    where = {k: np.full(len(ALL_TERMS), -1) for k in by_engine}
+    for j, (owner, t) in enumerate(slots):
+        for key in by_engine if owner is None else (owner,):
+            where[key][index[t]] = j
+    order = [(k, p) for k, mine in by_engine.items() for p in (_pieces(c, engines[k], base) for c in mine)]
+    batch = _Batch.of([p for _, p in order])
+    # Row i of ``slot`` maps ALL_TERMS to case i's solver variable (-1: its engine's prior, in ``fixed``).
+    slot = np.stack([where[k] for k, _ in order])
+    fixed = np.stack([priors[k] for k, _ in order])
+    measured = np.array([p.measured_s for _, p in order])
 
     def residuals(x: Array) -> Array:
-        theta = full(x)
-        pred = np.array([_predict_pieces(p, theta) for p in pieces])
-        fit = np.log(pred / measured)
-        regular = prior_weight * np.log((theta[active] + floor[active]) / (prior[active] + floor[active]))
-        return np.concatenate([fit, regular])
+        theta = np.where(slot >= 0, x[np.maximum(slot, 0)], fixed)
+        regular = prior_weight * np.log((x + floor) / (prior + floor))
+        return np.concatenate([np.log(batch.predict(theta) / measured), regular])
 
-    lower = np.where(np.arange(len(FIT_TERMS)) == 0, 0.02, 0.0)[active]
-    upper = _UPPER[active]
     best, best_cost = None, np.inf
-    for start in (prior[active], np.clip(prior[active] * 3, lower, upper), np.clip(prior[active] / 3, lower, upper)):
+    for start in (prior, prior * 3, prior / 3):
         start = np.clip(start, lower + 1e-12, upper - 1e-12)
         result = least_squares(residuals, start, bounds=(lower, upper), x_scale="jac", xtol=1e-12, ftol=1e-12)
         if result.cost < best_cost:
             best, best_cost = np.asarray(result.x, dtype=np.float64), float(result.cost)
     assert best is not None
-    theta = full(best)
-    values = {t: float(v) for t, v, a in zip(FIT_TERMS, theta, active, strict=True) if a}
-    return EngineFit(engine=engine.key, values=values, fitted_on=tuple(c.measurement.id for c in cases))
+    out = {}
+    for k, mine in by_engine.items():
+        values = {t: float(best[where[k][index[t]]]) for t in terms if where[k][index[t]] >= 0}
+        out[k] = EngineFit(engine=k, values=values, fitted_on=tuple(c.measurement.id for c in mine))
+    return out
+
+
+def fit_engine(
+    cases: Sequence[CorpusCase],
+    engine: EngineProfile,
+    *,
+    terms: Sequence[str] = FIT_TERMS,
+    prior_weight: float = DEFAULT_PRIOR_WEIGHT,
+    base: RooflineParams | None = None,
+) -> EngineFit:
+    """Fit ``terms`` (default ``FIT_TERMS``) of ``engine`` to ``cases`` (all taken as its measurements; module
+    docstring); ``engine``'s current terms are the priors. Terms of a phase with no measurement are not fitted
+    (left out of the result); measurements excluded from fitting are skipped."""
+    mine = [replace(c, measurement=replace(c.measurement, engine=engine.key)) for c in cases]
+    if not fitted_cases(mine):
+        raise ValueError(f"no measurements to fit engine {engine.key} on")
+    fits = fit_corpus(mine, {engine.key: engine}, terms=terms, shared=(), prior_weight=prior_weight, base=base)
+    return fits[engine.key]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -348,6 +474,45 @@ def cross_validate_engine(
                         held_out_s=predict(c, held, base),
                         in_sample_s=predict(c, fitted, base),
                         excluded=c.measurement.exclude_from_fit,
+                    )
+                )
+    return everything, tuple(points)
+
+
+def cross_validate_corpus(
+    cases: Sequence[CorpusCase],
+    engines: Mapping[str, EngineProfile],
+    *,
+    terms: Sequence[str] = CORPUS_TERMS,
+    shared: Sequence[str] = SHARED_TERMS,
+    prior_weight: float = DEFAULT_PRIOR_WEIGHT,
+    base: RooflineParams | None = None,
+) -> tuple[dict[str, EngineFit], tuple[HeldOutPoint, ...]]:
+    """``fit_corpus`` on every case, then leave each source out (of every engine at once: a source that timed
+    several engines leaves all of them) and predict its cases by the terms fitted on the other sources; an
+    engine left with no measurement is predicted by its priors (the profile as given). Excluded measurements
+    are predicted but fitted nowhere."""
+    options: dict[str, Any] = {"terms": terms, "shared": shared, "prior_weight": prior_weight, "base": base}
+    everything = fit_corpus(cases, engines, **options)
+    fitted = {k: everything[k].apply(e) if k in everything else e for k, e in engines.items()}
+    points: list[HeldOutPoint] = []
+    for source in dict.fromkeys(c.measurement.source for c in cases):
+        keep = fitted_cases([c for c in cases if c.measurement.source != source])
+        fits = fit_corpus(keep, engines, **options) if keep else {}
+        held = {k: fits[k].apply(e) if k in fits else e for k, e in engines.items()}
+        for c in cases:
+            m = c.measurement
+            if m.source == source:
+                points.append(
+                    HeldOutPoint(
+                        id=m.id,
+                        source=source,
+                        engine=m.engine,
+                        phase=m.phase,
+                        measured_s=m.measured_s,
+                        held_out_s=predict(c, held[m.engine], base),
+                        in_sample_s=predict(c, fitted[m.engine], base),
+                        excluded=m.exclude_from_fit,
                     )
                 )
     return everything, tuple(points)

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prfaas_plan.physics.memory import cache_bytes, weight_bytes
-from prfaas_plan.physics.ops import forward_ops
+from prfaas_plan.physics.ops import forward_ops, matmul_kernels
 from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
@@ -27,8 +27,12 @@ class DecodeCapacity:
 
 def decode_overhead_s(arch: Architecture, params: RooflineParams) -> float:
     """What the engine adds to a decode step's kernels, seconds: ``decode_step_overhead_s`` plus
-    ``decode_layer_overhead_s`` per decoder layer (``RooflineParams``)."""
-    return params.decode_step_overhead_s + arch.n_layers * params.decode_layer_overhead_s
+    ``decode_layer_overhead_s`` per decoder layer plus ``decode_op_overhead_s`` per matrix-multiply kernel
+    (``physics.ops.matmul_kernels``; ``RooflineParams``)."""
+    fixed = params.decode_step_overhead_s + arch.n_layers * params.decode_layer_overhead_s
+    if params.decode_op_overhead_s > 0:
+        fixed += matmul_kernels(arch) * params.decode_op_overhead_s
+    return fixed
 
 
 def decode_step_time(

@@ -3,8 +3,11 @@ generation becomes the ``RooflineParams`` the roofline prices with.
 
     prefill(l) = kernels + request_overhead + ceil(l / chunk) x layers x prefill_layer_overhead
                  + collectives (each all-reduce: alpha + bytes / link, per chunk)
-    decode(B)  = kernels(B) + step_overhead + layers x decode_layer_overhead (CUDA graphs or eager)
-                 + collectives (alpha + bytes / link)
+    decode(B)  = kernels(B) + s_gen x (step_overhead + layers x decode_layer_overhead (CUDA graphs or eager)
+                 + matmul kernels x decode_op_overhead) + collectives (alpha + bytes / link)
+
+(s_gen: the engine's fitted factor for the accelerator generation, 1 unless listed; a collective over more GPUs
+than one scale-up domain crosses the scale-out NICs at the inter-node alpha, ``physics.roofline``.)
 
 GEMMs run at the engine's efficiency for the accelerator's generation and the weights' compute dtype (bf16, fp8,
 fp4), attention cores at its attention efficiency; routed experts are grouped GEMMs whose rate follows the
@@ -41,6 +44,9 @@ def engine_params(
     curves (attention context, dense small-M, MoE skew)."""
     base = base or RooflineParams()
     graphs = cuda_graphs
+    scale = engine.overhead_scale_of(generation)
+    step = engine.decode_step_overhead_s if graphs else engine.decode_step_overhead_eager_s
+    layer = engine.decode_layer_overhead_s if graphs else engine.decode_layer_overhead_eager_s
     return replace(
         base,
         compute_efficiency=engine.gemm_efficiency_of(generation, "bf16"),
@@ -49,10 +55,12 @@ def engine_params(
         overhead_s=engine.request_overhead_s,
         layer_overhead_s=engine.prefill_layer_overhead_s,
         prefill_chunk_tokens=engine.prefill_chunk_tokens,
-        decode_step_overhead_s=engine.decode_step_overhead_s if graphs else engine.decode_step_overhead_eager_s,
-        decode_layer_overhead_s=engine.decode_layer_overhead_s if graphs else engine.decode_layer_overhead_eager_s,
+        decode_step_overhead_s=scale * step,
+        decode_layer_overhead_s=scale * layer,
+        decode_op_overhead_s=scale * engine.decode_op_overhead_s,
         all_reduce_latency_s=engine.all_reduce_latency_s,
         all_to_all_latency_s=engine.all_to_all_latency_s,
+        inter_node_latency_s=engine.inter_node_latency_s,
         expert_gemm_half_rows=engine.expert_gemm_half_rows,
         expert_parallel=expert_parallel,
         source=f"engine {engine.key} on {generation}" + ("" if graphs else ", eager decode") + f" ({engine.file})",

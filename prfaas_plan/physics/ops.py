@@ -347,6 +347,25 @@ def forward_ops(
     return ops
 
 
+#: Operations that run as two GEMMs (a gated FFN: the fused gate-up projection, then the down projection).
+_TWO_GEMMS = frozenset({"ffn.dense", "moe.shared", "moe.experts"})
+
+
+def matmul_kernels(arch: Architecture) -> float:
+    """Matrix-multiply kernels one decode step launches over all layers: per layer each projection and attention
+    core one, a gated FFN (dense, shared or routed experts) two (fused gate-up, then down), plus the LM head.
+    What an engine's per-kernel cost (``RooflineParams.decode_op_overhead_s``) multiplies: a dense GQA layer has
+    5, an MLA layer with routed and shared experts 12."""
+    one = np.asarray([1.0])
+    count = 0.0
+    for group in arch.layers:
+        ops = _attention_ops(group.attention, arch.hidden_size, 1, arch, one, one, decode=True, batch=one)
+        ops += _ffn_ops(group.ffn, arch.hidden_size, 1, arch, one, None)
+        per_layer = sum(2 if op.name in _TWO_GEMMS else 1 for op in ops if float(np.max(op.matmul_flops)) > 0)
+        count += group.count * per_layer
+    return count + 1.0
+
+
 def total(ops: list[Op], field: str) -> Array:
     """Sum one field (``matmul_flops``, ``elementwise_flops``, ``bytes``, ...) over operations."""
     return np.asarray(np.sum(np.broadcast_arrays(*(getattr(op, field) for op in ops)), axis=0), dtype=np.float64)

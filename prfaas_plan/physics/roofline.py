@@ -250,21 +250,46 @@ def communication_s(
     ``all_reduce_latency_s`` plus its ring bytes 2(g-1)/g x tokens x hidden over the per-direction link rate x
     e_n; with ``expert_parallel``, the MoE layers' dispatch and combine all-to-alls, 2 per MoE layer per pass,
     each ``all_to_all_latency_s`` plus the (g-1)/g of tokens x top-k x hidden activations that leave a GPU.
-    Nothing on one GPU or an accelerator without a scale-up link."""
+    Nothing on one GPU or an accelerator without a scale-up link.
+
+    An instance of more GPUs than one scale-up domain (``scale_up_gpus`` k, n = ceil(g / k) nodes) runs each
+    collective hierarchically, as NCCL does: within each node over the scale-up link (the ring above on k
+    GPUs), and across nodes over the scale-out NICs, one per GPU, each GPU carrying its 1/k shard of the
+    message, 2(n-1)/n of it for an all-reduce (the (g-k)/g of routed tokens bound for other nodes for an
+    all-to-all) at the NIC rate x e_n; its alpha is ``inter_node_latency_s`` in place of the scale-up one."""
     g = instance.gpus
-    link = instance.accelerator.scale_up_bandwidth_bytes_per_s
+    accelerator = instance.accelerator
+    link = accelerator.scale_up_bandwidth_bytes_per_s
     t = np.asarray(tokens, dtype=np.float64)
     if g <= 1 or link is None:
         return np.zeros_like(t)
     per_direction = link / 2 * params.communication_efficiency
     n_passes = np.asarray(passes, dtype=np.float64)
+    k = accelerator.scale_up_gpus or g
+    nic = accelerator.scale_out_bandwidth_bytes_per_s
+    multi_node = g > k and nic is not None
+    local = min(g, k) if multi_node else g
+    nodes = -(-g // k) if multi_node else 1
+    ar_latency, a2a_latency = params.all_reduce_latency_s, params.all_to_all_latency_s
     message = t * arch.hidden_size * ACTIVATION_BYTES
-    ring = 2 * (g - 1) / g * message / per_direction
-    total = 2 * arch.n_layers * (ring + n_passes * params.all_reduce_latency_s)
+    ring = 2 * (local - 1) / local * message / per_direction
+    if multi_node:
+        assert nic is not None
+        across = nic * params.communication_efficiency
+        ring = ring + 2 * (nodes - 1) / nodes * (message / local) / across
+        ar_latency = max(ar_latency, params.inter_node_latency_s)
+        a2a_latency = max(a2a_latency, params.inter_node_latency_s)
+    total = 2 * arch.n_layers * (ring + n_passes * ar_latency)
     layers, top_k = moe_layers(arch)
     if params.expert_parallel and layers:
-        routed = t * top_k * arch.hidden_size * ACTIVATION_BYTES * (g - 1) / g
-        total = total + 2 * layers * (routed / per_direction + n_passes * params.all_to_all_latency_s)
+        routed_bytes = t * top_k * arch.hidden_size * ACTIVATION_BYTES
+        moved = routed_bytes * (g - 1) / g / per_direction
+        if multi_node:
+            assert nic is not None
+            moved = routed_bytes * (local - 1) / g / per_direction + routed_bytes * (g - local) / g / (
+                nic * params.communication_efficiency
+            )
+        total = total + 2 * layers * (moved + n_passes * a2a_latency)
     return np.asarray(total, dtype=np.float64)
 
 

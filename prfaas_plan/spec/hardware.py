@@ -137,14 +137,18 @@ class RooflineParams:
 
     Engine terms (``EngineProfile``, ``physics.engine``; all 0 in the paper-fitted defaults, which fold them
     into the two prefill overheads): ``decode_layer_overhead_s`` once per decoder layer per decode step (kernel
-    launches and synchronisation that CUDA graphs shrink but do not remove), ``all_reduce_latency_s`` the fixed
-    latency (alpha) of each tensor-parallel all-reduce on top of its bytes over the link (beta), two per layer
-    per forward pass, ``all_to_all_latency_s`` that of each expert-parallel dispatch or combine (two per MoE
-    layer per forward pass, with ``expert_parallel``). ``dtype_compute_efficiency`` gives the GEMM efficiency
-    of named compute dtypes (the engine's figure for the accelerator's generation: ``physics.engine``),
-    overriding ``compute_efficiency`` for them. ``expert_gemm_half_rows`` is the small-M curve of the routed
-    experts' grouped GEMMs (tokens per touched expert at which they reach half their large-M rate; 0: the
-    dense ``gemm_half_rows`` applies).
+    launches and synchronisation that CUDA graphs shrink but do not remove), ``decode_op_overhead_s`` once per
+    matrix-multiply kernel per decode step (``physics.ops.matmul_kernels``: the launch gap, ramp and tail each
+    small kernel pays, so a layer of many small kernels, MLA with routed experts, costs more than a dense one),
+    ``all_reduce_latency_s`` the fixed latency (alpha) of each tensor-parallel all-reduce on top of its bytes
+    over the link (beta), two per layer per forward pass, ``all_to_all_latency_s`` that of each expert-parallel
+    dispatch or combine (two per MoE layer per forward pass, with ``expert_parallel``), and
+    ``inter_node_latency_s`` the alpha of a collective that spans more GPUs than one scale-up domain holds
+    (its bytes then also cross the scale-out NICs: ``physics.roofline.communication_s``).
+    ``dtype_compute_efficiency`` gives the GEMM efficiency of named compute dtypes (the engine's figure for the
+    accelerator's generation: ``physics.engine``), overriding ``compute_efficiency`` for them.
+    ``expert_gemm_half_rows`` is the small-M curve of the routed experts' grouped GEMMs (tokens per touched
+    expert at which they reach half their large-M rate; 0: the dense ``gemm_half_rows`` applies).
 
     MoE load: with ``expert_parallel`` the routed experts are spread over the instance's GPUs (E/g each)
     instead of tensor-sharded, and the expert GEMMs last as long as the busiest GPU's share of the routed
@@ -163,8 +167,10 @@ class RooflineParams:
     prefill_chunk_tokens: float = 8192.0  # a whole number of tokens; float so overrides type as the rest
     decode_step_overhead_s: float = 0.0
     decode_layer_overhead_s: float = 0.0
+    decode_op_overhead_s: float = 0.0
     all_reduce_latency_s: float = 0.0
     all_to_all_latency_s: float = 0.0
+    inter_node_latency_s: float = 0.0
     dtype_compute_efficiency: tuple[tuple[str, float], ...] = ()
     expert_gemm_half_rows: float = 0.0
     gemm_half_rows: float = 0.0
@@ -182,6 +188,7 @@ class RooflineParams:
             layer_overhead_s=0.0,
             decode_step_overhead_s=0.0,
             decode_layer_overhead_s=0.0,
+            decode_op_overhead_s=0.0,
             source=f"kernel only ({self.source})",
         )
 
@@ -258,11 +265,27 @@ class EngineProfile:
     expert_gemm_half_rows: float
     gemm_efficiency: tuple[tuple[str, str, float], ...]
     gemm_efficiency_scale: float = 1.0
+    decode_op_overhead_s: float = 0.0
+    inter_node_latency_s: float = 0.0
+    #: Factor on the engine's decode overheads (per step, layer and kernel) by accelerator generation (a
+    #: generation not listed: 1), fitted: the platform's launch and runtime cost against NVIDIA's.
+    overhead_scale: tuple[tuple[str, float], ...] = ()
     sources: tuple[tuple[str, str], ...] = ()
     priors: tuple[tuple[str, float], ...] = ()
     fitted: tuple[str, ...] = ()
     fitted_on: tuple[str, ...] = ()
     file: str = ""
+
+    def overhead_scale_of(self, generation: str) -> float:
+        """The factor on the decode overheads for ``generation`` (``overhead_scale``; 1 where not listed)."""
+        return dict(self.overhead_scale).get(generation, 1.0)
+
+    def __getattr__(self, name: str) -> float:
+        """``overhead_scale_<generation>`` reads ``overhead_scale_of(generation)``: the fitted term's name (a fit's
+        values and the profile's ``fitted`` list name it so)."""
+        if name.startswith("overhead_scale_") and name.removeprefix("overhead_scale_") in GENERATIONS:
+            return self.overhead_scale_of(name.removeprefix("overhead_scale_"))
+        raise AttributeError(name)
 
     def gemm_efficiency_of(self, generation: str, dtype: str) -> float:
         """The GEMM efficiency of ``dtype`` on ``generation``: its prior entry (else that generation's bf16

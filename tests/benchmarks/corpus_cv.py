@@ -30,11 +30,11 @@ from prfaas_plan.io.engine_profile import (  # noqa: E402
 )
 from prfaas_plan.io.names import load_named_hardware, load_named_model  # noqa: E402
 from prfaas_plan.physics.corpus_fit import (  # noqa: E402
-    FIT_TERMS,
+    CORPUS_TERMS,
     CorpusCase,
     EngineFit,
     HeldOutPoint,
-    cross_validate_engine,
+    cross_validate_corpus,
     factor_stats,
 )
 from prfaas_plan.physics.engine import with_dtypes  # noqa: E402
@@ -119,22 +119,17 @@ def study(
     cases = [case_of(m, generations) for m in load_corpus(corpus)]
     if with_paper:
         cases += paper_cases(generations)
-    out = {}
-    for key in ENGINES:
-        mine = [c for c in cases if c.measurement.engine == key]
-        if not mine:
-            continue
-        engine = load_named_engine(key)
-        fit, points = cross_validate_engine(mine, _priors(engine))
-        out[key] = (engine, fit, points)
-    return out
+    shipped = {key: load_named_engine(key) for key in ENGINES if any(c.measurement.engine == key for c in cases)}
+    fits, points = cross_validate_corpus(cases, {key: _priors(e) for key, e in shipped.items()})
+    return {key: (e, fits[key], tuple(p for p in points if p.engine == key)) for key, e in shipped.items()}
 
 
 def _priors(engine: EngineProfile) -> EngineProfile:
     """The profile with its fitted terms back at their priors (the profile's ``prior:`` of each term): what a
     refit starts from and is regularised towards."""
-    values: dict[str, Any] = dict(engine.priors)
-    return replace(engine, **values)
+    values: dict[str, Any] = {t: v for t, v in engine.priors if not t.startswith("overhead_scale_")}
+    scales = [(t.removeprefix("overhead_scale_"), v) for t, v in engine.priors if t.startswith("overhead_scale_")]
+    return replace(engine, overhead_scale=tuple(scales), **values)
 
 
 def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]] | None = None) -> str:
@@ -165,7 +160,7 @@ def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoi
         lines += [f"- {p.id}: ratio {p.ratio:.2f}; {p.excluded}" for p in excluded]
     lines += ["", "## Fitted terms (all sources)", ""]
     for key, (_, fit, _) in results.items():
-        terms = ", ".join(f"{t} {fit.values[t]:.4g}" for t in FIT_TERMS if t in fit.values)
+        terms = ", ".join(f"{t} {fit.values[t]:.4g}" for t in CORPUS_TERMS if t in fit.values)
         lines.append(f"- {key}: {terms}")
     lines += ["", "## Every point", "", "| id | source | phase | measured s | held-out ratio | in-sample ratio |"]
     lines.append("|---|---|---|---|---|---|")

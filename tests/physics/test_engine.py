@@ -27,7 +27,7 @@ from prfaas_plan.physics.corpus_fit import (
 )
 from prfaas_plan.physics.decode import decode_step_seconds
 from prfaas_plan.physics.engine import engine_params, with_dtypes
-from prfaas_plan.physics.ops import forward_ops
+from prfaas_plan.physics.ops import forward_ops, matmul_kernels
 from prfaas_plan.physics.prefill import prefill_seconds
 from prfaas_plan.physics.roofline import Instance, communication_s
 from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile, RooflineParams
@@ -325,7 +325,9 @@ def test_kv_prices_prefill_and_a_decode_step_with_an_engine() -> None:
     assert arch is not None
     vllm = load_named_engine("vllm")
     assert decode["overhead_s"] == pytest.approx(
-        vllm.decode_step_overhead_s + arch.n_layers * vllm.decode_layer_overhead_s
+        vllm.decode_step_overhead_s
+        + arch.n_layers * vllm.decode_layer_overhead_s
+        + matmul_kernels(arch) * vllm.decode_op_overhead_s
     )
     assert split["overhead_s"] == pytest.approx(vllm.request_overhead_s + arch.n_layers * vllm.prefill_layer_overhead_s)
 
