@@ -325,6 +325,26 @@ def test_nodes_keep_the_mean_and_most_of_the_variance(
     assert float(((values - x - mean_extra) ** 2) @ weights) <= var * (1 + 1e-9) + rounding
 
 
+def test_slice_means_match_the_incomplete_gamma_directly() -> None:
+    """The slice means take P(k + 1, z_j) from the recurrence P(k, z_j) - z_j^k e^{-z_j}/Γ(k + 1) where it is
+    well conditioned and from gammainc elsewhere; against k θ (P(k + 1, z_{j+1}) - P(k + 1, z_j))/(u_{j+1} - u_j)
+    with gammainc and gammaincinv written out here, over shapes 1e-5..1e5 and 3 to 39 slices, every node
+    agrees to 1e-13 relative."""
+    from scipy.special import gammainc, gammaincinv
+
+    mean_extra = 2.0  # no shift (x = 0), so that the nodes are Y itself, however small
+    for target in np.geomspace(1e-5, 1e5, 61):
+        var = mean_extra**2 / target
+        k, theta = mean_extra**2 / var, var / mean_extra  # the module's own shape and scale (bit for bit)
+        for n in (4, 16, 40):
+            values, _ = sojourn_nodes(mean_extra, var, n)
+            cuts = 1.0 - (1.0 - np.arange(n) / (n - 1)) ** 2
+            cuts[0], cuts[-1] = 0.0, 1.0
+            mass = np.concatenate(([0.0], gammainc(k + 1.0, gammaincinv(k, cuts[1:-1])), [1.0]))
+            reference = theta * (k * np.diff(mass) / np.diff(cuts))
+            assert values[1:] == pytest.approx(reference, rel=1e-13, abs=1e-300), (k, n)
+
+
 def test_nodes_broadcast_and_degenerate_cases() -> None:
     """Leading axes broadcast; zero variance puts every node on the mean; NaN/inf propagate as NaN; n >= 1."""
     x = np.array([[0.0], [0.5], [3.0]])

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.latency.unloaded import route_latency, unloaded_ttft
+from prfaas_plan.latency.unloaded import (
+    largest_length_within,
+    local_mass_below,
+    offload_mass_below,
+    route_latency,
+    unloaded_ttft,
+)
 from prfaas_plan.throughput import StageModel
 from tests.conftest import examples
 from tests.strategies import stage_models
@@ -40,3 +48,28 @@ def test_paper_p90_request_goes_to_prfaas(paper_model: StageModel) -> None:
     plan = unloaded_ttft(paper_model.lengths, route, 19_400)
     naive = unloaded_ttft(paper_model.lengths, route, 0.0)
     assert abs(plan.p90_s - naive.p90_s) < 1e-3
+
+
+def test_mass_below_skips_only_inversions_it_knows_the_answer_of(paper_model: StageModel) -> None:
+    """local_mass_below and offload_mass_below skip the inversion where x covers the longest local length
+    (the answer is min(t, hi)) or falls below the shortest offloaded latency (mass 0), and invert elsewhere.
+    Against the plain formulas, P(L <= min(t, l*(x))) and P(t < L <= l*(x)) with l* from
+    largest_length_within on the whole broadcast grid, at random x (off the route latencies at t themselves,
+    where the inversion stops within its 1e-12 tolerance) and thresholds below, inside and above the
+    support: the same numbers, bit for bit."""
+    lengths = paper_model.lengths
+    route = route_latency(paper_model)
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        t = rng.choice(np.array([lo - 1.0, lo - 500.0, lo, hi, hi + 10.0, *rng.uniform(lo, hi, 5)]), size=(4, 1))
+        x = rng.uniform(0.0, 40.0, size=(1, 30))
+        stretch = rng.uniform(1.0, 3.0, size=(1, 30))
+        x_all, t_all = np.broadcast_arrays(x, t)
+        l_local = np.minimum(t_all, largest_length_within(route.local_s, x_all, lo, hi))
+        local = np.where(l_local >= lo, lengths.cdf(l_local), 0.0)
+        np.testing.assert_array_equal(local_mass_below(lengths, route, t, x), local)
+        s_all = np.broadcast_to(stretch, x_all.shape)
+        l_offload = largest_length_within(partial(route.offload_s, link_stretch=s_all), x_all, lo, hi)
+        offload = np.where(l_offload > t_all, lengths.cdf(l_offload) - lengths.cdf(t_all), 0.0)
+        np.testing.assert_array_equal(offload_mass_below(lengths, route, t, x, stretch), offload)
