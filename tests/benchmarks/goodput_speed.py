@@ -5,7 +5,9 @@
 Prints, as the median (and min/max) of ``--runs`` fresh interpreters:
 - end to end: ``python -m prfaas_plan optimize --objective goodput --ttft-p90-s SLO --no-verify --json``;
 - search: the ``compare_goodput`` call alone in a fresh interpreter, after the scenario is loaded and the model
-  built, so it includes what the search imports lazily on first use (scipy.special) but not the CLI start-up.
+  built, so it includes what the search imports lazily on first use (scipy.special) but not the CLI start-up;
+- search CPU: the same call's process CPU time, steadier than wall time on a machine shared with other work
+  (compare old and new alternately, in the same minutes).
 Each run is a new process so that no cache (lru_cache, imported modules) carries over between runs.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Times compare_goodput alone; prints the seconds on the last line of stdout.
+# Times compare_goodput alone; prints its wall and CPU seconds on the last line of stdout.
 _SEARCH = """
 import sys, time
 from prfaas_plan.io.names import resolve_scenario_path
@@ -31,10 +33,10 @@ from prfaas_plan.throughput import stage_model
 spec = load_scenario(resolve_scenario_path(None))
 model = stage_model(spec)
 slo = float(sys.argv[1])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 compare_goodput(model, spec.prfaas.gpus, spec.local.gpus_per_instance, slo, resolution_tokens=10.0,
                 decode_service_scv=spec.traffic.output_length.scv)
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 
@@ -45,11 +47,12 @@ def _end_to_end(slo: float) -> float:
     return time.perf_counter() - start
 
 
-def _search(slo: float) -> float:
+def _search(slo: float) -> tuple[float, float]:
     done = subprocess.run(
         [sys.executable, "-c", _SEARCH, str(slo)], cwd=REPO, check=True, capture_output=True, text=True
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = (float(v) for v in done.stdout.strip().splitlines()[-1].split())
+    return wall, cpu
 
 
 def _line(name: str, seconds: list[float]) -> str:
@@ -68,7 +71,8 @@ def main() -> None:
     search = [_search(args.slo) for _ in range(args.runs)]
     print(f"optimize --objective goodput --ttft-p90-s {args.slo:g} --no-verify (paper scenario)")
     print(_line("end to end", end_to_end))
-    print(_line("search", search))
+    print(_line("search", [wall for wall, _ in search]))
+    print(_line("search CPU", [cpu for _, cpu in search]))
 
 
 if __name__ == "__main__":
