@@ -184,6 +184,20 @@ class Dynamics(Protocol):
         ...
 
 
+class Decoder(Protocol):
+    """A decode stage in place of the cluster's own (a fixed step: pooled slots, or per-instance slots and KV
+    memory): it admits requests and fires its own DECODE_DONE events (``sim.batch_decode.BatchDecode``: the
+    step follows each instance's batch). The cluster keeps the FCFS decode queue."""
+
+    def attach(self, cluster: Cluster) -> Handler:
+        """Set up its state; return the handler of the DECODE_DONE events it schedules."""
+        ...
+
+    def admit(self, now_s: float, i: int) -> bool:
+        """Admit request i to decode now if it fits (False: it waits at the head of the queue)."""
+        ...
+
+
 class StaticDynamics:
     """Nothing changes: the plan's routes, every instance for the whole run (each hook is the identity)."""
 
@@ -240,7 +254,10 @@ class Cluster:
         workload: Workload,
         progress: Callable[[int], None] | None,
         dynamics: Dynamics = STATIC,
+        decoder: Decoder | None = None,
     ) -> None:
+        if decoder is not None and not isinstance(dynamics, StaticDynamics):
+            raise ValueError("a changing world runs the cluster's own decode: no decoder with it")
         model = config.model
         problems = config.problems()
         lengths = workload.input_tokens
@@ -315,6 +332,8 @@ class Cluster:
         self.count = [0] * len(STATES)
         self.exit_minus_entry = [0.0] * len(STATES)
         self.completed = 0
+        self.decoder = decoder
+        self.decode_done = decoder.attach(self) if decoder is not None else self.on_decode_done
         self.dynamics = dynamics
         self.extra_handlers = dynamics.attach(self)
 
@@ -455,6 +474,9 @@ class Cluster:
             self.move(now, source, Q_DECODE)
 
     def try_admit(self, now: float, i: int) -> bool:
+        """Admit request i to decode now if it fits (the decoder's choice when there is one)."""
+        if self.decoder is not None:
+            return self.decoder.admit(now, i)
         if self.capacity is None:
             if self.decode_free <= 0:
                 return False
@@ -502,13 +524,13 @@ class Cluster:
         """Simulate until every request has finished or until ``horizon_s``.
 
         The static cluster without a horizon, a decode KV limit or a link round trip takes the fused loop
-        (``_run_fused``); every other run, a changing world's (``dynamics``) and every subclass's, fires the
+        (``_run_fused``); every other run, in a changing world (``dynamics``) or with a ``decoder``, fires the
         handlers above through the engine (``run_handlers``). Both give identical records
         (tests/sim/test_fused_loop.py).
         """
         if (
-            type(self) is Cluster
-            and isinstance(self.dynamics, StaticDynamics)
+            isinstance(self.dynamics, StaticDynamics)
+            and self.decoder is None
             and self.capacity is None
             and horizon_s == math.inf
             and self.link_latency_s == 0.0
@@ -580,7 +602,7 @@ class Cluster:
             self.on_prefill_done,
             self.on_link_done,
             self.on_kv_ready,
-            self.on_decode_done,
+            self.decode_done,
             self.on_bandwidth,
             *self.extra_handlers,
         )

@@ -1,14 +1,14 @@
 """Run the cluster on a workload: static, or in a changing world (``sim.dynamic.DynamicWorld``: lost and
 restored instances, the dual-timescale scheduler, caches that move) when the configuration or the workload
-asks for it; a decode step that follows the batch runs ``sim.batch_decode``. The cluster module imports
-neither."""
+asks for it; with a decode step that follows the batch, the decoder ``sim.batch_decode.BatchDecode``. The
+cluster module imports neither."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from prfaas_plan.sim.batch_decode import BatchDecodeCluster
+from prfaas_plan.sim.batch_decode import BatchDecode
 from prfaas_plan.sim.cluster import Cluster, ClusterConfig
 from prfaas_plan.sim.dynamic import DynamicWorld
 from prfaas_plan.sim.records import SimResult
@@ -33,5 +33,5 @@ def simulate(
     if config.dynamic or workload.moves_caches:
         return Cluster(config, workload, progress, DynamicWorld()).run(horizon_s)
     if not config.model.decode_step_flat:  # the decode step follows each instance's batch
-        return BatchDecodeCluster(config, workload, progress).run(horizon_s)
+        return Cluster(config, workload, progress, decoder=BatchDecode()).run(horizon_s)
     return Cluster(config, workload, progress).run(horizon_s)

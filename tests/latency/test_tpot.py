@@ -26,7 +26,7 @@ from prfaas_plan.lengths import Fixed
 from prfaas_plan.optimize import search
 from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.sim.arrivals import Poisson
-from prfaas_plan.sim.batch_decode import BatchDecodeCluster
+from prfaas_plan.sim.batch_decode import BatchDecode
 from prfaas_plan.sim.cluster import Cluster, ClusterConfig
 from prfaas_plan.sim.records import COLUMNS
 from prfaas_plan.sim.run import simulate
@@ -138,7 +138,7 @@ def test_batch_decode_with_a_flat_curve_matches_the_fixed_step_cluster(paper_mod
         model=paper_model, threshold_tokens=plan.threshold_tokens, n_pd_prefill=plan.n_pd_prefill, n_pd_decode=n_d
     )
     fixed = Cluster(config, workload, None).run(math.inf).records
-    batch = BatchDecodeCluster(config, workload, None).run(math.inf).records
+    batch = Cluster(config, workload, None, decoder=BatchDecode()).run(math.inf).records
     assert np.any(fixed.decode_wait_s > 0)  # the slots were full at times: admission is exercised
     for column in COLUMNS:
         np.testing.assert_allclose(getattr(batch, column), getattr(fixed, column), rtol=1e-9, atol=1e-9)
