@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import check_finite, emit, handled, on_interrupt
+from prfaas_plan.cli.common import INTERRUPTS, check_finite, emit, handled, on_interrupt
 from prfaas_plan.errors import InputError, Problem
 
 if TYPE_CHECKING:  # annotations only; concurrent.futures (and logging) load when a sweep runs
@@ -363,6 +363,54 @@ def _ignore_sigint() -> None:
 
 
 @contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP while the body runs (in the main thread): one that arrives is noted, and
+    handled by the handler it would have met once the body is done. SIGINT and SIGHUP are also blocked in this
+    thread's signal mask, which a process started in the body inherits (through exec too).
+
+    Around the local pool's construction (which starts multiprocessing's resource tracker) and each ``submit``
+    (which may start the fork server and a worker), for two reasons:
+
+    - a signal that unwound the parent half-way through starting a worker left a worker the pool did not know
+      of, so the shutdown did not wait for it, and the parent's exit unlinked the call queue's semaphores while
+      the worker was still reading them from its pipe: a FileNotFoundError traceback from the worker after the
+      parent had exited 143. Once ``submit`` returns, every worker started is the pool's, and the shutdown waits
+      for it;
+    - Ctrl-C and a closed terminal signal the whole process group. The fork server printed a KeyboardInterrupt
+      traceback when Ctrl-C came while it imported the evaluation code, and SIGHUP killed the resource tracker
+      (which ignores only SIGINT and SIGTERM), whose replacement printed a KeyError traceback per semaphore the
+      parent then released. Started with both blocked, the tracker, the server and the workers it forks never
+      receive them; the parent, which does, shuts them down. SIGTERM keeps its default action there (the pool
+      stops a broken pool's workers with it)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    held: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in INTERRUPTS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that waited is noted here
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if held:
+            _deliver(held[0], previous[signal.Signals(held[0])])
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """Act on ``signum`` as ``handler`` (a previous disposition, now restored) would have."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler != signal.SIG_IGN:  # the default action (or a handler set outside Python)
+        os.kill(os.getpid(), signum)
+
+
+@contextmanager
 def _sigint_ignored() -> Iterator[None]:
     """Ignore SIGINT while the body runs (in the main thread; elsewhere signals cannot be set, nor arrive)."""
     if threading.current_thread() is not threading.main_thread():
@@ -388,8 +436,9 @@ def _executor(stack: ExitStack, engine: str, scheduler: str | None, workers: int
         # thread); the server imports the evaluation code once, so each worker starts in milliseconds.
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(_WORKER_MODULES))
-        pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=context, initializer=_ignore_sigint)
-        stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+        with _interrupts_held():
+            pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=context, initializer=_ignore_sigint)
+            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
         return pool, n_workers
     try:
         from distributed import Client, LocalCluster
@@ -477,7 +526,9 @@ def _run(
                 task = next(tasks, None)
                 if task is None:
                     break
-                pending.add(executor.submit(work, task))
+                with _interrupts_held():  # a worker it starts is whole, and the pool's, before a signal acts
+                    future = executor.submit(work, task)
+                pending.add(future)
             if not pending:
                 return
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -136,8 +136,11 @@ def spawn(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[bytes], Path]:
     """Start ``argv`` in its own session (so that its worker processes can be killed with it), its output in
     files (a pipe held open by an orphaned worker would make the battery wait forever)."""
     logs = Path(tempfile.mkdtemp(prefix="log-", dir=cwd.parent))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout, not an installed copy (the run is elsewhere)
     with (logs / "out").open("wb") as out, (logs / "err").open("wb") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+        )
     return proc, logs
 
 
