@@ -118,7 +118,14 @@ def simulate(
         spec = load_with_flags(scenario, flags)
         model = stage_model(spec)
         dynamics = _dynamics(spec, dynamics_file, cache_rule, traced=trace is not None)
-        replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache) if trace is not None else None
+        # The run replays the first --requests requests, and the plan and the closed form are those of that
+        # traffic: only those rows are read (an invalid count is refused after the read, as before).
+        first = requests if requests >= 1 else None
+        replay = (
+            read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache, max_requests=first)
+            if trace is not None
+            else None
+        )
         model, plan, replay, cache_replay = planned_traffic(
             model, replay, dynamics.caches if dynamics is not None else None, threshold, n_pd_prefill, n_pd_decode
         )

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -151,8 +151,10 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False, max_
     arrival order: a block hits only if it and every block before it in the request appeared in an earlier
     request; cached = min(hits · 512, input_length). Without it, ``cached_tokens`` is None.
 
-    ``max_requests``: read only the first that many requests (the rest of the file is neither read nor
-    checked), so that simulating a few requests of a huge trace costs what those requests cost.
+    ``max_requests``: read only the first that many request rows, good or bad (blank lines do not count; the
+    rest of the file is neither read nor checked, and no line past them is read), so that simulating a few
+    requests of a huge trace costs what those requests cost, in time and memory. The file's size limit
+    (``MAX_TRACE_BYTES``) still applies, checked before reading; the problems listed are those of the rows read.
 
     Raises ``InputError`` listing every bad line (file, 1-based line, field): a missing file or column,
     malformed JSON, non-numeric or negative lengths, timestamps that go backwards, or an empty trace; and
@@ -204,6 +206,36 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False, max_
     return trace
 
 
+def _first_text_rows(lines: Iterable[str], limit: int | None) -> Iterator[tuple[int, str]]:
+    """(1-based line, stripped text) of each line that is not blank, at most ``limit`` of them (all when None),
+    good or bad. Nothing after the last line taken is read, so a run of N requests reads N rows of a trace of
+    any length (and a problem past them, or a line past them too long to read, is not met)."""
+    taken = 0
+    line_no = 0
+    iterator = iter(lines)
+    while limit is None or taken < limit:  # checked before the next line is read
+        text = next(iterator, None)
+        if text is None:
+            return
+        line_no += 1
+        stripped = text.strip()
+        if stripped:
+            taken += 1
+            yield line_no, stripped
+
+
+def _first_csv_rows(rows: _Rows, limit: int | None) -> Iterator[list[str]]:
+    """Each CSV row that is not empty, at most ``limit`` of them (all when None), as ``_first_text_rows``."""
+    taken = 0
+    while limit is None or taken < limit:  # checked before the next row is read
+        row = next(rows, None)
+        if row is None:
+            return
+        if row:
+            taken += 1
+            yield row
+
+
 # -- Mooncake JSONL ------------------------------------------------------------------------------------------
 
 
@@ -221,12 +253,7 @@ def _read_mooncake(
     dense: dict[Any, int] = {}
     latest_ms = -math.inf
     latest_line = 0
-    for line_no, text in enumerate(lines, start=1):
-        if max_requests is not None and len(inputs) >= max_requests:
-            break
-        stripped = text.strip()
-        if not stripped:
-            continue
+    for line_no, stripped in _first_text_rows(lines, max_requests):
         if stripped.count("[") + stripped.count("{") > MAX_JSON_DEPTH and _unbounded(stripped, line_no, problems):
             continue  # decoding would recurse once per level, into a RecursionError
         try:
@@ -441,12 +468,8 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems, *, max_re
     outputs = array("q")
     latest: tuple[int, float] | None = None
     latest_text, latest_line = "", 0
-    for row in reader:
-        if max_requests is not None and len(inputs) >= max_requests:
-            break
+    for row in _first_csv_rows(reader, max_requests):
         line = reader.line_num
-        if not row:
-            continue
         if len(row) < width:
             problems.add(line, None, f"expected {len(header)} comma-separated fields, got {len(row)}")
             continue

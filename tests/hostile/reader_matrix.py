@@ -106,16 +106,13 @@ def _deep(reader: Reader, depth: int) -> str:
 
 def _long_digits(reader: Reader, digits: int) -> str:
     number = "7" * digits
+    # A trace's long number is its first request: ``simulate --requests 50`` reads only the rows it replays.
     if reader.suffix == ".jsonl":
-        return (
-            _trace_jsonl()
-            + json.dumps({"timestamp": 10**9, "input_length": 1, "output_length": 1}).replace(
-                '"input_length": 1', f'"input_length": {number}'
-            )
-            + "\n"
-        )
+        first = json.dumps({"timestamp": 0, "input_length": 1, "output_length": 1})
+        return first.replace('"input_length": 1', f'"input_length": {number}') + "\n" + _trace_jsonl()
     if reader.suffix == ".csv":
-        return _trace_csv() + f"2023-11-16 19:00:00.0000000,{number},5\n"
+        header, rows = _trace_csv().split("\n", 1)
+        return f"{header}\n2023-11-16 18:00:00.0000000,{number},5\n{rows}"
     if reader.suffix == ".json":
         return '{"hidden_size": ' + number + "}"
     return f"value: {number}\n"
