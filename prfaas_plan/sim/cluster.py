@@ -677,8 +677,8 @@ def _fused_loop(c: Cluster) -> tuple[int, float]:
     prefill_start, prefill_end, kv_ready, decode_start = c.prefill_start, c.prefill_end, c.kv_ready, c.decode_start
     layerwise, parts_left, rdma, progress = c.layerwise, c.parts_left, c.rdma_bytes_per_s, c.progress
     free, queues, link, profile = c.free, c.queues, c.link, c.config.bandwidth_profile
-    tally, lfin, gen, bins, width = link._tally, link._finish, c.link_generation, link._bin_bytes, link._bin_s
-    bw, virtual, last_s = link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s
+    tally, lfin, gen, bins, width = link.tally, link.finishing, c.link_generation, link.bins, link.bin_s
+    bw, virtual, last_s = link.bandwidth_bytes_per_s, link.virtual_bytes, link.last_s
     slots = [-inf] * c.config.decode_slots  # when each decode slot is next free (a min-heap)
     push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
     # Sequence numbers as the engine's: arrival 0 first, then step k of the bandwidth profile as k (a heap).
@@ -762,7 +762,7 @@ def _fused_loop(c: Cluster) -> tuple[int, float]:
                 virtual += elapsed * bw / len(lfin)
                 delivered += elapsed * bw
                 busy += elapsed
-                b0, b1 = int(last_s // width), int(now // width)  # the egress bins, as SharedLink._tally
+                b0, b1 = int(last_s // width), int(now // width)  # the egress bins, as SharedLink.tally
                 if b1 == b0 and b1 < n_bins:
                     bins[b0] += elapsed * bw
                 elif b1 == b0 + 1 and b1 < n_bins and b1 * width < now:
@@ -770,7 +770,7 @@ def _fused_loop(c: Cluster) -> tuple[int, float]:
                     bins[b1] += (now - b1 * width) * bw
                 else:  # more bins, coarser bins or an interval ending on a bin edge
                     tally(last_s, now, bw)
-                    bins, width = link._bin_bytes, link._bin_s
+                    bins, width = link.bins, link.bin_s
                     b0, b1 = int(last_s // width), int(now // width)
                     b1 -= b1 > b0 and b1 * width >= now
                     # Room for the bins to come; the ones never reached are cut off at the end.
@@ -813,7 +813,7 @@ def _fused_loop(c: Cluster) -> tuple[int, float]:
                     seq += 1
     if last_bin >= 0:
         del bins[last_bin + 1 :]  # the last bin written, as SharedLink would have grown them
-    c.link_generation, link._bandwidth_bytes_per_s, link._virtual_bytes, link._last_s = gen, bw, virtual, last_s
+    c.link_generation, link.bandwidth_bytes_per_s, link.virtual_bytes, link.last_s = gen, bw, virtual, last_s
     link.delivered_bytes, link.busy_s = delivered, busy
     # Each request's arrival and prefill end, the events counted, and every superseded link finish (the
     # engine would have fired each and discarded it).

@@ -36,81 +36,74 @@ class SharedLink:
     """Processor-sharing link state. Times in s, sizes in bytes, bandwidth in bytes/s."""
 
     __slots__ = (
-        "_bandwidth_bytes_per_s",
-        "_bin_bytes",
-        "_bin_s",
-        "_finish",
-        "_last_s",
-        "_virtual_bytes",
+        "bandwidth_bytes_per_s",
+        "bin_s",
+        "bins",
         "busy_s",
         "delivered_bytes",
+        "finishing",
+        "last_s",
+        "virtual_bytes",
     )
 
     def __init__(self, bandwidth_bytes_per_s: float, bin_s: float) -> None:
-        self._bandwidth_bytes_per_s = bandwidth_bytes_per_s
-        self._virtual_bytes = 0.0
-        self._last_s = 0.0
-        self._finish: list[tuple[float, int]] = []
-        self._bin_s = bin_s
-        self._bin_bytes = array("d")
+        # The state is public for the static cluster's fused loop (``sim.cluster``), which runs the same
+        # arithmetic in local variables and writes the state back; everything else goes through the methods.
+        self.bandwidth_bytes_per_s = bandwidth_bytes_per_s  # the bandwidth now
+        self.virtual_bytes = 0.0  # the virtual clock V
+        self.last_s = 0.0  # when V was last advanced
+        self.finishing: list[tuple[float, int]] = []  # (V at which it finishes, request): a min-heap
+        self.bin_s = bin_s  # the bins' width now: the width asked for, doubled each time MAX_BINS was reached
+        self.bins = array("d")  # bytes delivered in each bin so far
         self.delivered_bytes = 0.0
         self.busy_s = 0.0
 
     @property
-    def bandwidth_bytes_per_s(self) -> float:
-        """The bandwidth now (bytes/s)."""
-        return self._bandwidth_bytes_per_s
-
-    @property
     def in_flight(self) -> int:
         """Number of transfers sharing the link now."""
-        return len(self._finish)
+        return len(self.finishing)
 
     @property
     def bin_bytes(self) -> list[float]:
         """Bytes delivered in each bin [k·bin_s, (k+1)·bin_s) so far (a copy)."""
-        return self._bin_bytes.tolist()
-
-    @property
-    def bin_s(self) -> float:
-        """The width of the egress bins now: the width asked for, doubled each time MAX_BINS was reached."""
-        return self._bin_s
+        return self.bins.tolist()
 
     def bin_array(self) -> npt.NDArray[np.float64]:
         """The bins as a float64 array (a copy), without a Python float per bin."""
-        return np.frombuffer(self._bin_bytes, dtype=np.float64).copy() if self._bin_bytes else np.zeros(0)
+        return np.frombuffer(self.bins, dtype=np.float64).copy() if self.bins else np.zeros(0)
 
     def _coarsen(self) -> None:
         """Merge the bins pairwise, doubling their width."""
-        old = self._bin_bytes
+        old = self.bins
         if len(old) % 2:
             old.append(0.0)
         pairs = np.frombuffer(old, dtype=np.float64).reshape(-1, 2).sum(axis=1)
-        self._bin_bytes = array("d", pairs.tobytes())
-        self._bin_s *= 2.0
+        self.bins = array("d", pairs.tobytes())
+        self.bin_s *= 2.0
 
     def _advance(self, now_s: float) -> None:
         """Run the virtual clock (and the egress tally) from the last change up to ``now_s``."""
-        elapsed = now_s - self._last_s
-        n = len(self._finish)
-        if n and elapsed > 0.0 and self._bandwidth_bytes_per_s > 0.0:
-            rate = self._bandwidth_bytes_per_s
-            self._virtual_bytes += elapsed * rate / n
+        elapsed = now_s - self.last_s
+        n = len(self.finishing)
+        if n and elapsed > 0.0 and self.bandwidth_bytes_per_s > 0.0:
+            rate = self.bandwidth_bytes_per_s
+            self.virtual_bytes += elapsed * rate / n
             self.delivered_bytes += elapsed * rate
             self.busy_s += elapsed
-            self._tally(self._last_s, now_s, rate)
-        self._last_s = now_s
+            self.tally(self.last_s, now_s, rate)
+        self.last_s = now_s
 
-    def _tally(self, start_s: float, end_s: float, rate: float) -> None:
+    def tally(self, start_s: float, end_s: float, rate: float) -> None:
+        """Add ``rate`` bytes/s over [start_s, end_s) to the egress bins (coarsening them when needed)."""
         while True:
-            width = self._bin_s
+            width = self.bin_s
             first, last = int(start_s // width), int(end_s // width)
             if last > first and last * width >= end_s:
                 last -= 1  # the interval ends exactly on a bin edge: nothing falls in the next bin
             if last < MAX_BINS:
                 break
             self._coarsen()
-        bins = self._bin_bytes
+        bins = self.bins
         if last >= len(bins):
             bins.extend(array("d", bytes(8 * (last + 1 - len(bins)))))
         if first == last:
@@ -130,12 +123,12 @@ class SharedLink:
     def start(self, now_s: float, size_bytes: float, request: int) -> None:
         """A transfer of ``size_bytes`` for ``request`` joins the link at ``now_s``."""
         self._advance(now_s)
-        heapq.heappush(self._finish, (self._virtual_bytes + size_bytes, request))
+        heapq.heappush(self.finishing, (self.virtual_bytes + size_bytes, request))
 
     def set_bandwidth(self, now_s: float, bandwidth_bytes_per_s: float) -> None:
         """Change the link's bandwidth from ``now_s`` on (a step of the bandwidth profile)."""
         self._advance(now_s)
-        self._bandwidth_bytes_per_s = bandwidth_bytes_per_s
+        self.bandwidth_bytes_per_s = bandwidth_bytes_per_s
 
     def finish_due(self, now_s: float) -> list[int]:
         """Remove and return the requests whose transfers are complete at ``now_s`` (in finish order).
@@ -144,10 +137,10 @@ class SharedLink:
         clock falls a rounding error short of its finish reading.
         """
         self._advance(now_s)
-        finish, done = self._finish, []
+        finish, done = self.finishing, []
         if finish:
             done.append(heapq.heappop(finish)[1])
-            limit = self._virtual_bytes * (1.0 + FINISH_RTOL)
+            limit = self.virtual_bytes * (1.0 + FINISH_RTOL)
             while finish and finish[0][0] <= limit:
                 done.append(heapq.heappop(finish)[1])
         return done
@@ -157,8 +150,8 @@ class SharedLink:
 
         Only valid right after a ``start``, ``set_bandwidth`` or ``finish_due`` at ``now_s``.
         """
-        finish = self._finish
-        if not finish or self._bandwidth_bytes_per_s <= 0.0:
+        finish = self.finishing
+        if not finish or self.bandwidth_bytes_per_s <= 0.0:
             return math.inf
-        remaining = max(finish[0][0] - self._virtual_bytes, 0.0)
-        return now_s + remaining * len(finish) / self._bandwidth_bytes_per_s
+        remaining = max(finish[0][0] - self.virtual_bytes, 0.0)
+        return now_s + remaining * len(finish) / self.bandwidth_bytes_per_s
