@@ -1,4 +1,4 @@
-"""Fit an engine profile's terms to public serving measurements, and its error by leave-one-source-out
+"""Fit the engine profiles' terms to public serving measurements, and their error by leave-one-source-out
 cross-validation.
 
 Each measurement (``spec.hardware.CorpusMeasurement``) is a batch-1 prefill of l tokens or a decode step of B
@@ -7,15 +7,24 @@ engine-aware roofline (``physics.engine``, ``physics.prefill``, ``physics.decode
 
     T = sum over ops of max(FLOPs x shape / (peak x e_op), bytes / (B x e_m)) + collectives + overhead
     e_op  = min(1, prior(generation, dtype) x s)   for GEMMs (s: the engine's fitted GEMM scale)
-          = attention_efficiency                    for attention cores
-    overhead = o_req + chunks x layers x o_chunk    (prefill)
-             = o_step + layers x o_layer             (decode; the eager pair where cuda_graphs is false)
+          = e_att                                   for attention cores (the engine's, prior FlashAttention-3's)
+    overhead = o_req + chunks x layers x o_chunk                       (prefill)
+             = f_gen x (o_step + layers x o_layer + kernels x o_op)    (decode; eager pair without CUDA graphs)
 
-Fitted per engine (``FIT_TERMS``): s, o_req, o_chunk, o_step, o_layer, by least squares on log(pred / meas)
-plus weak priors (``prior_weight`` x the log of each term's ratio to its prior, overheads softened by a floor of
-1/10 of the prior) that keep a term the data cannot identify near its published prior instead of at a bound.
-The other terms (chunk size, collective latencies, attention efficiency, grouped-GEMM curve, eager costs) stay
-at their sourced values. Every kernel piece is priced once at unit efficiency, so a fit costs array arithmetic.
+kernels: the matrix-multiply kernels of a step (``physics.ops.matmul_kernels``); f_gen: the decode-overhead
+factor of the accelerator's generation (1 unless fitted: ``overhead_scale_cdna3``). Collectives that span more
+GPUs than one scale-up domain cross the scale-out NICs at the inter-node alpha (``physics.roofline``).
+
+The corpus fit (``fit_corpus``) fits ``CORPUS_TERMS`` of every engine at once: the terms in ``SHARED_TERMS``
+(the platform's, not an engine's) one value for all engines, the others one per engine; a user's calibration
+from its own benchmarks (``fit_engine``) fits ``FIT_TERMS`` of one engine. Both: least squares on
+log(pred / meas) plus weak priors (``prior_weight`` x the log of each term's ratio to its prior, overheads
+softened by a floor of 1/10 of the prior) that keep a term the data cannot identify near its published prior
+instead of at a bound. A term is fitted only where the measurements carry it: a phase's overheads need a
+measurement of that phase, the GEMM scale and the attention efficiency a prefill (a decode step's GEMMs run at
+small M, where the large-M efficiency is not what binds), a generation's factor a decode step on that
+generation. The other terms (chunk size, collective latencies, grouped-GEMM curve, eager costs) stay at their
+sourced values. Every kernel piece is priced once at unit efficiency, so a fit costs array arithmetic.
 
 A decode metric that averages over all of a request's steps (mean ITL, per-request TPOT) also carries the
 prefills of the requests that arrive meanwhile (continuous batching runs them between or inside decode steps):
@@ -24,9 +33,10 @@ step is priced as decode(B) + ((B - 1) / l_out) x prefill(l_in) (the other reque
 kernels and per-chunk costs without the per-request cost (host-side work that overlaps the GPU). A median ITL
 skips those steps and names none.
 
-Leave-one-source-out: each source's measurements are predicted by the terms fitted on the engine's other
-sources; those held-out ratios are the error to quote, the in-sample ones are not. A measurement the corpus
-excludes from fitting (``exclude_from_fit``, with its physical reason) is predicted and reported but never fitted.
+Leave-one-source-out: each source's measurements are predicted by the terms fitted on the other sources (a
+source that timed several engines is left out of all of them); those held-out ratios are the error to quote,
+the in-sample ones are not. A measurement the corpus excludes from fitting (``exclude_from_fit``, with its
+physical reason) is predicted and reported but never fitted.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ ALL_TERMS = (
     "decode_layer_overhead_s",
     "decode_op_overhead_s",
     "overhead_scale_cdna3",
+    "attention_efficiency",
 )
 #: The terms a calibration from one deployment's benchmarks fits (``fit_engine``'s default).
 FIT_TERMS = ALL_TERMS[:5]
@@ -80,6 +91,7 @@ CORPUS_TERMS = (
     "decode_step_overhead_s",
     "decode_op_overhead_s",
     "overhead_scale_cdna3",
+    "attention_efficiency",
 )
 #: Of those, the ones one value serves every engine with: the platform's, not the engine's.
 SHARED_TERMS = ("overhead_scale_cdna3",)
@@ -90,9 +102,11 @@ _PHASE_OF = {
     "decode_layer_overhead_s": "decode",
     "decode_op_overhead_s": "decode",
     "overhead_scale_cdna3": "decode",
+    "attention_efficiency": "prefill",
+    "gemm_efficiency_scale": "prefill",
 }
-_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05])
-_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0])
+_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05])
+_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0])
 _SCALED = {"cdna3": 6}  # generation -> index of its decode-overhead factor in ALL_TERMS
 DEFAULT_PRIOR_WEIGHT = 0.1
 
@@ -112,7 +126,7 @@ class CorpusCase:
 class _Pieces:
     unit_gemm_s: Array  # GEMM ops: FLOPs x shape / peak
     gemm_prior: Array  # their prior efficiency
-    attention_s: Array  # attention ops at the engine's attention efficiency (fixed)
+    attention_s: Array  # attention ops at unit efficiency (FLOPs x shape / peak)
     gemm_memory_s: Array
     attention_memory_s: Array
     other_memory_s: float  # ops without matmuls (embeddings, norms)
@@ -204,7 +218,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
             shape = float(np.ravel(shape_factor(op, instance, params))[0])
             unit = weight * flops / op_peak_flop_per_s(op, arch, instance) * shape
             if op.name in ATTENTION_OPS:
-                att.append(unit / params.attention_efficiency)
+                att.append(unit)
                 att_mem.append(memory)
             else:
                 dtype = compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights"))
@@ -236,7 +250,7 @@ def _predict_pieces(p: _Pieces, theta: Array) -> float:
     scale = theta[0]
     eff = np.minimum(1.0, p.gemm_prior * scale)
     gemm = np.maximum(p.unit_gemm_s / eff, p.gemm_memory_s).sum() if p.unit_gemm_s.size else 0.0
-    att = np.maximum(p.attention_s, p.attention_memory_s).sum() if p.attention_s.size else 0.0
+    att = np.maximum(p.attention_s / theta[7], p.attention_memory_s).sum() if p.attention_s.size else 0.0
     c = p.overhead_counts
     factor = theta[p.scale_index] if p.scale_index >= 0 else 1.0
     overhead = float(c[:2] @ theta[1:3]) + factor * float(c[2:] @ theta[3:6])
@@ -287,9 +301,9 @@ def fitted_cases(cases: Sequence[CorpusCase]) -> list[CorpusCase]:
 def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
     """Whether ``cases`` carry ``term`` at all: a phase's overheads need a measurement of that phase, a
     generation's factor a decode measurement on that generation; the GEMM scale always."""
-    if term == "gemm_efficiency_scale":
-        return True
     phases = {c.measurement.phase for c in cases}
+    if term == "gemm_efficiency_scale":
+        return "prefill" in phases
     if term.startswith("overhead_scale_"):
         generation = term.removeprefix("overhead_scale_")
         return any(c.measurement.phase == "decode" and c.generation == generation for c in cases)
@@ -304,25 +318,27 @@ class _Batch:
     gemm_prior: Array
     gemm_memory_s: Array
     gemm_case: NDArray[np.intp]  # the case each GEMM belongs to
-    constant_s: Array  # per case: attention, other memory, collectives, eager cost (nothing fitted moves them)
+    unit_attention_s: Array
+    attention_memory_s: Array
+    attention_case: NDArray[np.intp]  # the case each attention core belongs to
+    constant_s: Array  # per case: other memory, collectives, eager cost (nothing fitted moves them)
     counts: Array  # per case: overhead multipliers (o_req, o_chunk, o_step, o_layer, o_op)
     scale_index: NDArray[np.intp]  # per case: ALL_TERMS index of its decode-overhead factor; -1 for none
 
     @staticmethod
     def of(pieces: Sequence[_Pieces]) -> _Batch:
         """The pieces of several cases as one batch."""
-        constant = [
-            (np.maximum(p.attention_s, p.attention_memory_s).sum() if p.attention_s.size else 0.0)
-            + p.other_memory_s
-            + p.fixed_s
-            + p.eager_s
-            for p in pieces
-        ]
+        constant = [p.other_memory_s + p.fixed_s + p.eager_s for p in pieces]
         return _Batch(
             unit_gemm_s=np.concatenate([p.unit_gemm_s for p in pieces]),
             gemm_prior=np.concatenate([p.gemm_prior for p in pieces]),
             gemm_memory_s=np.concatenate([p.gemm_memory_s for p in pieces]),
             gemm_case=np.concatenate([np.full(p.unit_gemm_s.size, i, dtype=np.intp) for i, p in enumerate(pieces)]),
+            unit_attention_s=np.concatenate([p.attention_s for p in pieces]),
+            attention_memory_s=np.concatenate([p.attention_memory_s for p in pieces]),
+            attention_case=np.concatenate(
+                [np.full(p.attention_s.size, i, dtype=np.intp) for i, p in enumerate(pieces)]
+            ),
             constant_s=np.array(constant, dtype=np.float64),
             counts=np.stack([p.overhead_counts for p in pieces]),
             scale_index=np.array([p.scale_index for p in pieces], dtype=np.intp),
@@ -333,6 +349,9 @@ class _Batch:
         n = self.constant_s.size
         eff = np.minimum(1.0, self.gemm_prior * theta[self.gemm_case, 0])
         gemm = np.bincount(self.gemm_case, weights=np.maximum(self.unit_gemm_s / eff, self.gemm_memory_s), minlength=n)
+        ac = self.attention_case
+        attention = np.maximum(self.unit_attention_s / theta[ac, 7], self.attention_memory_s)
+        gemm = gemm + np.bincount(ac, weights=attention, minlength=n)
         factor = np.where(self.scale_index >= 0, theta[np.arange(n), np.maximum(self.scale_index, 0)], 1.0)
         prefill = np.einsum("ij,ij->i", self.counts[:, :2], theta[:, 1:3])
         decode = np.einsum("ij,ij->i", self.counts[:, 2:], theta[:, 3:6])
