@@ -41,10 +41,12 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
         "prefill_chunk_tokens",
         "decode_step_overhead_s",
         "decode_layer_overhead_s",
+        "decode_op_overhead_s",
         "decode_step_overhead_eager_s",
         "decode_layer_overhead_eager_s",
         "all_reduce_latency_s",
         "all_to_all_latency_s",
+        "inter_node_latency_s",
         "attention_efficiency",
         "expert_gemm_half_rows",
     ):
@@ -69,7 +71,7 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
         + f"; prior table of base engine {base.key}: {sources.get('gemm_efficiency', '')}",
         "prior": table,
     }
-    return {
+    document: dict[str, Any] = {
         "engine": {
             "key": f"{base.key}-calibrated",
             "name": f"{base.name} calibrated on {cal.gpus} x {cal.hardware} ({cal.model})",
@@ -78,14 +80,19 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
         },
         "terms": terms,
         "gemm_efficiency": gemm,
-        "fit": {
-            "source": fit_source,
-            "corpus": "calibration.measurements (the user's benchmark results)",
-            "fitted": list(cal.fit.values),
-            "fitted_on": list(cal.fit.fitted_on),
-        },
-        "calibration": calibration_section(cal),
     }
+    if engine.overhead_scale:  # the base engine's decode-overhead factors by generation, kept as they are
+        scales: dict[str, Any] = {g: {"value": _number(v)} for g, v in engine.overhead_scale}
+        scales["source"] = f"base engine {base.key}: {sources.get('overhead_scale', 'no source given')}"
+        document["overhead_scale"] = scales
+    document["fit"] = {
+        "source": fit_source,
+        "corpus": "calibration.measurements (the user's benchmark results)",
+        "fitted": list(cal.fit.values),
+        "fitted_on": list(cal.fit.fitted_on),
+    }
+    document["calibration"] = calibration_section(cal)
+    return document
 
 
 def calibration_section(cal: Calibration) -> dict[str, Any]:

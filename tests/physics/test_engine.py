@@ -49,8 +49,10 @@ ADDITIVE = (
     "layer_overhead_s",
     "decode_step_overhead_s",
     "decode_layer_overhead_s",
+    "decode_op_overhead_s",
     "all_reduce_latency_s",
     "all_to_all_latency_s",
+    "inter_node_latency_s",
 )
 
 
@@ -479,3 +481,39 @@ def test_the_corpus_records_why_a_point_is_excluded() -> None:
     excluded = [m for m in corpus if m.exclude_from_fit]
     assert excluded and all(len(m.exclude_from_fit) > 40 for m in excluded)
     assert any(m.interleaved_output_tokens > 0 for m in corpus)
+
+
+def test_a_calibrated_profile_keeps_every_term_it_was_priced_with(tmp_path: Path) -> None:
+    """A profile written by `calibrate` and loaded back prices as the calibration did: the per-kernel decode cost,
+    the inter-node alpha and the generations' decode-overhead factors of the base engine are written too."""
+    from prfaas_plan.report.engine_calibration import write_calibration
+    from prfaas_plan.studies.bench_calibration import calibrate_files
+    from tests.studies.test_bench_calibration import CASES as BENCH_CASES
+    from tests.studies.test_bench_calibration import FIXTURES
+
+    file, model, hardware, gpus, engine = BENCH_CASES["vllm-real"]
+    cal = calibrate_files([FIXTURES / file], model=model, hardware=hardware, gpus=gpus, engine=engine)
+    back = load_engine_profile(write_calibration(cal, tmp_path / "cal.yaml"))
+    assert cal.engine.decode_op_overhead_s > 0 and cal.engine.overhead_scale
+    for term in ("decode_op_overhead_s", "inter_node_latency_s", "decode_step_overhead_s", "request_overhead_s"):
+        assert getattr(back, term) == pytest.approx(getattr(cal.engine, term), rel=1e-5), term
+    assert dict(back.overhead_scale) == pytest.approx(dict(cal.engine.overhead_scale), rel=1e-4)
+
+
+def test_collectives_across_nodes_cross_the_nic_at_the_inter_node_alpha() -> None:
+    """An instance larger than one scale-up domain pays the inter-node alpha per collective and its 1/k shard's
+    bytes over the NIC: never faster than the same GPUs pretended to share one NVLink domain, and equal to it when
+    the alpha and the NIC bytes are taken out."""
+    h100 = load_hardware(REPO / "hardware_profiles" / "h100.yaml").accelerator
+    arch = load_named_model("deepseek-v3").architecture
+    assert arch is not None and h100.scale_up_gpus == 8 and h100.scale_out_bandwidth_bytes_per_s
+    params = RooflineParams(all_reduce_latency_s=6e-6, inter_node_latency_s=6.2e-5)
+    tokens = np.array([1.0, 4.0, 8_192.0])
+    two_nodes = communication_s(arch, Instance(accelerator=h100, gpus=16), tokens, params)
+    one_domain = replace(h100, scale_up_gpus=16)
+    flat = communication_s(arch, Instance(accelerator=one_domain, gpus=16), tokens, params)
+    assert np.all(two_nodes > flat)
+    alpha = 2 * arch.n_layers * (6.2e-5 - 6e-6)
+    assert two_nodes[0] - flat[0] == pytest.approx(alpha, rel=0.05)  # one token: the latency dominates
+    eight = communication_s(arch, Instance(accelerator=h100, gpus=8), tokens, params)
+    assert np.allclose(eight, communication_s(arch, Instance(accelerator=one_domain, gpus=8), tokens, params))
