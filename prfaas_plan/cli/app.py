@@ -335,7 +335,7 @@ def optimize(
         else:
             result = compare(model, *pools, resolution_tokens)
             view = under_load_study.under_load(
-                model, result, spec, rate, load, curve, traffic, options, label, ttft_slo_s=spec.slo.ttft_p90_s
+                model, result, spec, rate, load, curve, traffic, options, label, slo=spec.slo.ttft_slo
             )
             payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
@@ -410,6 +410,7 @@ def evaluate(
     from prfaas_plan.cli.common import handled as _handled
     from prfaas_plan.optimize import Comparison, plan_comparison
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict
+    from prfaas_plan.spec.plan import Plan
     from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
@@ -430,16 +431,10 @@ def evaluate(
             stage_model(spec), spec, trace, prefix_cache, rate is not None or load is not None or curve
         )
         options = _verify_options(verify, replications, verify_requests, seed)
-        result: Comparison = plan_comparison(
-            model,
-            spec.prfaas.gpus,
-            spec.local.gpus_per_instance,
-            threshold,
-            n_pd_prefill,
-            n_pd_decode,
-        )
+        plan = Plan(threshold_tokens=threshold, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode)
+        result: Comparison = plan_comparison(model, spec.prfaas.gpus, spec.local.gpus_per_instance, plan)
         view = under_load_study.under_load(
-            model, result, spec, rate, load, curve, traffic, options, label, ttft_slo_s=spec.slo.ttft_p90_s
+            model, result, spec, rate, load, curve, traffic, options, label, slo=spec.slo.ttft_slo
         )
         payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:

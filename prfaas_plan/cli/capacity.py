@@ -487,7 +487,7 @@ def headroom(
         prices = _priced(spec)
         model = stage_model(spec)
         scv = spec.traffic.output_length.scv
-        bars = tornado(model, prices, target.ttft_slo_s, target.quantile, step=step, decode_service_scv=scv)
+        bars = tornado(model, prices, target.ttft_slo, step=step, decode_service_scv=scv)
         failures = n_minus_one(model, target, decode_service_scv=scv)
         robust = None
         if spec.dynamics is not None and spec.dynamics.bandwidth is not None:
@@ -497,8 +497,7 @@ def headroom(
                 model,
                 spec.dynamics.bandwidth,
                 bandwidth_quantile,
-                target.ttft_slo_s,
-                target.quantile,
+                target.ttft_slo,
                 decode_service_scv=scv,
             )
         payload = {"scenario": spec.name, **headroom_to_dict(target, bars, failures, robust)}

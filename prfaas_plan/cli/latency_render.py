@@ -10,6 +10,7 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
 from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.under_load import UnderLoad
 from prfaas_plan.throughput import STAGES
@@ -47,7 +48,7 @@ def check_load_options(rate: float | None, load: float | None) -> None:
 
 def goodput_slo(
     objective: str, ttft_p90_s: float | None, scenario: Scenario, rate: float | None, load: float | None, curve: bool
-) -> float | None:
+) -> TtftSlo | None:
     """Check --objective and its companions; the P90 TTFT SLO for the goodput objective, else None."""
     problems = []
     if objective not in ("throughput", "goodput"):
@@ -68,7 +69,7 @@ def goodput_slo(
                 )
     if problems:
         raise InputError(problems)
-    return slo if objective == "goodput" else None
+    return TtftSlo(limit_s=slo, quantile=0.9) if objective == "goodput" and slo is not None else None
 
 
 def _s(value: float | None) -> str:

@@ -107,6 +107,7 @@ def simulate(
     from prfaas_plan.io.traces import read_trace, resolve_trace_path
     from prfaas_plan.report.dynamics import dynamics_to_dict
     from prfaas_plan.report.records import study_to_dict, write_records_csv
+    from prfaas_plan.studies.planning import given_plan
     from prfaas_plan.studies.simulate import offered_rate, run_study
     from prfaas_plan.studies.traffic import planned_traffic
     from prfaas_plan.throughput import stage_model
@@ -126,9 +127,9 @@ def simulate(
             if trace is not None
             else None
         )
-        model, plan, replay, cache_replay = planned_traffic(
-            model, replay, dynamics.caches if dynamics is not None else None, threshold, n_pd_prefill, n_pd_decode
-        )
+        caches = dynamics.caches if dynamics is not None else None
+        flag_plan = given_plan(threshold, n_pd_prefill, n_pd_decode)
+        model, plan, replay, cache_replay = planned_traffic(model, replay, caches, flag_plan)
         target = offered_rate(plan, rate, load)
         size = min(requests, replay.n_requests) if replay is not None else requests
         with _progress(size, json_output) as tick:

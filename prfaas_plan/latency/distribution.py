@@ -47,6 +47,7 @@ from prfaas_plan.latency.unloaded import (
     ttft_bracket,
 )
 from prfaas_plan.lengths import LengthDistribution
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
@@ -320,9 +321,7 @@ def _law(parts: _RateFree, state: StageState) -> TtftLaw:
     if sojourn:
         ca2_offload = p * model.interarrival_scv + (1.0 - p)
         work, prefill = parts.sojourn_offload()
-        offload_latency, offload_weight = _sojourn_latencies(
-            route, parts.moments, state, work, prefill, ca2_offload
-        )
+        offload_latency, offload_weight = _sojourn_latencies(route, parts.moments, state, work, prefill, ca2_offload)
     else:
         offload_grid = parts.mean_stretch_offload()
         offload_latency = route.offload_s(offload_grid, stretch) if p > 0 else np.zeros_like(offload_grid)
@@ -387,23 +386,21 @@ def _scalar(value: Array) -> float:
 
 def loaded_ttft(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: Plan,
     rate_req_per_s: float,
     *,
     decode_service_scv: float = 0.0,
     grid_points: int = GRID_POINTS,
 ) -> LoadedTtft:
-    """TTFT mean, P50, P90 and P99 overall and per route for plan (t, N_p, N_d) at arrival rate Λ (req/s).
+    """TTFT mean, P50, P90 and P99 overall and per route for ``plan`` (t, N_p, N_d) at arrival rate Λ (req/s).
 
     N_prfaas is ``model.n_prfaas``. At Λ = 0 the result equals ``unloaded.unloaded_ttft`` (same settings) exactly.
     ``decode_service_scv``: SCV of a decode slot's holding time (that of the output length; 0 = fixed).
     """
     _check_rate(rate_req_per_s)
-    moments = route_moments(model, np.asarray(float(threshold_tokens)))
-    state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv)
-    limit, _ = stability_limit_req_per_s(model, moments, n_pd_prefill, n_pd_decode)
+    moments = route_moments(model, np.asarray(float(plan.threshold_tokens)))
+    state = stage_state(model, moments, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv)
+    limit, _ = stability_limit_req_per_s(model, moments, plan.n_pd_prefill, plan.n_pd_decode)
     utilization = {s: _scalar(state.utilization[s]) for s in STAGES}
     common = {
         "rate_req_per_s": float(rate_req_per_s),
@@ -502,9 +499,7 @@ def _quantile_bracket(law: TtftLaw, state: StageState) -> tuple[float, float]:
 
 def ttft_quantile_at_rates(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: Plan,
     level: float,
     *,
     decode_service_scv: float = 0.0,
@@ -514,12 +509,12 @@ def ttft_quantile_at_rates(
     is unstable at Λ: the overall figure ``loaded_ttft`` reports at that level (the same numbers), without the
     means and the other quantiles, and with the law's rate-free parts (the length grids and the route curves
     on them) computed once for all the rates asked (a goodput search evaluates dozens)."""
-    moments = route_moments(model, np.asarray(float(threshold_tokens)))
+    moments = route_moments(model, np.asarray(float(plan.threshold_tokens)))
     parts: list[_RateFree] = []
 
     def quantile_at(rate_req_per_s: float) -> float | None:
         _check_rate(rate_req_per_s)
-        state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv)
+        state = stage_state(model, moments, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv)
         if not bool(state.stable):
             return None
         if not parts:

@@ -31,6 +31,7 @@ from prfaas_plan.latency.unloaded import (
     offload_mass_below,
     route_latency,
 )
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.throughput import StageModel
 
 Array = NDArray[np.float64]
@@ -137,8 +138,7 @@ def goodput_rates(
     model: StageModel,
     threshold_tokens: ArrayLike,
     n_pd_prefill: ArrayLike,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     decode_service_scv: float = 0.0,
     grid_points: int = SEARCH_GRID_POINTS,
@@ -157,8 +157,7 @@ def goodput_rates(
         threshold_tokens,
         n_p,
         model.n_local - n_p,
-        ttft_slo_s,
-        quantile,
+        slo,
         decode_service_scv=decode_service_scv,
         grid_points=grid_points,
         rate_rtol=rate_rtol,
@@ -171,18 +170,14 @@ def slack_setup(
     threshold_tokens: ArrayLike,
     n_pd_prefill: ArrayLike,
     n_pd_decode: ArrayLike,
-    ttft_slo_s: float,
-    quantile: float,
+    slo: TtftSlo,
     decode_service_scv: float,
     grid_points: int,
 ) -> tuple[Callable[[Array], Array], Array, Array, NDArray[np.bool_], tuple[int, ...]]:
     """For plans (t, N_p, N_d) flattened: (slack, stability limit, P(TTFT <= X) at zero load, feasible, shape),
     slack(Λ) = P_Λ(TTFT <= X) - q per plan (-1 where Λ is past the limit), with every Λ-independent part
-    computed once."""
-    if not (ttft_slo_s > 0 and np.isfinite(ttft_slo_s)):
-        raise ValueError(f"ttft_slo_s must be a finite number > 0, got {ttft_slo_s}")
-    if not 0.0 < quantile < 1.0:
-        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    computed once (``slo`` is checked when it is made: ``spec.plan.TtftSlo``)."""
+    ttft_slo_s, quantile = slo.limit_s, slo.quantile
     lengths = model.lengths
     route = route_latency(model)
     t_all, n_all, d_all = np.broadcast_arrays(
@@ -249,8 +244,7 @@ def goodput_brackets(
     threshold_tokens: ArrayLike,
     n_pd_prefill: ArrayLike,
     n_pd_decode: ArrayLike,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     decode_service_scv: float = 0.0,
     grid_points: int = SEARCH_GRID_POINTS,
@@ -264,8 +258,9 @@ def goodput_brackets(
     exist (see ``best_goodput_plan``), and needs ``high`` as a proven upper bound.
     """
     slack, limit, unloaded_cdf, feasible, shape = slack_setup(
-        model, threshold_tokens, n_pd_prefill, n_pd_decode, ttft_slo_s, quantile, decode_service_scv, grid_points
+        model, threshold_tokens, n_pd_prefill, n_pd_decode, slo, decode_service_scv, grid_points
     )
+    quantile = slo.quantile
     top = np.where(feasible, limit, 0.0) * (1.0 - 1e-9)
     f_top = slack(top)
     top_ok = feasible & (f_top >= 0.0)
@@ -304,8 +299,7 @@ def plans_goodput(
     model: StageModel,
     threshold_tokens: ArrayLike,
     n_pd_prefill: ArrayLike,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     decode_service_scv: float = 0.0,
 ) -> list[Goodput]:
@@ -315,20 +309,19 @@ def plans_goodput(
         model,
         np.asarray(threshold_tokens, dtype=np.float64).ravel(),
         np.asarray(n_pd_prefill, dtype=np.float64).ravel(),
-        ttft_slo_s,
-        quantile,
+        slo,
         decode_service_scv=decode_service_scv,
         grid_points=GRID_POINTS,
     )
+    quantile = slo.quantile
     out = []
     ts = np.asarray(threshold_tokens, dtype=np.float64).ravel()
     nps = np.asarray(n_pd_prefill, dtype=np.float64).ravel()
     for i, (value, limit, zero_load) in enumerate(zip(rates.tolist(), limits.tolist(), unloaded.tolist(), strict=True)):
         if zero_load >= quantile and value < limit * (1.0 - 1e-6) and quantile in _LAW_LEVELS:
             n_p = int(nps[i])
-            value = _with_link_spread(
-                model, float(ts[i]), n_p, model.n_local - n_p, ttft_slo_s, quantile, value, limit, decode_service_scv
-            )
+            plan = Plan(threshold_tokens=float(ts[i]), n_pd_prefill=n_p, n_pd_decode=model.n_local - n_p)
+            value = _with_link_spread(model, plan, slo, value, limit, decode_service_scv)
         tpot_cap = float(tpot_rate_limit(model, model.n_local - nps[i]))
         if zero_load < quantile:
             limited_by = "unloaded"
@@ -342,7 +335,7 @@ def plans_goodput(
             Goodput(
                 rate_req_per_s=value,
                 stability_limit_req_per_s=limit,
-                ttft_slo_s=float(ttft_slo_s),
+                ttft_slo_s=float(slo.limit_s),
                 quantile=quantile,
                 limited_by=limited_by,
             )
@@ -365,11 +358,8 @@ _LAW_SAME_SIDE = 2
 
 def _with_link_spread(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
-    ttft_slo_s: float,
-    quantile: float,
+    plan: Plan,
+    slo: TtftSlo,
     estimate_req_per_s: float,
     limit_req_per_s: float,
     decode_service_scv: float,
@@ -387,9 +377,8 @@ def _with_link_spread(
     P_q is flat in places (a plateau where q falls inside an atom of the law), where Illinois alone crawls."""
     from prfaas_plan.latency.distribution import ttft_quantile_at_rates
 
-    quantile_at = ttft_quantile_at_rates(
-        model, threshold_tokens, n_pd_prefill, n_pd_decode, quantile, decode_service_scv=decode_service_scv
-    )
+    quantile_at = ttft_quantile_at_rates(model, plan, slo.quantile, decode_service_scv=decode_service_scv)
+    ttft_slo_s = slo.limit_s
 
     def excess(rate: float) -> float:
         value = quantile_at(rate)
@@ -464,19 +453,10 @@ def _with_link_spread(
     return low
 
 
-def plan_goodput(
-    model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
-    *,
-    decode_service_scv: float = 0.0,
-) -> Goodput:
+def plan_goodput(model: StageModel, plan: Plan, slo: TtftSlo, *, decode_service_scv: float = 0.0) -> Goodput:
     """Goodput of one plan (t, N_p, N_d), N_prfaas = ``model.n_prfaas``, scored with the full length grid."""
-    sized = replace(model, n_local=n_pd_prefill + n_pd_decode)
+    sized = replace(model, n_local=plan.n_local)
     (goodput,) = plans_goodput(
-        sized, [threshold_tokens], [n_pd_prefill], ttft_slo_s, quantile, decode_service_scv=decode_service_scv
+        sized, [plan.threshold_tokens], [plan.n_pd_prefill], slo, decode_service_scv=decode_service_scv
     )
     return goodput

@@ -55,6 +55,7 @@ from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, po
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import Wait, ggc_wait
 from prfaas_plan.latency.unloaded import TTFT_LEVELS, route_latency
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
@@ -500,14 +501,12 @@ def spread_buckets(arrival_s: Array, step_s: float) -> Array:
 
 def profile_ttft(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: Plan,
     arrival_s: Array,
     input_tokens: Array,
     output_tokens: Array,
 ) -> ProfileTtft:
-    """TTFT mean, P50, P90 and P99 (overall and per route) of plan (t, N_p, N_d) when the given requests
+    """TTFT mean, P50, P90 and P99 (overall and per route) of ``plan`` (t, N_p, N_d) when the given requests
     arrive (arrival times in s from 0, uncached input and output lengths in tokens), by the windowed model of
     the module docstring. N_prfaas is ``model.n_prfaas``. A route with traffic but no servers makes the plan
     unstable (no TTFT)."""
@@ -527,12 +526,12 @@ def profile_ttft(
         arrival = spread_buckets(arrival, step)
         span = float(np.max(arrival))
     route = route_latency(model)
-    offload = lengths > threshold_tokens
+    offload = lengths > plan.threshold_tokens
     local = ~offload
-    servers = {"prfaas_compute": float(model.n_prfaas), "pd_prefill": float(n_pd_prefill)}
+    servers = {"prfaas_compute": float(model.n_prfaas), "pd_prefill": float(plan.n_pd_prefill)}
     service = np.where(offload, model.prfaas_prefill(lengths), model.local_prefill(lengths)).astype(np.float64)
     hold = outputs * model.decode_step_time_s
-    slots = float(n_pd_decode * model.decode_max_batch)
+    slots = float(plan.n_pd_decode * model.decode_max_batch)
     transfer_work = np.asarray(model.kv_bytes(lengths), dtype=np.float64) / model.link_bandwidth_bytes_per_s
     utilization = _mean_utilization(service, offload, transfer_work, hold, servers, slots, span)
     limit = rate / max(max(utilization.values()), 1e-300)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
@@ -409,10 +410,8 @@ def stability_limit_req_per_s(
     return np.minimum.reduce([limits[s] for s in STAGES]), limits
 
 
-def stage_utilization(
-    model: StageModel, threshold_tokens: float, n_pd_prefill: int, n_pd_decode: int, rate_req_per_s: float
-) -> dict[str, float]:
+def stage_utilization(model: StageModel, plan: Plan, rate_req_per_s: float) -> dict[str, float]:
     """Each stage's utilisation ρ for one plan at arrival rate Λ (dimensionless; +inf: traffic, no servers)."""
-    moments = route_moments(model, np.asarray(float(threshold_tokens)))
-    state = stage_state(model, moments, n_pd_prefill, n_pd_decode, rate_req_per_s)
+    moments = route_moments(model, np.asarray(float(plan.threshold_tokens)))
+    state = stage_state(model, moments, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s)
     return {s: float(state.utilization[s]) for s in STAGES}

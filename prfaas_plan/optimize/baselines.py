@@ -11,6 +11,7 @@ import numpy as np
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
 from prfaas_plan.optimize.throughput_search import search
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import (
     StageModel,
     max_throughput,
@@ -64,10 +65,11 @@ def compare(
     return _with_baselines(model, search(model, resolution_tokens), prfaas_gpus, local_gpus_per_instance)
 
 
-def evaluate_given(model: StageModel, threshold_tokens: float, n_pd_prefill: int, n_pd_decode: int) -> PlanEvaluation:
+def evaluate_given(model: StageModel, plan: Plan) -> PlanEvaluation:
     """A given plan (t, N_p, N_d). N_p + N_d may use fewer local instances than the pool has (the rest idle),
     never more: that is an input error naming the options."""
-    if n_pd_prefill + n_pd_decode > model.n_local:
+    n_pd_prefill, n_pd_decode = plan.n_pd_prefill, plan.n_pd_decode
+    if plan.n_local > model.n_local:
         raise InputError(
             Problem(
                 field="n_pd_prefill + n_pd_decode",
@@ -75,20 +77,17 @@ def evaluate_given(model: StageModel, threshold_tokens: float, n_pd_prefill: int
                 "(deployment.local.instances)",
             )
         )
-    return evaluate(replace(model, n_local=n_pd_prefill + n_pd_decode), threshold_tokens, n_pd_prefill, label="given")
+    return evaluate(replace(model, n_local=plan.n_local), plan.threshold_tokens, n_pd_prefill, label="given")
 
 
 def plan_comparison(
     model: StageModel,
     prfaas_gpus: int,
     local_gpus_per_instance: int,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: Plan,
 ) -> Comparison:
     """A given plan (``evaluate_given``) beside the baselines."""
-    plan = evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
-    return _with_baselines(model, plan, prfaas_gpus, local_gpus_per_instance)
+    return _with_baselines(model, evaluate_given(model, plan), prfaas_gpus, local_gpus_per_instance)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from prfaas_plan.optimize.cost import (
 )
 from prfaas_plan.optimize.goodput_search import ThresholdScan, best_plan_at_rate, threshold_scan
 from prfaas_plan.spec.cost import Target
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing, with_link_rate
 
 Array = NDArray[np.float64]
@@ -104,18 +105,17 @@ class Carrier:
         if hit is not None:
             return hit
         model = self.deployed(n_prfaas, n_local, bandwidth)
-        slo, q, rate = self.target.ttft_slo_s, self.target.quantile, self.target.rate_req_per_s
+        slo, rate = self.target.ttft_slo, self.target.rate_req_per_s
         fixed = [model.lengths.upper_tokens] if n_prfaas == 0 else None
         scan = None
         if fixed is None:
             scan = self.scans.get(model.link_bandwidth_bytes_per_s)
             if scan is None:
-                scan = self.scans[model.link_bandwidth_bytes_per_s] = threshold_scan(model, slo)
+                scan = self.scans[model.link_bandwidth_bytes_per_s] = threshold_scan(model, slo.limit_s)
         t, n_p, slack, zero_load = best_plan_at_rate(
             model,
             rate,
             slo,
-            q,
             resolution_tokens=self.resolution_tokens,
             decode_service_scv=self.scv,
             thresholds=fixed,
@@ -127,7 +127,7 @@ class Carrier:
             n_pd_prefill=n_p,
             goodput_req_per_s=rate if carries else 0.0,
             stability_limit_req_per_s=float("inf") if carries else 0.0,
-            limited_by="unloaded" if zero_load < q else "slo",
+            limited_by="unloaded" if zero_load < slo.quantile else "slo",
         )
         self.cache[key] = result
         return result
@@ -142,15 +142,12 @@ class Carrier:
         rate = self.target.rate_req_per_s
         ok = False
         if carried.goodput_req_per_s >= rate and rate < carried.stability_limit_req_per_s:
-            n_p = carried.n_pd_prefill
-            law = loaded_ttft(
-                self.deployed(n_prfaas, n_local, bandwidth),
-                carried.threshold_tokens,
-                n_p,
-                n_local - n_p,
-                rate,
-                decode_service_scv=self.scv,
-            ).ttft
+            plan = Plan(
+                threshold_tokens=carried.threshold_tokens,
+                n_pd_prefill=carried.n_pd_prefill,
+                n_pd_decode=n_local - carried.n_pd_prefill,
+            )
+            law = loaded_ttft(self.deployed(n_prfaas, n_local, bandwidth), plan, rate, decode_service_scv=self.scv).ttft
             ok = law is not None and _quantile_of(law, self.target.quantile) <= self.target.ttft_slo_s
         self.verified[key] = ok
         if not ok:
@@ -163,13 +160,11 @@ class Carrier:
         carried = self.solve(n_prfaas, n_local, bandwidth)
         if carried.goodput_req_per_s <= 0:
             return carried
-        slo, q = self.target.ttft_slo_s, self.target.quantile
         (scored,) = plans_goodput(
             self.deployed(n_prfaas, n_local, bandwidth),
             [carried.threshold_tokens],
             [carried.n_pd_prefill],
-            slo,
-            q,
+            self.target.ttft_slo,
             decode_service_scv=self.scv,
         )
         return replace(

@@ -28,6 +28,7 @@ from prfaas_plan.latency.unloaded import (
     route_latency,
 )
 from prfaas_plan.lengths import distinct_sorted
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import STAGES, StageModel, decode_floor
 
 Array = NDArray[np.float64]
@@ -135,8 +136,7 @@ def _rate_thresholds(model: StageModel, rate: float, quantile: float, scan: Thre
 
 def best_goodput_plan(
     model: StageModel,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     resolution_tokens: float = 10.0,
     decode_service_scv: float = 0.0,
@@ -163,8 +163,7 @@ def best_goodput_plan(
             model,
             t,
             n_p,
-            ttft_slo_s,
-            quantile,
+            slo,
             decode_service_scv=decode_service_scv,
             rate_rtol=_SEARCH_RATE_RTOL,
         )
@@ -173,7 +172,7 @@ def best_goodput_plan(
     if model.n_local <= exhaustive_splits:
         cell, split, rates = _every_split(model, grid, score)
     else:
-        cell, split, rates = _split_search(model, grid, ttft_slo_s, quantile, decode_service_scv)
+        cell, split, rates = _split_search(model, grid, slo, decode_service_scv)
     # Scored plans in threshold-major order: ties go to the smallest threshold, then the smallest split.
     order = np.lexsort((split, cell))
     cell, split, rates = cell[order], split[order], rates[order]
@@ -220,8 +219,7 @@ def _refine(
 def best_plan_at_rate(
     model: StageModel,
     rate_req_per_s: float,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     resolution_tokens: float = 10.0,
     decode_service_scv: float = 0.0,
@@ -244,6 +242,7 @@ def best_plan_at_rate(
     """
     fixed = thresholds is not None
     rate = float(rate_req_per_s)
+    ttft_slo_s, quantile = slo.limit_s, slo.quantile
     seen: list[float] = []
     if fixed:
         grid = np.asarray(thresholds, dtype=np.float64).ravel()
@@ -257,7 +256,7 @@ def best_plan_at_rate(
 
     def plans(t: Array, n_p: Array, n_d: Array) -> Array:
         slack, limit, unloaded, feasible, shape = slack_setup(
-            model, t, n_p, n_d, ttft_slo_s, quantile, decode_service_scv, SEARCH_GRID_POINTS
+            model, t, n_p, n_d, slo, decode_service_scv, SEARCH_GRID_POINTS
         )
         seen.append(float(np.max(unloaded, initial=0.0)))
         value = np.where(feasible & (rate < limit), slack(np.full(limit.shape, rate)), -1.0 - (quantile - unloaded))
@@ -405,7 +404,7 @@ def _every_split(
 
 
 def _split_search(
-    model: StageModel, grid: Array, ttft_slo_s: float, quantile: float, decode_service_scv: float
+    model: StageModel, grid: Array, slo: TtftSlo, decode_service_scv: float
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
     """Branch and bound over intervals of splits, for every coarse threshold at once: the scored plans
     (threshold cell, split, goodput).
@@ -433,8 +432,7 @@ def _split_search(
             grid[cell],
             n_p,
             n_d,
-            ttft_slo_s,
-            quantile,
+            slo,
             decode_service_scv=decode_service_scv,
             rate_rtol=_BOUND_RATE_RTOL,
         )

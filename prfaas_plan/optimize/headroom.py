@@ -32,6 +32,7 @@ from prfaas_plan.optimize.sizing import max_rate
 from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.physics.curves import Curve, PolyCurve
 from prfaas_plan.spec.cost import Target
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, link_bought_bytes_per_s, routing, with_link_rate
 
 #: Default relative step of the tornado.
@@ -128,8 +129,7 @@ def _usd_per_million(model: StageModel, prices: UnitPrices, carried: Carried, pr
 def tornado(
     model: StageModel,
     prices: UnitPrices,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     step: float = TORNADO_STEP,
     resolution_tokens: float = 64.0,
@@ -141,7 +141,7 @@ def tornado(
     options = {"resolution_tokens": resolution_tokens, "decode_service_scv": decode_service_scv}
 
     def figures(m: StageModel, price_factor: float = 1.0) -> tuple[float, float, float]:
-        carried = max_rate(m, ttft_slo_s, quantile, **options)
+        carried = max_rate(m, slo, **options)
         throughput = search(m, resolution_tokens).throughput_req_per_s
         return throughput, carried.goodput_req_per_s, _usd_per_million(m, prices, carried, price_factor)
 
@@ -217,23 +217,16 @@ def n_minus_one(
     out = []
     for case, m in cases:
         carried = max_rate(
-            m,
-            target.ttft_slo_s,
-            target.quantile,
-            resolution_tokens=resolution_tokens,
-            decode_service_scv=decode_service_scv,
+            m, target.ttft_slo, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
         )
         p90 = None
         if carried.goodput_req_per_s > 0 and target.rate_req_per_s < carried.stability_limit_req_per_s:
-            n_p = carried.n_pd_prefill
-            loaded = loaded_ttft(
-                m,
-                carried.threshold_tokens,
-                n_p,
-                m.n_local - n_p,
-                target.rate_req_per_s,
-                decode_service_scv=decode_service_scv,
+            plan = Plan(
+                threshold_tokens=carried.threshold_tokens,
+                n_pd_prefill=carried.n_pd_prefill,
+                n_pd_decode=m.n_local - carried.n_pd_prefill,
             )
+            loaded = loaded_ttft(m, plan, target.rate_req_per_s, decode_service_scv=decode_service_scv)
             p90 = loaded.ttft.p90_s if loaded.ttft is not None else None
         out.append(
             Failure(

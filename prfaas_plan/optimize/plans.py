@@ -15,6 +15,7 @@ from prfaas_plan.latency import (
     stability_limit_req_per_s,
 )
 from prfaas_plan.latency.unloaded import route_latency, unloaded_ttft
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import (
     STAGES,
     StageModel,
@@ -79,6 +80,13 @@ class Comparison:
     naive_heterogeneous: PlanEvaluation
     #: Where each input of the stage model came from (StageModel.sources).
     sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+def plan_of(model: StageModel, scored: PlanEvaluation) -> Plan:
+    """The plan (t, N_p, N_d) a scored plan stands for; t = the top of ``model``'s length range when nothing is
+    offloaded (homogeneous PD reports no threshold)."""
+    t = scored.threshold_tokens if scored.threshold_tokens is not None else model.lengths.upper_tokens
+    return Plan(threshold_tokens=t, n_pd_prefill=scored.n_pd_prefill, n_pd_decode=scored.n_pd_decode)
 
 
 def _optional(value: float) -> float | None:

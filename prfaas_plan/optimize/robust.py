@@ -21,6 +21,7 @@ from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.optimize.carrier import Carried
 from prfaas_plan.optimize.sizing import max_rate
 from prfaas_plan.spec.dynamics import BandwidthProfile, BandwidthSteps, PeriodicBandwidth, RandomBandwidth
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import StageModel, with_link_rate
 
 
@@ -84,12 +85,10 @@ class RobustPlan:
     mean_plan_goodput_at_quantile_req_per_s: float
 
 
-def _score(model: StageModel, plan: Carried, ttft_slo_s: float, q_ttft: float, scv: float) -> float:
+def _score(model: StageModel, plan: Carried, slo: TtftSlo, scv: float) -> float:
     if plan.goodput_req_per_s <= 0:
         return 0.0
-    (g,) = plans_goodput(
-        model, [plan.threshold_tokens], [plan.n_pd_prefill], ttft_slo_s, q_ttft, decode_service_scv=scv
-    )
+    (g,) = plans_goodput(model, [plan.threshold_tokens], [plan.n_pd_prefill], slo, decode_service_scv=scv)
     return g.rate_req_per_s
 
 
@@ -97,8 +96,7 @@ def robust_plan(
     model: StageModel,
     profile: BandwidthProfile,
     quantile: float,
-    ttft_slo_s: float,
-    ttft_quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     decode_service_scv: float = 0.0,
 ) -> RobustPlan:
@@ -109,14 +107,14 @@ def robust_plan(
     at_low = with_link_rate(model, low)
     at_mean = with_link_rate(model, mean)
     options = {"decode_service_scv": decode_service_scv}
-    robust = max_rate(at_low, ttft_slo_s, ttft_quantile, **options)
-    nominal = max_rate(at_mean, ttft_slo_s, ttft_quantile, **options)
+    robust = max_rate(at_low, slo, **options)
+    nominal = max_rate(at_mean, slo, **options)
     return RobustPlan(
         quantile=quantile,
         bandwidth_at_quantile_bytes_per_s=low,
         bandwidth_mean_bytes_per_s=mean,
         robust=robust,
         at_mean=nominal,
-        robust_goodput_at_mean_req_per_s=_score(at_mean, robust, ttft_slo_s, ttft_quantile, decode_service_scv),
-        mean_plan_goodput_at_quantile_req_per_s=_score(at_low, nominal, ttft_slo_s, ttft_quantile, decode_service_scv),
+        robust_goodput_at_mean_req_per_s=_score(at_mean, robust, slo, decode_service_scv),
+        mean_plan_goodput_at_quantile_req_per_s=_score(at_low, nominal, slo, decode_service_scv),
     )

@@ -44,6 +44,7 @@ from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.optimize.plans import CO_BINDING_RTOL
 from prfaas_plan.optimize.throughput_search import best_plan
 from prfaas_plan.spec.cost import Target
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import (
     STAGES,
     StageModel,
@@ -188,8 +189,7 @@ def size(
 
 def max_rate(
     model: StageModel,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     *,
     resolution_tokens: float = 10.0,
     decode_service_scv: float = 0.0,
@@ -199,8 +199,7 @@ def max_rate(
     fixed = [model.lengths.upper_tokens] if model.n_prfaas == 0 else None
     t, n_p, rate = best_goodput_plan(
         model,
-        ttft_slo_s,
-        quantile,
+        slo,
         resolution_tokens=resolution_tokens,
         decode_service_scv=decode_service_scv,
         thresholds=fixed,
@@ -213,7 +212,7 @@ def max_rate(
             stability_limit_req_per_s=0.0,
             limited_by="unloaded",
         )
-    (scored,) = plans_goodput(model, [t], [n_p], ttft_slo_s, quantile, decode_service_scv=decode_service_scv)
+    (scored,) = plans_goodput(model, [t], [n_p], slo, decode_service_scv=decode_service_scv)
     return Carried(
         threshold_tokens=t,
         n_pd_prefill=n_p,
@@ -249,8 +248,7 @@ def bandwidth_knee(
     bandwidths_bytes_per_s: Sequence[float],
     prices: UnitPrices | None = None,
     *,
-    ttft_slo_s: float | None = None,
-    quantile: float = 0.9,
+    slo: TtftSlo | None = None,
     resolution_tokens: float = SIZING_RESOLUTION_TOKENS,
     decode_service_scv: float = 0.0,
 ) -> BandwidthKnee:
@@ -264,9 +262,9 @@ def bandwidth_knee(
         bounds = stage_bounds(stage_throughputs(at, route, n_p_best), route)
         binding = [s for s in STAGES if float(bounds[s]) <= lam * (1 + CO_BINDING_RTOL)]
         goodput = None
-        if ttft_slo_s is not None:
+        if slo is not None:
             goodput = max_rate(
-                at, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
+                at, slo, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
             ).goodput_req_per_s
         points.append(
             KneePoint(

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, replace
 
 from prfaas_plan.latency.tpot import decode_capacity_req_per_s, tpot_under_load
+from prfaas_plan.optimize.plans import PlanEvaluation
 from prfaas_plan.optimize.under_load import GoodputComparison, GoodputEvaluation
 from prfaas_plan.throughput import StageModel
 
@@ -29,14 +30,14 @@ def plan_token_rates(
     model: StageModel,
     label: str,
     rate_req_per_s: float,
-    n_prfaas: int,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: PlanEvaluation,
     prfaas_gpus_per_instance: int,
     local_gpus_per_instance: int,
 ) -> TokenRates:
-    """Λ·L_out / GPUs and the TPOT under load at Λ on N_d instances; NaN TPOT at Λ = 0 or past saturation."""
-    gpus = n_prfaas * prfaas_gpus_per_instance + (n_pd_prefill + n_pd_decode) * local_gpus_per_instance
+    """Λ·L_out / GPUs of a scored plan's instances and the TPOT under load at Λ on its N_d instances; NaN TPOT
+    at Λ = 0 or past saturation."""
+    n_pd_decode = plan.n_pd_decode
+    gpus = plan.n_prfaas * prfaas_gpus_per_instance + (plan.n_pd_prefill + n_pd_decode) * local_gpus_per_instance
     tokens = rate_req_per_s * model.output_tokens_mean
     tpot_mean = tpot_p90 = load = math.nan
     if n_pd_decode >= 1 and 0.0 < rate_req_per_s < decode_capacity_req_per_s(model, n_pd_decode):
@@ -73,9 +74,7 @@ def comparison_token_rates(
                 sized,
                 label,
                 evaluation.goodput.rate_req_per_s,
-                plan.n_prfaas,
-                plan.n_pd_prefill,
-                plan.n_pd_decode,
+                plan,
                 prfaas_gpus_per_instance,
                 local_gpus_per_instance,
             )

@@ -10,8 +10,9 @@ from prfaas_plan.latency import Goodput, LoadedTtft, loaded_ttft, plan_goodput, 
 from prfaas_plan.latency.tpot import check_tpot_slo
 from prfaas_plan.optimize.baselines import best_split_without_offload, homogeneous_model
 from prfaas_plan.optimize.goodput_search import best_goodput_plan
-from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
+from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate, plan_of
 from prfaas_plan.optimize.throughput_search import search
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.throughput import (
     StageModel,
 )
@@ -24,11 +25,11 @@ from prfaas_plan.throughput import (
 LOAD_CURVE_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
 
-def _as_scored(model: StageModel, plan: PlanEvaluation) -> tuple[StageModel, float]:
-    """The stage model and threshold a scored plan stands for: its PrfaaS count and instances; t = the top of
+def _as_scored(model: StageModel, plan: PlanEvaluation) -> tuple[StageModel, Plan]:
+    """The stage model and plan a scored plan stands for: its PrfaaS count and instances; t = the top of
     the length range when nothing is offloaded (homogeneous PD reports no threshold)."""
-    t = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
-    return replace(model, n_prfaas=plan.n_prfaas, n_local=plan.n_pd_prefill + plan.n_pd_decode), t
+    sized = replace(model, n_prfaas=plan.n_prfaas, n_local=plan.n_pd_prefill + plan.n_pd_decode)
+    return sized, plan_of(model, plan)
 
 
 def loaded_plan(
@@ -36,10 +37,8 @@ def loaded_plan(
 ) -> LoadedTtft:
     """TTFT of a scored plan at arrival rate Λ (req/s); ``model`` is the one the plan was scored with, or the
     scenario's (a baseline's instance counts come from the plan itself)."""
-    sized, t = _as_scored(model, plan)
-    return loaded_ttft(
-        sized, t, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv=decode_service_scv
-    )
+    sized, chosen = _as_scored(model, plan)
+    return loaded_ttft(sized, chosen, rate_req_per_s, decode_service_scv=decode_service_scv)
 
 
 def loaded_comparison(
@@ -104,16 +103,19 @@ class GoodputComparison:
     naive_heterogeneous: GoodputEvaluation
     sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
+    @property
+    def slo(self) -> TtftSlo:
+        """The TTFT target every plan was scored under."""
+        return TtftSlo(limit_s=self.ttft_slo_s, quantile=self.quantile)
+
 
 def goodput_evaluation(
-    model: StageModel, plan: PlanEvaluation, ttft_slo_s: float, quantile: float = 0.9, decode_service_scv: float = 0.0
+    model: StageModel, plan: PlanEvaluation, slo: TtftSlo, decode_service_scv: float = 0.0
 ) -> GoodputEvaluation:
     """The goodput of a scored plan (see ``latency.goodput``) and its utilisations at that rate."""
-    sized, t = _as_scored(model, plan)
-    goodput = plan_goodput(
-        sized, t, plan.n_pd_prefill, plan.n_pd_decode, ttft_slo_s, quantile, decode_service_scv=decode_service_scv
-    )
-    utilization = stage_utilization(sized, t, plan.n_pd_prefill, plan.n_pd_decode, goodput.rate_req_per_s)
+    sized, chosen = _as_scored(model, plan)
+    goodput = plan_goodput(sized, chosen, slo, decode_service_scv=decode_service_scv)
+    utilization = stage_utilization(sized, chosen, goodput.rate_req_per_s)
     return GoodputEvaluation(plan=plan, goodput=goodput, utilization_at_goodput=utilization)
 
 
@@ -121,20 +123,20 @@ def compare_goodput(
     model: StageModel,
     prfaas_gpus: int,
     local_gpus_per_instance: int,
-    ttft_slo_s: float,
-    quantile: float = 0.9,
+    slo: TtftSlo,
     resolution_tokens: float = 10.0,
     decode_service_scv: float = 0.0,
 ) -> GoodputComparison:
-    """Maximise goodput (the largest Λ with the TTFT ``quantile`` <= ``ttft_slo_s``) over t and N_p, beside
+    """Maximise goodput (the largest Λ with the TTFT quantile within ``slo``) over t and N_p, beside
     the throughput-optimal plan and the baselines (homogeneous PD with its split chosen for goodput).
 
     Raises InfeasibleError when no threshold and split meets the SLO even with no load.
     """
     options = {"decode_service_scv": decode_service_scv}
     check_tpot_slo(model)
+    ttft_slo_s, quantile = slo.limit_s, slo.quantile
     t, n_p, rate = best_goodput_plan(
-        model, ttft_slo_s, quantile, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
+        model, slo, resolution_tokens=resolution_tokens, decode_service_scv=decode_service_scv
     )
     if rate <= 0:
         raise InfeasibleError(
@@ -147,23 +149,22 @@ def compare_goodput(
         search(model, resolution_tokens),
         evaluate(model, 0.0, 0, label="naive-heterogeneous"),
     ]
-    thresholds = [_as_scored(model, plan)[1] for plan in same_pool]
-    splits = [plan.n_pd_prefill for plan in same_pool]
-    scored = plans_goodput(model, thresholds, splits, ttft_slo_s, quantile, **options)
+    chosen = [_as_scored(model, plan)[1] for plan in same_pool]
+    thresholds = [c.threshold_tokens for c in chosen]
+    splits = [c.n_pd_prefill for c in chosen]
+    scored = plans_goodput(model, thresholds, splits, slo, **options)
     best, throughput, naive = (
         GoodputEvaluation(
             plan=plan,
             goodput=goodput,
-            utilization_at_goodput=stage_utilization(
-                model, t_plan, plan.n_pd_prefill, plan.n_pd_decode, goodput.rate_req_per_s
-            ),
+            utilization_at_goodput=stage_utilization(model, c, goodput.rate_req_per_s),
         )
-        for plan, goodput, t_plan in zip(same_pool, scored, thresholds, strict=True)
+        for plan, goodput, c in zip(same_pool, scored, chosen, strict=True)
     )
     homogeneous = homogeneous_model(model, prfaas_gpus, local_gpus_per_instance)
     top = homogeneous.lengths.upper_tokens
     _, n_homog, homog_rate = best_goodput_plan(
-        homogeneous, ttft_slo_s, quantile, thresholds=[top], decode_service_scv=decode_service_scv
+        homogeneous, slo, thresholds=[top], decode_service_scv=decode_service_scv
     )
     if homog_rate > 0:
         homog_plan = replace(evaluate(homogeneous, top, n_homog, label="homogeneous-pd"), threshold_tokens=None)
@@ -174,7 +175,7 @@ def compare_goodput(
         quantile=quantile,
         plan=best,
         throughput_plan=throughput,
-        homogeneous_pd=goodput_evaluation(model, homog_plan, ttft_slo_s, quantile, **options),
+        homogeneous_pd=goodput_evaluation(model, homog_plan, slo, **options),
         naive_heterogeneous=naive,
         sources=model.sources,
     )

@@ -197,16 +197,20 @@ def outcome_fields(scenario: Scenario, outcome: PointOutcome, options: SweepOpti
 def _loaded_fields(scenario: Scenario, model: Any, plan: Any, options: SweepOptions) -> dict[str, Any]:
     """The best plan at ``load_fraction`` of its Λ_max: closed-form overall P90 TTFT and, with ``verify``,
     the simulated one with its 95 % half-width and the percentiles where the two disagree."""
+    from prfaas_plan.spec.plan import Plan
     from prfaas_plan.studies.closed_form import Traffic
     from prfaas_plan.studies.verify import VerifyOptions, check_loaded
 
     assert options.load_fraction is not None
     rate = options.load_fraction * plan.throughput_req_per_s
+    chosen = Plan(
+        threshold_tokens=plan.threshold_tokens if plan.threshold_tokens is not None else math.inf,
+        n_pd_prefill=plan.n_pd_prefill,
+        n_pd_decode=plan.n_pd_decode,
+    )
     check = check_loaded(
         model,
-        plan.threshold_tokens if plan.threshold_tokens is not None else math.inf,
-        plan.n_pd_prefill,
-        plan.n_pd_decode,
+        chosen,
         rate,
         Traffic(output_lengths=scenario.traffic.output_length),
         options=VerifyOptions(

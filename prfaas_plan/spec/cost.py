@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from prfaas_plan.spec.plan import TtftSlo
+
 #: Hours in a billing month (365.25 · 24 / 12), to turn a monthly committed-bandwidth price into an hourly one.
 HOURS_PER_MONTH = 730.5
 
@@ -62,3 +64,8 @@ class Target:
     rate_req_per_s: float
     ttft_slo_s: float
     quantile: float = 0.9
+
+    @property
+    def ttft_slo(self) -> TtftSlo:
+        """The TTFT percentile target alone (``ttft_slo_s`` at ``quantile``)."""
+        return TtftSlo(limit_s=self.ttft_slo_s, quantile=self.quantile)

@@ -10,6 +10,7 @@ from prfaas_plan.spec.cost import CostInputs, Target
 from prfaas_plan.spec.dynamics import Dynamics
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.shape import InstanceShape
 from prfaas_plan.spec.uncertainty import TimeBand
 
@@ -90,6 +91,11 @@ class Slo:
     #: P90 of the time per output token under load, s (YAML ``tpot_p90_ms``): held beside the TTFT SLO by
     #: goodput and sizing (``latency.tpot``); None = not stated. ``decode_tokens_per_s`` stays the batch cap.
     tpot_p90_s: float | None = None
+
+    @property
+    def ttft_slo(self) -> TtftSlo | None:
+        """The P90 TTFT target (``ttft_p90_s``), None when not stated."""
+        return None if self.ttft_p90_s is None else TtftSlo(limit_s=self.ttft_p90_s, quantile=0.9)
 
 
 POOL_METHODS = ("measured", "calibrated", "roofline")

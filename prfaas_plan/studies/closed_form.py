@@ -27,6 +27,8 @@ from prfaas_plan.latency import LoadedTtft, loaded_ttft, route_moments, stabilit
 from prfaas_plan.latency.profile import ProfileTtft, Validity, profile_ttft, stationary_validity
 from prfaas_plan.lengths import Fixed, LengthDistribution
 from prfaas_plan.optimize import PlanEvaluation
+from prfaas_plan.optimize.plans import plan_of
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.throughput import StageModel
 
@@ -107,12 +109,7 @@ def workload_for(
 
 
 def closed_loaded(
-    model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
-    rate_req_per_s: float,
-    traffic: Traffic,
+    model: StageModel, plan: Plan, rate_req_per_s: float, traffic: Traffic
 ) -> tuple[LoadedTtft, str, Validity]:
     """The closed-form TTFT of a plan at rate λ on ``traffic``: the windowed model on the trace, or on a
     fixed sample of a bursty or drifting process; the stationary model for Poisson or renewal arrivals.
@@ -121,21 +118,21 @@ def closed_loaded(
         from prfaas_plan.sim.workload import trace_workload
 
         workload = trace_workload(traffic.trace, None, rate_req_per_s)
-        profile = _profile(model, threshold_tokens, n_pd_prefill, n_pd_decode, workload)
+        profile = _profile(model, plan, workload)
         return profile.loaded, "windowed (trace)", profile.validity
     if not model.arrival.is_stationary_renewal:
         rng = np.random.default_rng(PROFILE_SAMPLE_SEED)
         workload = workload_for(model, traffic, rate_req_per_s, PROFILE_SAMPLE_REQUESTS, rng)
-        profile = _profile(model, threshold_tokens, n_pd_prefill, n_pd_decode, workload)
+        profile = _profile(model, plan, workload)
         method = f"windowed ({model.arrival.process} arrivals, a fixed sample of {PROFILE_SAMPLE_REQUESTS:,} requests)"
         return profile.loaded, method, profile.validity
     scv = traffic.outputs(model).scv
-    loaded = loaded_ttft(model, threshold_tokens, n_pd_prefill, n_pd_decode, rate_req_per_s, decode_service_scv=scv)
+    loaded = loaded_ttft(model, plan, rate_req_per_s, decode_service_scv=scv)
     return loaded, "stationary (G/G/c, renewal arrivals)", stationary_validity(loaded)
 
 
-def _profile(model: StageModel, t: float, n_p: int, n_d: int, workload: Workload) -> ProfileTtft:
-    return profile_ttft(model, t, n_p, n_d, workload.arrival_s, workload.input_tokens, workload.output_tokens)
+def _profile(model: StageModel, plan: Plan, workload: Workload) -> ProfileTtft:
+    return profile_ttft(model, plan, workload.arrival_s, workload.input_tokens, workload.output_tokens)
 
 
 def _stats(summary: object | None) -> dict[str, float | None]:
@@ -154,16 +151,13 @@ def closed_form(
     ``decode_service_scv``: SCV of the decode holding time (that of the output length; 0 when fixed), used
     by the stationary model. ``traffic``: a trace or the output lengths (``closed_loaded`` picks the model).
     """
-    threshold = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
+    chosen = plan_of(model, plan)
     if traffic is None:
-        loaded = loaded_ttft(
-            model, threshold, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, decode_service_scv=decode_service_scv
-        )
+        loaded = loaded_ttft(model, chosen, rate_req_per_s, decode_service_scv=decode_service_scv)
         method, validity = "stationary (G/G/c, renewal arrivals)", stationary_validity(loaded)
     else:
-        loaded, method, validity = closed_loaded(
-            model, threshold, plan.n_pd_prefill, plan.n_pd_decode, rate_req_per_s, traffic
-        )
+        loaded, method, validity = closed_loaded(model, chosen, rate_req_per_s, traffic)
+    threshold = chosen.threshold_tokens
     _, limits = stability_limit_req_per_s(model, route_moments(model, threshold), plan.n_pd_prefill, plan.n_pd_decode)
     stage_limits = {stage: float(np.asarray(limit).reshape(-1)[0]) for stage, limit in limits.items()}
     stationary_limit = min(stage_limits.values())

@@ -14,6 +14,7 @@ from prfaas_plan.physics.tcp import deliverable_bytes_per_s
 from prfaas_plan.sim.link_profile import bandwidth_steps
 from prfaas_plan.sim.prefix_cache import CacheReplay, replay_caches
 from prfaas_plan.spec.dynamics import Dynamics, PrefixCaches
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.studies.planning import choose_plan, trace_model
 from prfaas_plan.throughput import StageModel, link_bought_bytes_per_s
@@ -40,16 +41,14 @@ def plan_with_caches(
     trace: Trace,
     caches: PrefixCaches,
     *,
-    threshold_tokens: float | None,
-    n_pd_prefill: int | None,
-    n_pd_decode: int | None,
+    given: Plan | None,
     load: float = 0.7,
 ) -> tuple[StageModel, PlanEvaluation, CacheReplay]:
     """Replay ``trace`` through the caches and plan on the incremental lengths it leaves.
 
     Starts from the plan on the trace as read, then alternates replay (routing on the plan's t, the
     ``switch`` rule seeing the plan's link utilisation at ``load`` × Λ_max) and plan (on the replay's
-    lengths) ``CACHE_PLAN_ROUNDS`` times; with a given plan (all three set) one replay at its t. Returns the
+    lengths) ``CACHE_PLAN_ROUNDS`` times; with a ``given`` plan one replay at its t. Returns the
     model of the cached traffic, the plan and the replay. InputError when the trace has no block hashes.
     """
     if not trace.has_blocks:
@@ -60,10 +59,9 @@ def plan_with_caches(
     if not per_token > 0:
         raise InputError(Problem(field="kv_cache", message="the KV-size curve does not grow with length"))
     current = trace_model(model, trace)
-    plan = choose_plan(current, threshold_tokens, n_pd_prefill, n_pd_decode)
-    given = threshold_tokens is not None
+    plan = choose_plan(current, given)
     replay: CacheReplay | None = None
-    for _ in range(1 if given else CACHE_PLAN_ROUNDS):
+    for _ in range(1 if given is not None else CACHE_PLAN_ROUNDS):
         t = plan.threshold_tokens if plan.threshold_tokens is not None else math.inf
         utilization = load * plan.egress_bytes_per_s / plan.link_bandwidth_bytes_per_s
         try:
@@ -73,8 +71,8 @@ def plan_with_caches(
         except ValueError as error:
             raise InputError(Problem(field="dynamics.prefix_cache", message=str(error))) from None
         current = trace_model(model, replace(trace, cached_tokens=replay.cached_tokens))
-        if not given:
-            plan = choose_plan(current, None, None, None)
+        if given is None:
+            plan = choose_plan(current, None)
     assert replay is not None
     return current, plan, replay
 

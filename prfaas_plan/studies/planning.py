@@ -11,6 +11,7 @@ import numpy as np
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.lengths import Empirical
 from prfaas_plan.optimize import PlanEvaluation, evaluate_given, search
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.throughput import StageModel
 
@@ -40,16 +41,19 @@ def trace_model(model: StageModel, trace: Trace) -> StageModel:
     )
 
 
-def choose_plan(
-    model: StageModel, threshold_tokens: float | None, n_pd_prefill: int | None, n_pd_decode: int | None
-) -> PlanEvaluation:
-    """The plan ``optimize`` chooses (all three None), or the given one (all three set; N_p + N_d may leave
-    local instances idle, never exceed the pool)."""
-    given = (threshold_tokens, n_pd_prefill, n_pd_decode)
-    if all(v is None for v in given):
-        return search(model)
+def given_plan(threshold_tokens: float | None, n_pd_prefill: int | None, n_pd_decode: int | None) -> Plan | None:
+    """The plan three optional settings give (a command's flags): None when none is set, so that the planner
+    chooses; an InputError when only some are."""
+    if threshold_tokens is None and n_pd_prefill is None and n_pd_decode is None:
+        return None
     if threshold_tokens is None or n_pd_prefill is None or n_pd_decode is None:
         raise InputError(
             Problem(field="threshold/n_pd_prefill/n_pd_decode", message="give all three, or none to optimise")
         )
-    return evaluate_given(model, threshold_tokens, n_pd_prefill, n_pd_decode)
+    return Plan(threshold_tokens=threshold_tokens, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode)
+
+
+def choose_plan(model: StageModel, given: Plan | None) -> PlanEvaluation:
+    """The plan ``optimize`` chooses (``given`` None), or the given one scored (N_p + N_d may leave local
+    instances idle, never exceed the pool)."""
+    return search(model) if given is None else evaluate_given(model, given)

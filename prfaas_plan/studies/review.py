@@ -26,6 +26,7 @@ from prfaas_plan.optimize.cost import UnitPrices, deployment_cost, unit_prices
 from prfaas_plan.optimize.economics import CostComparison, cost_comparison
 from prfaas_plan.optimize.headroom import Failure, Tornado, n_minus_one, tornado
 from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matrix, pareto
+from prfaas_plan.optimize.plans import plan_of
 from prfaas_plan.optimize.sizing import (
     SIZING_RESOLUTION_TOKENS,
     BandwidthKnee,
@@ -37,10 +38,11 @@ from prfaas_plan.optimize.sizing import (
 from prfaas_plan.optimize.sizing import size as size_deployment
 from prfaas_plan.optimize.uncertainty import EDGES, EdgeSizing, banded, size_edge, verdict
 from prfaas_plan.spec.cost import Target
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.closed_form import Traffic
 from prfaas_plan.studies.uncertainty import banded_scenario
-from prfaas_plan.studies.verify import MISSES, LoadedCheck, VerifyOptions, check_loaded, check_plans
+from prfaas_plan.studies.verify import MISSES, LoadedCheck, PlanAt, VerifyOptions, check_loaded, verify_plans
 from prfaas_plan.throughput import (
     STAGES,
     StageModel,
@@ -145,7 +147,7 @@ class LoadCurve:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Loaded:
-    """The plan and both baselines at one offered load (``check_plans``: every plan simulated, on common
+    """The plan and both baselines at one offered load (``verify_plans``: every plan simulated, on common
     random numbers)."""
 
     basis: str
@@ -329,17 +331,10 @@ def load_curve(model: StageModel, comparison: Comparison, traffic: Traffic, opti
     lam = plan.throughput_req_per_s
     verify = options.verify
     sized = replace(model, n_prfaas=plan.n_prfaas)
+    chosen = plan_of(model, plan)
 
     def at(fraction: float, simulate: bool) -> LoadedCheck:
-        return check_loaded(
-            sized,
-            plan.threshold_tokens or 0.0,
-            plan.n_pd_prefill,
-            plan.n_pd_decode,
-            fraction * lam,
-            traffic,
-            options=replace(verify, verify=simulate),
-        )
+        return check_loaded(sized, chosen, fraction * lam, traffic, options=replace(verify, verify=simulate))
 
     closed = tuple(at(f, False) for f in CURVE_FRACTIONS)
     simulated = tuple(at(f, True) for f in options.simulated_fractions) if verify.verify else ()
@@ -352,12 +347,11 @@ def loaded(
     traffic: Traffic,
     target: Target | None,
     options: VerifyOptions,
-    ttft_slo_s: float | None = None,
+    slo: TtftSlo | None = None,
 ) -> Loaded:
     """The plan and both baselines at the target rate (all at one rate), or each at ``DEFAULT_LOAD_FRACTION``
     of its own Λ_max when there is no target; every plan simulated on the same workloads (``verify_plans``)
-    and, with an SLO (the target's, else ``ttft_slo_s``), checked against it until decided or the budget
-    ends."""
+    and, with an SLO (the target's, else ``slo``), checked against it until decided or the budget ends."""
     plans = {
         "plan": comparison.plan,
         "homogeneous_pd": comparison.homogeneous_pd,
@@ -367,14 +361,11 @@ def loaded(
         basis = f"every plan at the target rate, {target.rate_req_per_s:g} req/s"
     else:
         basis = f"each plan at {DEFAULT_LOAD_FRACTION:.0%} of its own Λ_max"
-    specs = {}
+    at = {}
     for key, plan in plans.items():
         rate = target.rate_req_per_s if target is not None else DEFAULT_LOAD_FRACTION * plan.throughput_req_per_s
-        t = plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
-        specs[key] = (plan.n_prfaas, t, plan.n_pd_prefill, plan.n_pd_decode, rate)
-    slo = target.ttft_slo_s if target is not None else ttft_slo_s
-    quantile = target.quantile if target is not None else 0.9
-    checks = check_plans(model, specs, traffic, options, slo_s=slo, quantile=quantile)
+        at[key] = PlanAt(n_prfaas=plan.n_prfaas, plan=plan_of(model, plan), rate_req_per_s=rate)
+    checks = verify_plans(model, at, traffic, options, slo=target.ttft_slo if target is not None else slo)
     return Loaded(basis=basis, checks=checks)
 
 
@@ -415,8 +406,7 @@ def sizing_part(
     )
     own = max_rate(
         model,
-        target.ttft_slo_s,
-        target.quantile,
+        target.ttft_slo,
         resolution_tokens=resolution_tokens,
         decode_service_scv=decode_service_scv,
     )
@@ -455,17 +445,8 @@ def sized_check(
     until decided or the budget ends (``verify_plans``: the one path ``size`` and ``review`` share, so the
     same deployment gets the same check). ``model`` is the deployment's (its pools and link)."""
     t = deployment.threshold_tokens if deployment.threshold_tokens is not None else model.lengths.upper_tokens
-    return check_loaded(
-        model,
-        t,
-        deployment.n_pd_prefill,
-        deployment.n_pd_decode,
-        target.rate_req_per_s,
-        traffic,
-        options=options,
-        slo_s=target.ttft_slo_s,
-        quantile=target.quantile,
-    )
+    plan = Plan(threshold_tokens=t, n_pd_prefill=deployment.n_pd_prefill, n_pd_decode=deployment.n_pd_decode)
+    return check_loaded(model, plan, target.rate_req_per_s, traffic, options=options, slo=target.ttft_slo)
 
 
 def _priced_point(
@@ -515,8 +496,7 @@ def cost_frontier(
             other = replace(model, n_prfaas=n_prfaas, n_local=n_local)
             carried = max_rate(
                 other,
-                target.ttft_slo_s,
-                target.quantile,
+                target.ttft_slo,
                 resolution_tokens=resolution_tokens,
                 decode_service_scv=decode_service_scv,
             )
@@ -819,6 +799,12 @@ def review(
     part = _Parts(progress)
     skipped, timings = part.skipped, part.timings_s
     why_not = _why_not(options, target, ttft_slo_s, prices, matrix_cells)
+    slo = TtftSlo(limit_s=ttft_slo_s, quantile=0.9) if ttft_slo_s is not None else None
+
+    def stated_slo() -> TtftSlo:  # the parts that need the SLO run only when it is given (``why_not``)
+        assert slo is not None
+        return slo
+
     if progress is not None:
         progress("plan")
     start = time.perf_counter()
@@ -829,7 +815,7 @@ def review(
     fig5b = threshold_sweep(model, plan.n_pd_prefill, target.rate_req_per_s if target is not None else None)
     timings["plan"] = time.perf_counter() - start
 
-    at_load = part("loaded", lambda: loaded(model, comparison, traffic, target, options.verify, ttft_slo_s))
+    at_load = part("loaded", lambda: loaded(model, comparison, traffic, target, options.verify, slo))
     curve = part("load_curve", lambda: load_curve(model, comparison, traffic, options))
     assert at_load is not None and curve is not None
     goodput = part(
@@ -838,7 +824,7 @@ def review(
             model,
             scenario.prfaas.gpus,
             scenario.local.gpus_per_instance,
-            ttft_slo_s or 0.0,
+            stated_slo(),
             resolution_tokens=options.resolution_tokens,
             decode_service_scv=scv,
         ),
@@ -901,8 +887,7 @@ def review(
         lambda: tornado(
             model,
             prices,
-            ttft_slo_s or 0.0,
-            0.9,
+            stated_slo(),
             step=options.tornado_step,
             resolution_tokens=resolution,
             decode_service_scv=scv,

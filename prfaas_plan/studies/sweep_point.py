@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from prfaas_plan.errors import InfeasibleError, PlanError
 from prfaas_plan.optimize.plans import PlanEvaluation, evaluate
 from prfaas_plan.optimize.throughput_search import search
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 
@@ -68,7 +69,7 @@ def evaluate_point(scenario: Scenario, options: SweepOptions) -> PointOutcome:
     try:
         carried = max_rate(
             model,
-            slo,
+            TtftSlo(limit_s=slo, quantile=0.9),
             resolution_tokens=options.resolution_tokens,
             decode_service_scv=scenario.traffic.output_length.scv,
         )

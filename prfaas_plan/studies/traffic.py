@@ -10,6 +10,7 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.traces import read_trace, resolve_trace_path
 from prfaas_plan.optimize import PlanEvaluation
 from prfaas_plan.spec.dynamics import PrefixCaches
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.spec.trace import Trace
 from prfaas_plan.studies.closed_form import Traffic
@@ -73,9 +74,7 @@ def offered_traffic(
             )
         from prfaas_plan.studies.dynamic import plan_with_caches
 
-        cached_model, _, cache_replay = plan_with_caches(
-            model, replay, caches, threshold_tokens=None, n_pd_prefill=None, n_pd_decode=None
-        )
+        cached_model, _, cache_replay = plan_with_caches(model, replay, caches, given=None)
         cached = replace(replay, cached_tokens=cache_replay.cached_tokens)
         return OfferedTraffic(
             model=cached_model, traffic=Traffic(trace=cached), trace_label=trace, cache_replay=cache_replay, note=None
@@ -89,23 +88,19 @@ def planned_traffic(
     model: StageModel,
     replay: Trace | None,
     caches: PrefixCaches | None,
-    threshold_tokens: float | None,
-    n_pd_prefill: int | None,
-    n_pd_decode: int | None,
+    given: Plan | None,
 ) -> tuple[StageModel, PlanEvaluation, Trace | None, CacheReplay | None]:
-    """The stage model, the plan (the given one, or the one ``optimize`` chooses: all three plan arguments
-    None), the trace as the cluster will see it and its cache replay, for a simulation: with finite prefix
-    caches the trace is replayed through them first (the plan sees the incremental lengths they leave); a trace
-    alone replaces the scenario's lengths; neither leaves the scenario's."""
+    """The stage model, the plan (the ``given`` one, or the one ``optimize`` chooses when it is None), the
+    trace as the cluster will see it and its cache replay, for a simulation: with finite prefix caches the
+    trace is replayed through them first (the plan sees the incremental lengths they leave); a trace alone
+    replaces the scenario's lengths; neither leaves the scenario's."""
     if caches is not None:
         if replay is None:
             raise InputError(Problem(field="--dynamics", message="prefix caches need --trace (a Mooncake trace)"))
         from prfaas_plan.studies.dynamic import plan_with_caches
 
-        model, plan, cache_replay = plan_with_caches(
-            model, replay, caches, threshold_tokens=threshold_tokens, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode
-        )
+        model, plan, cache_replay = plan_with_caches(model, replay, caches, given=given)
         return model, plan, replace(replay, cached_tokens=cache_replay.cached_tokens), cache_replay
     if replay is not None:
         model = trace_model(model, replay)
-    return model, choose_plan(model, threshold_tokens, n_pd_prefill, n_pd_decode), replay, None
+    return model, choose_plan(model, given), replay, None

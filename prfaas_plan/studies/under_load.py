@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 from prfaas_plan.latency import LoadedTtft
 from prfaas_plan.latency.profile import Validity
-from prfaas_plan.optimize import Comparison, GoodputComparison, PlanEvaluation
+from prfaas_plan.optimize import Comparison, GoodputComparison
+from prfaas_plan.optimize.plans import plan_of
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 
@@ -47,15 +49,15 @@ def under_load(
     traffic: Traffic | None = None,
     options: VerifyOptions | None = None,
     trace_label: str | None = None,
-    ttft_slo_s: float | None = None,
+    slo: TtftSlo | None = None,
 ) -> UnderLoad:
     """Score the comparison's plans under the requested load (the library calls behind the options): the
     closed form for every plan, and the simulation beside it for every plan (common random numbers) unless
-    ``options.verify`` is off; with ``ttft_slo_s``, each plan's P90 checked against it until decided or the
+    ``options.verify`` is off; with ``slo``, each plan's TTFT quantile checked against it until decided or the
     budget ends (``studies.verify.verify_plans``)."""
     from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
     from prfaas_plan.studies.closed_form import Traffic, closed_loaded
-    from prfaas_plan.studies.verify import VerifyOptions, check_plans
+    from prfaas_plan.studies.verify import PlanAt, VerifyOptions, verify_plans
 
     offered = traffic if traffic is not None else Traffic(output_lengths=scenario.traffic.output_length)
     settings = options if options is not None else VerifyOptions()
@@ -67,37 +69,27 @@ def under_load(
     checks = None
     label = ""
     if rate is not None or load is not None:
-        args = {
-            key: (
-                plan.n_prfaas,
-                threshold_of(model, plan),
-                plan.n_pd_prefill,
-                plan.n_pd_decode,
-                rate if rate is not None else (load or 0.0) * plan.throughput_req_per_s,
+        at = {
+            key: PlanAt(
+                n_prfaas=plan.n_prfaas,
+                plan=plan_of(model, plan),
+                rate_req_per_s=rate if rate is not None else (load or 0.0) * plan.throughput_req_per_s,
             )
             for key, plan in plans.items()
         }
-        checks = check_plans(model, args, offered, settings, slo_s=ttft_slo_s)
+        checks = verify_plans(model, at, offered, settings, slo=slo)
         label = f"{rate:g} req/s" if rate is not None else f"{load:.0%} of each plan's Λ_max"
     points = None
     validity = None
     if curve:
         plan = comparison.plan
         sized = replace(model, n_prfaas=plan.n_prfaas)
-        t = threshold_of(model, plan)
-        scored = [
-            closed_loaded(sized, t, plan.n_pd_prefill, plan.n_pd_decode, f * plan.throughput_req_per_s, offered)
-            for f in LOAD_CURVE_FRACTIONS
-        ]
+        chosen = plan_of(model, plan)
+        scored = [closed_loaded(sized, chosen, f * plan.throughput_req_per_s, offered) for f in LOAD_CURVE_FRACTIONS]
         points = [s[0] for s in scored]
         validity = [s[2] for s in scored]
     traffic_label = f"trace {trace_label}" if trace_label else f"{model.arrival.process} arrivals"
     return UnderLoad(checks=checks, curve=points, curve_validity=validity, label=label, traffic_label=traffic_label)
-
-
-def threshold_of(model: StageModel, plan: PlanEvaluation) -> float:
-    """The plan's threshold; the top of the length range when nothing is offloaded (homogeneous PD)."""
-    return plan.threshold_tokens if plan.threshold_tokens is not None else model.lengths.upper_tokens
 
 
 def verified_goodput(
@@ -113,11 +105,8 @@ def verified_goodput(
     sized = replace(model, n_prfaas=plan.n_prfaas)
     return simulated_goodput(
         sized,
-        threshold_of(model, plan),
-        plan.n_pd_prefill,
-        plan.n_pd_decode,
-        comparison.ttft_slo_s,
-        comparison.quantile,
+        plan_of(model, plan),
+        comparison.slo,
         evaluation.goodput.rate_req_per_s,
         evaluation.goodput.stability_limit_req_per_s,
         traffic,

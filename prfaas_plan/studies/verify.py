@@ -42,6 +42,7 @@ import numpy as np
 
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.throughput import StageModel
 
 if TYPE_CHECKING:
@@ -241,20 +242,19 @@ def bootstrap_workload(workload: Workload, rng: np.random.Generator, blocks: int
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanAt:
-    """One plan at one rate: N_prfaas, threshold t (tokens), split N_p / N_d and the offered rate (req/s)."""
+    """One plan (t, N_p, N_d) on N_prfaas PrfaaS instances at one offered rate (req/s)."""
 
     n_prfaas: int
-    threshold_tokens: float
-    n_pd_prefill: int
-    n_pd_decode: int
+    plan: Plan
     rate_req_per_s: float
 
 
-def _ttft_figures(model: StageModel, plan: PlanAt, workload: Workload) -> dict[str, dict[str, float]]:
+def _ttft_figures(model: StageModel, at: PlanAt, workload: Workload) -> dict[str, dict[str, float]]:
     """One simulation: mean and percentiles of TTFT overall and per route, after the warm-up requests."""
     from prfaas_plan.sim.cluster import ClusterConfig
     from prfaas_plan.sim.run import simulate
 
+    plan = at.plan
     config = ClusterConfig(
         model=model,
         threshold_tokens=plan.threshold_tokens,
@@ -342,16 +342,17 @@ def verify_plans(
     traffic: Traffic,
     options: VerifyOptions,
     *,
-    slo_s: float | None = None,
-    quantile: float = 0.9,
+    slo: TtftSlo | None = None,
     simulate_keys: tuple[str, ...] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, LoadedCheck]:
     """The one verification path: each plan's closed form and validity and, for the plans in
     ``simulate_keys`` (default: all) whose closed form is stable, the simulation beside it on common random
-    numbers (module docstring). With ``slo_s``, the overall TTFT ``quantile`` of each simulated plan is
-    checked against it sequentially and the ``LoadedCheck.decision`` says meets, misses or undecided within
+    numbers (module docstring). With ``slo``, the overall TTFT quantile of each simulated plan is checked
+    against its limit sequentially and the ``LoadedCheck.decision`` says meets, misses or undecided within
     budget. ``model``'s N_prfaas is replaced by each plan's."""
+    quantile = slo.quantile if slo is not None else 0.9
+    slo_s = slo.limit_s if slo is not None else None
     stat = _QUANTILE_STAT.get(quantile)
     if stat is None:
         raise ValueError(f"verification supports the 0.5, 0.9 and 0.99 quantiles, got {quantile}")
@@ -361,10 +362,7 @@ def verify_plans(
     models = {
         k: model if model.n_prfaas == p.n_prfaas else replace(model, n_prfaas=p.n_prfaas) for k, p in plans.items()
     }
-    closed = {
-        k: closed_loaded(models[k], p.threshold_tokens, p.n_pd_prefill, p.n_pd_decode, p.rate_req_per_s, traffic)
-        for k, p in plans.items()
-    }
+    closed = {k: closed_loaded(models[k], p.plan, p.rate_req_per_s, traffic) for k, p in plans.items()}
     wanted = tuple(plans) if simulate_keys is None else simulate_keys
     active = [k for k in plans if options.verify and k in wanted and closed[k][0].stable]
     gathered = {k: _Runs() for k in active}
@@ -506,9 +504,7 @@ def _realisation(trace: bool, replications: int, options: VerifyOptions, recorde
 
 def simulate_ttft(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: Plan,
     rate_req_per_s: float,
     traffic: Traffic,
     *,
@@ -516,17 +512,11 @@ def simulate_ttft(
     requests: int = REQUESTS,
     seed: int = 0,
 ) -> SimulatedTtft:
-    """TTFT of plan (t, N_p, N_d) at rate λ from exactly ``replications`` simulated realisations (no SLO, no
+    """TTFT of ``plan`` (t, N_p, N_d) at rate λ from exactly ``replications`` simulated realisations (no SLO, no
     sequential stopping; ``verify_plans``). N_prfaas is ``model.n_prfaas``. A trace is replayed whole."""
-    plan = PlanAt(
-        n_prfaas=model.n_prfaas,
-        threshold_tokens=threshold_tokens,
-        n_pd_prefill=n_pd_prefill,
-        n_pd_decode=n_pd_decode,
-        rate_req_per_s=rate_req_per_s,
-    )
+    at = PlanAt(n_prfaas=model.n_prfaas, plan=plan, rate_req_per_s=rate_req_per_s)
     options = VerifyOptions(replications=replications, requests=requests, seed=seed)
-    check = verify_plans(model, {"plan": plan}, traffic, options)["plan"]
+    check = verify_plans(model, {"plan": at}, traffic, options)["plan"]
     if check.simulated is None:
         raise ValueError(f"the plan is unstable at {rate_req_per_s:g} req/s: nothing to simulate")
     return check.simulated
@@ -557,27 +547,18 @@ def disagreements(closed: LoadedTtft, simulated: SimulatedTtft, tolerance: float
 
 def check_loaded(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
+    plan: Plan,
     rate_req_per_s: float,
     traffic: Traffic,
     *,
     options: VerifyOptions | None = None,
-    slo_s: float | None = None,
-    quantile: float = 0.9,
+    slo: TtftSlo | None = None,
 ) -> LoadedCheck:
-    """Closed form and (with ``options.verify``) simulation of plan (t, N_p, N_d) at rate λ, side by side,
-    checked against ``slo_s`` when given (``verify_plans`` with one plan)."""
-    plan = PlanAt(
-        n_prfaas=model.n_prfaas,
-        threshold_tokens=threshold_tokens,
-        n_pd_prefill=n_pd_prefill,
-        n_pd_decode=n_pd_decode,
-        rate_req_per_s=rate_req_per_s,
-    )
+    """Closed form and (with ``options.verify``) simulation of ``plan`` (t, N_p, N_d) at rate λ, side by side,
+    checked against ``slo`` when given (``verify_plans`` with one plan). N_prfaas is ``model.n_prfaas``."""
+    at = PlanAt(n_prfaas=model.n_prfaas, plan=plan, rate_req_per_s=rate_req_per_s)
     settings = options if options is not None else VerifyOptions()
-    return verify_plans(model, {"plan": plan}, traffic, settings, slo_s=slo_s, quantile=quantile)["plan"]
+    return verify_plans(model, {"plan": at}, traffic, settings, slo=slo)["plan"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -607,20 +588,17 @@ GOODPUT_BISECTIONS = 9
 
 def simulated_goodput(
     model: StageModel,
-    threshold_tokens: float,
-    n_pd_prefill: int,
-    n_pd_decode: int,
-    ttft_slo_s: float,
-    quantile: float,
+    plan: Plan,
+    slo: TtftSlo,
     closed_rate_req_per_s: float,
     rate_limit_req_per_s: float,
     traffic: Traffic,
     *,
     options: VerifyOptions | None = None,
 ) -> GoodputCheck:
-    """Bisect the rate in (0, ``rate_limit``) for the largest one whose simulated TTFT ``quantile`` (overall)
-    meets ``ttft_slo_s``, starting from the closed form's goodput. Each step is a sequential check with the
-    options' budget split evenly over the steps."""
+    """Bisect the rate in (0, ``rate_limit``) for the largest one at which ``plan``'s simulated TTFT quantile
+    (overall) meets ``slo``, starting from the closed form's goodput. Each step is a sequential check with the
+    options' budget split evenly over the steps. N_prfaas is ``model.n_prfaas``."""
     settings = options if options is not None else VerifyOptions()
     steps = GOODPUT_BISECTIONS + 1
     per_step = replace(
@@ -633,21 +611,15 @@ def simulated_goodput(
 
     def meets(rate: float) -> tuple[bool, Figure | None]:
         nonlocal last, undecided
-        plan = PlanAt(
-            n_prfaas=model.n_prfaas,
-            threshold_tokens=threshold_tokens,
-            n_pd_prefill=n_pd_prefill,
-            n_pd_decode=n_pd_decode,
-            rate_req_per_s=rate,
-        )
-        last = verify_plans(model, {"plan": plan}, traffic, per_step, slo_s=ttft_slo_s, quantile=quantile)["plan"]
-        figure = last.figure_simulated("overall", _QUANTILE_STAT[quantile])
+        at = PlanAt(n_prfaas=model.n_prfaas, plan=plan, rate_req_per_s=rate)
+        last = verify_plans(model, {"plan": at}, traffic, per_step, slo=slo)["plan"]
+        figure = last.figure_simulated("overall", _QUANTILE_STAT[slo.quantile])
         if figure is None:  # unstable by the closed form: not simulated
             return False, None
         decision = last.decision
         if decision is not None and not decision.decided:
             undecided += 1
-        return figure.value <= ttft_slo_s, figure
+        return figure.value <= slo.limit_s, figure
 
     at_closed = None
     if closed_rate_req_per_s > 0:
@@ -676,22 +648,3 @@ def simulated_goodput(
         realisation=sim.realisation if sim is not None else "",
         undecided_steps=undecided,
     )
-
-
-def check_plans(
-    model: StageModel,
-    plans: Mapping[str, tuple[int, float, int, int, float]],
-    traffic: Traffic,
-    options: VerifyOptions,
-    verify_keys: tuple[str, ...] | None = None,
-    *,
-    slo_s: float | None = None,
-    quantile: float = 0.9,
-) -> dict[str, LoadedCheck]:
-    """``verify_plans`` for plans given as (N_prfaas, t, N_p, N_d, rate); ``verify_keys`` (default: all)
-    names the plans simulated, the others keep their closed form and its validity."""
-    at = {
-        key: PlanAt(n_prfaas=n, threshold_tokens=t, n_pd_prefill=n_p, n_pd_decode=n_d, rate_req_per_s=rate)
-        for key, (n, t, n_p, n_d, rate) in plans.items()
-    }
-    return verify_plans(model, at, traffic, options, slo_s=slo_s, quantile=quantile, simulate_keys=verify_keys)

@@ -28,11 +28,12 @@ import sys, time
 from prfaas_plan.io.names import resolve_scenario_path
 from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.optimize import compare_goodput
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import stage_model
 
 spec = load_scenario(resolve_scenario_path(None))
 model = stage_model(spec)
-slo = float(sys.argv[1])
+slo = TtftSlo(limit_s=float(sys.argv[1]))
 start, cpu = time.perf_counter(), time.process_time()
 compare_goodput(model, spec.prfaas.gpus, spec.local.gpus_per_instance, slo, resolution_tokens=10.0,
                 decode_service_scv=spec.traffic.output_length.scv)

@@ -112,7 +112,7 @@ def scenario_table() -> None:
         scenario = replace(base, link=replace(base.link, tcp=path))
         model = stage_model(scenario)
         plan = search(model)
-        goodput = max_rate(model, target.ttft_slo_s, target.quantile, resolution_tokens=1024.0).goodput_req_per_s
+        goodput = max_rate(model, target.ttft_slo, resolution_tokens=1024.0).goodput_req_per_s
         space = default_search_space(model, prices, target)
         try:
             sized = size(

@@ -57,6 +57,7 @@ def _point(operation: str, instances: int, root: Path, scale_link: bool) -> dict
     from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.optimize import compare, compare_goodput, search
     from prfaas_plan.optimize.goodput_search import best_goodput_plan
+    from prfaas_plan.spec.plan import TtftSlo
     from prfaas_plan.throughput import stage_model
 
     scenario = load_scenario(root / "workloads" / "paper-case-study.yaml")
@@ -68,10 +69,10 @@ def _point(operation: str, instances: int, root: Path, scale_link: bool) -> dict
     before = _peak_mib()
     start = time.perf_counter()
     if operation == "goodput":
-        t, n_p, rate = best_goodput_plan(model, TTFT_SLO_S, resolution_tokens=RESOLUTION_TOKENS)
+        t, n_p, rate = best_goodput_plan(model, TtftSlo(limit_s=TTFT_SLO_S), resolution_tokens=RESOLUTION_TOKENS)
         result = {"threshold_tokens": t, "n_pd_prefill": n_p, "rate_req_per_s": rate}
     elif operation == "compare_goodput":
-        found = compare_goodput(model, *pools, TTFT_SLO_S, resolution_tokens=RESOLUTION_TOKENS)
+        found = compare_goodput(model, *pools, TtftSlo(limit_s=TTFT_SLO_S), resolution_tokens=RESOLUTION_TOKENS)
         result = {
             "threshold_tokens": found.plan.plan.threshold_tokens,
             "n_pd_prefill": found.plan.plan.n_pd_prefill,

@@ -25,6 +25,7 @@ from prfaas_plan.latency.stages import RouteMoments, StageState, erlang_c, ggc_w
 from prfaas_plan.latency.unloaded import route_latency, route_mean_s, unloaded_ttft
 from prfaas_plan.optimize.goodput_search import best_goodput_plan
 from prfaas_plan.report.plans import loaded_to_dict
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.throughput import STAGES, StageModel
 from tests import queueing_oracles as queueing
 from tests.conftest import examples, run_cli
@@ -38,6 +39,10 @@ def _plan(model: StageModel, q: float, split: float) -> tuple[float, int, int]:
     t = float(model.lengths.quantile(q))
     n_p = min(max(1, round(split * model.n_local)), model.n_local - 1)
     return t, n_p, model.n_local - n_p
+
+
+def _p(t: float, n_p: int, n_d: int) -> Plan:
+    return Plan(threshold_tokens=t, n_pd_prefill=n_p, n_pd_decode=n_d)
 
 
 def _limit(model: StageModel, t: float, n_p: int, n_d: int) -> tuple[float, dict[str, float]]:
@@ -80,7 +85,7 @@ def test_zero_load_is_the_unloaded_ttft_exactly(model: StageModel, q: float, spl
     """At Λ = 0 the loaded TTFT equals latency.unloaded.unloaded_ttft with the same settings (transfer mode,
     intra-cluster transfer, first decode step), bit for bit: mean, P50, P90 and P99."""
     t, n_p, n_d = _plan(model, q, split)
-    loaded = loaded_ttft(model, t, n_p, n_d, 0.0)
+    loaded = loaded_ttft(model, _p(t, n_p, n_d), 0.0)
     unloaded = unloaded_ttft(model.lengths, route_latency(model), t)
     assert loaded.stable and loaded.ttft is not None
     assert (loaded.ttft.mean_s, loaded.ttft.p50_s, loaded.ttft.p90_s, loaded.ttft.p99_s) == (
@@ -105,12 +110,12 @@ def test_waiting_grows_with_load_and_is_unstable_past_the_limit(model: StageMode
     for wait in (state.prfaas_wait, state.local_wait, state.decode_wait):
         assert np.all(np.diff(wait.mean_s) >= -1e-12 * wait.mean_s[1:])
     assert np.all(np.diff(state.link_stretch) >= 0)
-    low, high = (loaded_ttft(model, t, n_p, n_d, f * limit).ttft for f in (0.5, 0.9))
+    low, high = (loaded_ttft(model, _p(t, n_p, n_d), f * limit).ttft for f in (0.5, 0.9))
     assert low is not None and high is not None
     assert high.mean_s >= low.mean_s * (1 - 1e-12) and high.p90_s >= low.p90_s * (1 - 1e-8) - 1e-8
     first = min(STAGES, key=lambda s: by_stage[s])
     for over in (1.0 + 1e-9, 1.5):
-        result = loaded_ttft(model, t, n_p, n_d, over * limit)
+        result = loaded_ttft(model, _p(t, n_p, n_d), over * limit)
         assert not result.stable and result.unstable_stage == first and result.ttft is None
         text = json.dumps(loaded_to_dict(result), allow_nan=False)
         assert '"status": "unstable"' in text
@@ -149,8 +154,8 @@ def test_burstier_arrivals_never_decrease_waiting(
     for wait in ("prfaas_wait", "local_wait", "decode_wait"):
         assert float(getattr(b, wait).mean_s) >= float(getattr(a, wait).mean_s) * (1 - 1e-12)
     assert float(b.link_stretch) >= float(a.link_stretch)
-    low = loaded_ttft(smooth, t, n_p, n_d, rate).ttft
-    high = loaded_ttft(bursty, t, n_p, n_d, rate).ttft
+    low = loaded_ttft(smooth, _p(t, n_p, n_d), rate).ttft
+    high = loaded_ttft(bursty, _p(t, n_p, n_d), rate).ttft
     assert low is not None and high is not None
     # Quantiles are solved to ~3e-11 of a bracket up to ~100 s wide (latency.unloaded.solve_quantiles).
     assert high.p90_s >= low.p90_s * (1 - 1e-8) - 1e-8
@@ -162,7 +167,7 @@ def test_percentiles_are_ordered(model: StageModel, q: float, split: float, load
     """P50 <= P90 <= P99 overall and on each route; each route's percentiles bracket the overall ones' mixture
     (the overall P50 lies between the routes' P50s)."""
     t, n_p, n_d = _plan(model, q, split)
-    result = loaded_ttft(model, t, n_p, n_d, load * _limit(model, t, n_p, n_d)[0])
+    result = loaded_ttft(model, _p(t, n_p, n_d), load * _limit(model, t, n_p, n_d)[0])
     assert result.ttft is not None
     summaries = [result.ttft, *(s for s in result.by_route.values() if s is not None)]
     for s in summaries:
@@ -228,7 +233,7 @@ def test_ttft_law_matches_sampling_its_components(
     which drop the variance inside each slice)."""
     t, n_p, n_d = _plan(model, q, split)
     rate = load * _limit(model, t, n_p, n_d)[0]
-    result = loaded_ttft(model, t, n_p, n_d, rate)
+    result = loaded_ttft(model, _p(t, n_p, n_d), rate)
     moments = route_moments(model, np.asarray(t))
     state = stage_state(model, moments, n_p, n_d, rate)
     route = route_latency(model)
@@ -288,24 +293,24 @@ def test_p90_at_goodput_is_the_slo(model: StageModel, q: float, split: float, sl
     """With an SLO above the unloaded P90, the P90 at the goodput rate equals the SLO (1e-6 relative), unless
     the SLO holds up to the stability limit; just above the goodput rate it is exceeded."""
     t, n_p, n_d = _plan(model, q, split)
-    unloaded = loaded_ttft(model, t, n_p, n_d, 0.0).ttft
+    unloaded = loaded_ttft(model, _p(t, n_p, n_d), 0.0).ttft
     assert unloaded is not None
     slo = unloaded.p90_s * slack
-    goodput = plan_goodput(model, t, n_p, n_d, slo)
+    goodput = plan_goodput(model, _p(t, n_p, n_d), TtftSlo(limit_s=slo))
     assert goodput.limited_by in ("slo", "stability")
     if goodput.limited_by == "slo":
-        at = loaded_ttft(model, t, n_p, n_d, goodput.rate_req_per_s).ttft
-        above = loaded_ttft(model, t, n_p, n_d, goodput.rate_req_per_s * 1.001).ttft
+        at = loaded_ttft(model, _p(t, n_p, n_d), goodput.rate_req_per_s).ttft
+        above = loaded_ttft(model, _p(t, n_p, n_d), goodput.rate_req_per_s * 1.001).ttft
         assert at is not None and at.p90_s == pytest.approx(slo, rel=1e-6)
         assert above is None or above.p90_s > slo
 
 
 def test_goodput_search_beats_every_plan_of_a_grid(paper_model: StageModel) -> None:
     """The goodput optimiser is never worse than any (t, N_p) plan on a grid of its own search space."""
-    _, _, best = best_goodput_plan(paper_model, 5.0)
+    _, _, best = best_goodput_plan(paper_model, TtftSlo(limit_s=5.0))
     grid = np.linspace(0.0, 80_000.0, 41)[:, None]
     splits = np.arange(paper_model.n_local)[None, :]
-    rates, _, _ = goodput_rates(paper_model, grid, splits, 5.0, grid_points=GRID_POINTS)
+    rates, _, _ = goodput_rates(paper_model, grid, splits, TtftSlo(limit_s=5.0), grid_points=GRID_POINTS)
     assert best >= float(np.max(rates)) * (1 - 1e-5)
 
 
@@ -313,7 +318,8 @@ def test_goodput_is_zero_when_even_an_empty_system_misses_the_slo(paper_model: S
     """Homogeneous PD on the paper scenario: its unloaded P90 is 9.7 s, so a 5 s SLO admits no traffic
     (a regression guard on our own output; the 9.7 s itself reproduces Table 6's 9.73 s)."""
     homogeneous = replace(paper_model, n_prfaas=0, n_local=12)
-    goodput = plan_goodput(homogeneous, paper_model.lengths.upper_tokens, 9, 3, 5.0)
+    plan = Plan(threshold_tokens=paper_model.lengths.upper_tokens, n_pd_prefill=9, n_pd_decode=3)
+    goodput = plan_goodput(homogeneous, plan, TtftSlo(limit_s=5.0))
     assert goodput.rate_req_per_s == 0.0 and goodput.limited_by == "unloaded"
 
 
@@ -334,11 +340,11 @@ def test_quantile_at_rates_is_loaded_ttfts_figure(model: StageModel, q: float, s
     number ``loaded_ttft`` reports, at zero load, along the load and past the limit (None where unstable)."""
     t, n_p, n_d = _plan(model, q, split)
     limit = _limit(model, t, n_p, n_d)[0]
-    quantile_at = ttft_quantile_at_rates(model, t, n_p, n_d, level, decode_service_scv=0.3)
+    quantile_at = ttft_quantile_at_rates(model, _p(t, n_p, n_d), level, decode_service_scv=0.3)
     field = {0.5: "p50_s", 0.9: "p90_s", 0.99: "p99_s"}[level]
     for fraction in (0.0, 0.4, 0.9, 0.4, 1.2):
         rate = fraction * limit if math.isfinite(limit) else fraction
-        full = loaded_ttft(model, t, n_p, n_d, rate, decode_service_scv=0.3).ttft
+        full = loaded_ttft(model, _p(t, n_p, n_d), rate, decode_service_scv=0.3).ttft
         assert quantile_at(rate) == (None if full is None else getattr(full, field))
 
 

@@ -9,6 +9,7 @@ import pytest
 import prfaas_plan.latency.distribution as distribution
 from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.latency.goodput import plans_goodput
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 
@@ -41,13 +42,13 @@ def test_full_law_goodput_meets_the_slo_in_few_evaluations(
 
     monkeypatch.setattr(distribution, "ttft_quantile_at_rates", counted)
     scored = plans_goodput(
-        paper_model, [t for t, _ in PLANS], [n_p for _, n_p in PLANS], slo, 0.9, decode_service_scv=scv
+        paper_model, [t for t, _ in PLANS], [n_p for _, n_p in PLANS], TtftSlo(limit_s=slo), decode_service_scv=scv
     )
     assert len(counts) == len(PLANS) and max(counts) <= 12, counts
     for (t, n_p), goodput in zip(PLANS, scored, strict=True):
         assert goodput.limited_by == "slo"
-        n_d = paper_model.n_local - n_p
-        at = loaded_ttft(paper_model, t, n_p, n_d, goodput.rate_req_per_s, decode_service_scv=scv).ttft
-        above = loaded_ttft(paper_model, t, n_p, n_d, goodput.rate_req_per_s * (1 + 1e-6), decode_service_scv=scv)
+        plan = Plan(threshold_tokens=t, n_pd_prefill=n_p, n_pd_decode=paper_model.n_local - n_p)
+        at = loaded_ttft(paper_model, plan, goodput.rate_req_per_s, decode_service_scv=scv).ttft
+        above = loaded_ttft(paper_model, plan, goodput.rate_req_per_s * (1 + 1e-6), decode_service_scv=scv)
         assert at is not None and slo * (1 - 1e-9) <= at.p90_s <= slo
         assert above.ttft is not None and above.ttft.p90_s > slo

@@ -32,6 +32,7 @@ from prfaas_plan.sim.records import COLUMNS
 from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import summarize
 from prfaas_plan.sim.workload import synthetic_workload
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import StageModel, stage_model
 from tests.validation.tpot_law import compare
 
@@ -108,7 +109,7 @@ def test_goodput_holds_the_tpot_slo(roofline_model: StageModel) -> None:
     caps goodput at the rate where P90 TPOT reaches it, and says so."""
     plan = search(roofline_model)
     assert plan.threshold_tokens is not None
-    args = ([plan.threshold_tokens], [plan.n_pd_prefill], 5.0)
+    args = ([plan.threshold_tokens], [plan.n_pd_prefill], TtftSlo(limit_s=5.0))
     (free,) = plans_goodput(roofline_model, *args)
     (loose,) = plans_goodput(replace(roofline_model, tpot_p90_slo_s=0.050), *args)
     assert loose.rate_req_per_s == free.rate_req_per_s
@@ -120,8 +121,8 @@ def test_goodput_holds_the_tpot_slo(roofline_model: StageModel) -> None:
     assert tight.rate_req_per_s <= cap * (1 + 1e-9)
     assert tight.rate_req_per_s == pytest.approx(cap, rel=1e-6)
     assert tight.limited_by == "tpot_slo"
-    _, _, best_free = best_goodput_plan(roofline_model, 5.0)
-    _, _, best_tight = best_goodput_plan(replace(roofline_model, tpot_p90_slo_s=slo), 5.0)
+    _, _, best_free = best_goodput_plan(roofline_model, TtftSlo(limit_s=5.0))
+    _, _, best_tight = best_goodput_plan(replace(roofline_model, tpot_p90_slo_s=slo), TtftSlo(limit_s=5.0))
     assert best_tight <= best_free
 
 

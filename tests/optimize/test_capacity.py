@@ -25,6 +25,7 @@ from prfaas_plan.optimize.matrix import pareto
 from prfaas_plan.optimize.sizing import bandwidth_knee, max_rate, size
 from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.spec.cost import LinkPort, LinkPricing, Target
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 from prfaas_plan.units import GBIT_PER_S
@@ -135,7 +136,7 @@ LINKS = (10 * GBIT_PER_S, 20 * GBIT_PER_S)
 
 def _carries(model: StageModel, target: Target, n_prfaas: int, n_local: int, bandwidth: float) -> float:
     m = replace(model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=bandwidth)
-    return max_rate(m, target.ttft_slo_s, target.quantile, resolution_tokens=256.0).goodput_req_per_s
+    return max_rate(m, target.ttft_slo, resolution_tokens=256.0).goodput_req_per_s
 
 
 @given(rate=st.sampled_from([0.6, 1.0, 1.4]))
@@ -177,7 +178,7 @@ def test_fluid_floors_never_exceed_what_a_carrying_deployment_needs(
         for n_prfaas in range(1, SMALL["max_prfaas"] + 1):
             for n_local in range(2, SMALL["max_local"] + 1):
                 m = replace(paper_model, n_prfaas=n_prfaas, n_local=n_local, link_bandwidth_bytes_per_s=b)
-                carried = max_rate(m, target.ttft_slo_s, target.quantile, resolution_tokens=256.0)
+                carried = max_rate(m, target.ttft_slo, resolution_tokens=256.0)
                 if carried.goodput_req_per_s < rate:
                     continue
                 assert n_local >= floors.local[i, n_prfaas - 1], (b, n_prfaas, n_local)
@@ -251,13 +252,11 @@ def test_sized_deployment_meets_its_target_in_the_planner_and_in_simulation(
     assert d.threshold_tokens is not None
     check = check_loaded(
         sized,
-        d.threshold_tokens,
-        d.n_pd_prefill,
-        d.n_pd_decode,
+        Plan(threshold_tokens=d.threshold_tokens, n_pd_prefill=d.n_pd_prefill, n_pd_decode=d.n_pd_decode),
         target.rate_req_per_s,
         Traffic(output_lengths=paper_scenario.traffic.output_length),
         options=VerifyOptions(replications=3, requests=6000, max_requests=60_000),
-        slo_s=target.ttft_slo_s,
+        slo=target.ttft_slo,
     )
     assert check.simulated is not None and check.decision is not None
     p90 = check.simulated.figures["overall"]["p90"]
@@ -343,7 +342,7 @@ def test_n_minus_one_never_carries_more_than_intact(paper_model: StageModel) -> 
 
 
 def test_tornado_moves_goodput_the_expected_way(paper_model: StageModel) -> None:
-    t = tornado(paper_model, PRICES, 5.0, step=0.2)
+    t = tornado(paper_model, PRICES, TtftSlo(limit_s=5.0), step=0.2)
     bars = {b.input: b for b in t.bars}
     assert bars["prefill speed"].goodput_req_per_s[1] > bars["prefill speed"].goodput_req_per_s[0]
     assert bars["input length location"].goodput_req_per_s[1] < bars["input length location"].goodput_req_per_s[0]

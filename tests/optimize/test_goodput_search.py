@@ -14,6 +14,7 @@ from prfaas_plan.latency.goodput import goodput_brackets, goodput_rates
 from prfaas_plan.latency.stages import erlang_c, ggc_wait
 from prfaas_plan.optimize import search
 from prfaas_plan.optimize.goodput_search import _coarse_thresholds, best_goodput_plan, best_plan_at_rate, threshold_scan
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.throughput import StageModel
 from tests import queueing_oracles as queueing
 from tests.conftest import examples
@@ -22,13 +23,13 @@ from tests.strategies import loaded_stage_models, stage_models
 EVERY_SPLIT = 10**9
 
 
-def _slo(model: StageModel, q: float, slack: float) -> float:
+def _slo(model: StageModel, q: float, slack: float) -> TtftSlo:
     """An SLO some plan can meet: the unloaded P90 of t at the q-quantile, half the pool prefilling, x slack."""
     t = float(model.lengths.quantile(q))
     n_p = max(1, model.n_local // 2)
-    unloaded = loaded_ttft(model, t, n_p, model.n_local - n_p, 0.0).ttft
+    unloaded = loaded_ttft(model, Plan(threshold_tokens=t, n_pd_prefill=n_p, n_pd_decode=model.n_local - n_p), 0.0).ttft
     assert unloaded is not None
-    return unloaded.p90_s * slack
+    return TtftSlo(limit_s=unloaded.p90_s * slack)
 
 
 @settings(max_examples=examples(15), deadline=None)
@@ -137,8 +138,8 @@ def test_goodput_of_large_pools_is_bounded_by_stability(paper_model: StageModel)
     """At 2,000 instances per pool the search returns a split inside the pool and a goodput no larger than
     that plan's stability limit."""
     model = replace(paper_model, n_prfaas=2000, n_local=2000)
-    t, n_p, rate = best_goodput_plan(model, 5.0)
-    _, limit, _ = goodput_rates(model, t, n_p, 5.0)
+    t, n_p, rate = best_goodput_plan(model, TtftSlo(limit_s=5.0))
+    _, limit, _ = goodput_rates(model, t, n_p, TtftSlo(limit_s=5.0))
     assert 0 <= n_p < 2000 and 0 < rate <= float(limit)
 
 
@@ -159,9 +160,13 @@ def test_fixed_rate_search_finds_a_window_narrower_than_the_quantile_grid(paper_
     is stable and the empty system still meets the SLO. The search over those thresholds finds a plan with
     slack >= 0; the usual grid alone finds no stable plan."""
     model = replace(paper_model, n_prfaas=606, n_local=2014, link_bandwidth_bytes_per_s=1880 * 1.25e8)
-    _, _, slack, zero_load = best_plan_at_rate(model, 650.0, 5.0, 0.9, resolution_tokens=1024.0)
+    _, _, slack, zero_load = best_plan_at_rate(
+        model, 650.0, TtftSlo(limit_s=5.0, quantile=0.9), resolution_tokens=1024.0
+    )
     assert slack >= 0.0 and zero_load >= 0.9
-    _, _, coarse, _ = best_plan_at_rate(model, 650.0, 5.0, 0.9, thresholds=_coarse_thresholds(model))
+    _, _, coarse, _ = best_plan_at_rate(
+        model, 650.0, TtftSlo(limit_s=5.0, quantile=0.9), thresholds=_coarse_thresholds(model)
+    )
     assert coarse <= -0.9  # every plan of the usual grid is past its stability limit (scores at most -q)
 
 
@@ -176,7 +181,7 @@ def test_a_reused_threshold_scan_changes_nothing(
     slo = _slo(model, q, slack)
     _, _, top = best_goodput_plan(model, slo, thresholds=np.asarray(model.lengths.quantile(np.linspace(0, 1, 9))))
     rate = max(top, 1e-3) * load
-    scan = threshold_scan(replace(model, n_local=2, n_prfaas=1), slo)
+    scan = threshold_scan(replace(model, n_local=2, n_prfaas=1), slo.limit_s)
     assert best_plan_at_rate(model, rate, slo, resolution_tokens=100.0, scan=scan) == best_plan_at_rate(
         model, rate, slo, resolution_tokens=100.0
     )

@@ -11,6 +11,7 @@ import pytest
 from prfaas_plan.optimize.robust import bandwidth_quantile, robust_plan
 from prfaas_plan.sim.link_profile import ou_log_bandwidth
 from prfaas_plan.spec.dynamics import BandwidthSteps, PeriodicBandwidth, RandomBandwidth
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S
 
@@ -38,7 +39,7 @@ def test_step_and_periodic_quantiles_weight_time() -> None:
 
 def test_robust_plan_is_no_worse_at_its_quantile(paper_model: StageModel) -> None:
     profile = RandomBandwidth(mean_bytes_per_s=15 * GBIT_PER_S, std_bytes_per_s=6 * GBIT_PER_S, correlation_s=60.0)
-    r = robust_plan(paper_model, profile, 0.1, 5.0)
+    r = robust_plan(paper_model, profile, 0.1, TtftSlo(limit_s=5.0))
     assert r.bandwidth_at_quantile_bytes_per_s < r.bandwidth_mean_bytes_per_s
     assert r.robust.goodput_req_per_s >= r.mean_plan_goodput_at_quantile_req_per_s * (1 - 1e-6)
     assert r.at_mean.goodput_req_per_s >= r.robust_goodput_at_mean_req_per_s * (1 - 1e-6)

@@ -43,7 +43,7 @@ def _targeted(name: str) -> Any:
     model, prices = stage_model(spec), unit_prices(spec)
     traffic = Traffic(output_lengths=spec.traffic.output_length)
     sized = sizing_part(model, prices, target, traffic, verify=replace(SMALL, verify=False))
-    at_target = loaded(model, plain.comparison, traffic, target, SMALL, target.ttft_slo_s)
+    at_target = loaded(model, plain.comparison, traffic, target, SMALL, target.ttft_slo)
     frontier = cost_frontier(
         model, prices, sized, None, neighbours=((-1, 0), (1, 0), (0, 2), (1, 2)), resolution_tokens=256.0
     )

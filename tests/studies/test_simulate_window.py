@@ -26,7 +26,7 @@ def _study(scale: int, requests: int) -> Study:
         prfaas=replace(spec.prfaas, instances=spec.prfaas.instances * scale),
         local=replace(spec.local, instances=spec.local.instances * scale),
     )
-    model, plan, _, _ = planned_traffic(stage_model(spec), None, None, None, None, None)
+    model, plan, _, _ = planned_traffic(stage_model(spec), None, None, None)
     return run_study(
         model,
         plan,

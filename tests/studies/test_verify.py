@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.studies.closed_form import Traffic
 from prfaas_plan.studies.review import SIZING_CHECK, ReviewOptions
 from prfaas_plan.studies.verify import (
@@ -22,7 +23,7 @@ from prfaas_plan.studies.verify import (
 from prfaas_plan.throughput import StageModel
 
 #: The paper's optimised plan (t about 19.4k tokens, 3 PrfaaS, 3 prefill / 5 decode) at a light load.
-PLAN = PlanAt(n_prfaas=3, threshold_tokens=19_400.0, n_pd_prefill=3, n_pd_decode=5, rate_req_per_s=1.0)
+PLAN = PlanAt(n_prfaas=3, plan=Plan(threshold_tokens=19_400.0, n_pd_prefill=3, n_pd_decode=5), rate_req_per_s=1.0)
 SMALL = VerifyOptions(replications=2, requests=3000, max_requests=30_000, max_wall_s=30.0)
 
 
@@ -37,11 +38,11 @@ def test_common_random_numbers_give_the_same_figures_to_the_same_plan(paper_mode
 
 
 def test_a_wide_margin_decides_at_the_first_replications(paper_model: StageModel) -> None:
-    checks = verify_plans(paper_model, {"plan": PLAN}, Traffic(), SMALL, slo_s=1000.0)
+    checks = verify_plans(paper_model, {"plan": PLAN}, Traffic(), SMALL, slo=TtftSlo(limit_s=1000.0))
     d = checks["plan"].decision
     assert d is not None and d.verdict == MEETS and d.replications == SMALL.replications
     assert d.stopped_by == "decided" and d.value_s + d.half_width_s <= 1000.0
-    tight = verify_plans(paper_model, {"plan": PLAN}, Traffic(), SMALL, slo_s=1e-3)["plan"].decision
+    tight = verify_plans(paper_model, {"plan": PLAN}, Traffic(), SMALL, slo=TtftSlo(limit_s=1e-3))["plan"].decision
     assert tight is not None and tight.verdict == MISSES and tight.value_s - tight.half_width_s > 1e-3
 
 
@@ -50,7 +51,7 @@ def test_an_slo_inside_the_interval_runs_to_the_budget_and_says_undecided(paper_
     assert first is not None
     p90 = first.figures["overall"]["p90"].value
     # An SLO at the simulated P90 itself cannot be decided: replications are added until the request budget.
-    d = verify_plans(paper_model, {"plan": PLAN}, Traffic(), SMALL, slo_s=p90)["plan"].decision
+    d = verify_plans(paper_model, {"plan": PLAN}, Traffic(), SMALL, slo=TtftSlo(limit_s=p90))["plan"].decision
     assert d is not None
     if d.verdict == UNDECIDED:
         assert "budget" in d.stopped_by or "cap" in d.stopped_by
@@ -63,16 +64,22 @@ def test_an_slo_inside_the_interval_runs_to_the_budget_and_says_undecided(paper_
 
 def test_baselines_are_simulated_too_and_every_plan_is_decided_alone(paper_model: StageModel) -> None:
     homogeneous = PlanAt(
-        n_prfaas=0, threshold_tokens=paper_model.lengths.upper_tokens, n_pd_prefill=4, n_pd_decode=4, rate_req_per_s=0.5
+        n_prfaas=0,
+        plan=Plan(threshold_tokens=paper_model.lengths.upper_tokens, n_pd_prefill=4, n_pd_decode=4),
+        rate_req_per_s=0.5,
     )
     at_half = replace(PLAN, rate_req_per_s=0.5)
     plans = {"plan": at_half, "homogeneous_pd": homogeneous}
-    checks = verify_plans(paper_model, plans, Traffic(), SMALL, slo_s=1000.0)
+    checks = verify_plans(paper_model, plans, Traffic(), SMALL, slo=TtftSlo(limit_s=1000.0))
     for check in checks.values():
         assert check.simulated is not None and check.decision is not None and check.decision.verdict == MEETS
     # A baseline past its stability limit is not simulated, and misses.
-    overloaded = {"homogeneous_pd": replace(homogeneous, n_pd_prefill=1, n_pd_decode=7, rate_req_per_s=5.0)}
-    lost = verify_plans(paper_model, overloaded, Traffic(), SMALL, slo_s=1000.0)["homogeneous_pd"]
+    overloaded = {
+        "homogeneous_pd": replace(
+            homogeneous, plan=replace(homogeneous.plan, n_pd_prefill=1, n_pd_decode=7), rate_req_per_s=5.0
+        )
+    }
+    lost = verify_plans(paper_model, overloaded, Traffic(), SMALL, slo=TtftSlo(limit_s=1000.0))["homogeneous_pd"]
     assert not lost.closed.stable and lost.simulated is None
     assert lost.decision is not None and lost.decision.verdict == MISSES and "stability" in lost.decision.stopped_by
 

@@ -21,6 +21,7 @@ from prfaas_plan.io.topology import load_topology
 from prfaas_plan.latency.distribution import loaded_ttft
 from prfaas_plan.optimize.topology import TopologyModel, TopologyPlan, global_search, plan_at, topology_model
 from prfaas_plan.optimize.topology_ttft import topology_loaded_ttft
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.spec.topology import topology_of_scenario
 from prfaas_plan.studies.topology_sim import simulate_plan
@@ -42,9 +43,10 @@ def test_one_by_one_is_the_single_pair(paper_scenario: Scenario) -> None:
     plan = plan_at(tm, global_search(tm, grid_points=17).thresholds, "global")
     region = plan.regions[0]
     got = topology_loaded_ttft(tm, plan, 0.6).regions[0].ttft
-    want = loaded_ttft(
-        tm.pair_model[0], region.threshold_tokens, region.n_pd_prefill, region.n_pd_decode, 0.6 * plan.scale
-    ).ttft
+    pair = Plan(
+        threshold_tokens=region.threshold_tokens, n_pd_prefill=region.n_pd_prefill, n_pd_decode=region.n_pd_decode
+    )
+    want = loaded_ttft(tm.pair_model[0], pair, 0.6 * plan.scale).ttft
     assert got is not None and want is not None
     for name in ("mean_s", "p50_s", "p90_s", "p99_s"):
         assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-9)

@@ -13,6 +13,7 @@ import pytest
 
 from prfaas_plan.io.names import resolve_scenario_path
 from prfaas_plan.io.scenario import load_scenario
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.studies.closed_form import Traffic
 from prfaas_plan.studies.verify import simulate_ttft
 from prfaas_plan.throughput import stage_model
@@ -35,9 +36,11 @@ def test_goodput_plan_sustains_its_reported_goodput() -> None:
     model = stage_model(load_scenario(resolve_scenario_path(None)))
     fresh = simulate_ttft(
         model,
-        plan["threshold_tokens"],
-        plan["n_pd_prefill"],
-        plan["n_pd_decode"],
+        Plan(
+            threshold_tokens=plan["threshold_tokens"],
+            n_pd_prefill=plan["n_pd_prefill"],
+            n_pd_decode=plan["n_pd_decode"],
+        ),
         check["simulated_rate_req_per_s"],
         Traffic(output_lengths=None),
         replications=5,

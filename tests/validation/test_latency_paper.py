@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from prfaas_plan.optimize import Comparison, GoodputComparison, compare, compare_goodput, loaded_comparison
+from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 
@@ -29,7 +30,7 @@ def plans(paper_scenario: Scenario, paper_model: StageModel) -> Comparison:
 
 
 def _goodput(scenario: Scenario, model: StageModel, slo: float) -> GoodputComparison:
-    return compare_goodput(model, scenario.prfaas.gpus, scenario.local.gpus_per_instance, slo)
+    return compare_goodput(model, scenario.prfaas.gpus, scenario.local.gpus_per_instance, TtftSlo(limit_s=slo))
 
 
 def test_zero_load_reproduces_table6(paper_model: StageModel, plans: Comparison) -> None:

@@ -18,6 +18,7 @@ from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.latency.profile import profile_ttft
 from prfaas_plan.optimize import search
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import StageModel, stage_model
 from tests.conftest import run_cli
 
@@ -85,7 +86,7 @@ def test_p90_follows_a_ten_minute_rate_doubling(
     for stat in ("p90", "p99"):
         closed, sim = loaded["ttft_s"][stat], simulated[stat]
         assert abs(closed - sim["value"]) <= max(0.15 * sim["value"], sim["ci95_half_width"]), (stat, closed, sim)
-    stationary = loaded_ttft(model, t, n_p, n_d, rate).ttft
+    stationary = loaded_ttft(model, Plan(threshold_tokens=t, n_pd_prefill=n_p, n_pd_decode=n_d), rate).ttft
     assert stationary is not None
     assert stationary.p90_s < 0.85 * simulated["p90"]["value"]
 
@@ -101,8 +102,9 @@ def test_windowed_model_reduces_to_the_stationary_one_on_poisson_traffic(
     rate = 0.7 * lam_max
     arrival = np.cumsum(rng.exponential(1.0 / rate, 60_000))
     inputs = model.lengths.sample(rng, arrival.size)
-    windowed = profile_ttft(model, t, n_p, n_d, arrival, inputs, np.full(arrival.size, 1024.0))
-    stationary = loaded_ttft(model, t, n_p, n_d, (arrival.size - 1) / float(arrival[-1] - arrival[0]))
+    plan = Plan(threshold_tokens=t, n_pd_prefill=n_p, n_pd_decode=n_d)
+    windowed = profile_ttft(model, plan, arrival, inputs, np.full(arrival.size, 1024.0))
+    stationary = loaded_ttft(model, plan, (arrival.size - 1) / float(arrival[-1] - arrival[0]))
     assert windowed.loaded.ttft is not None and stationary.ttft is not None
     assert windowed.validity.in_domain, windowed.validity.reasons
     for stat in ("mean_s", "p50_s", "p90_s", "p99_s"):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.optimize import search
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.studies.simulate import run_study
 from prfaas_plan.throughput import StageModel
 from tests.strategies import stage_models
@@ -44,9 +45,10 @@ def test_p50_and_p90_ttft_match_the_closed_form(model: StageModel, load: float) 
         assume(False)
         return
     assert plan.threshold_tokens is not None
-    limit = loaded_ttft(model, plan.threshold_tokens, plan.n_pd_prefill, plan.n_pd_decode, 0.0)
+    chosen = Plan(threshold_tokens=plan.threshold_tokens, n_pd_prefill=plan.n_pd_prefill, n_pd_decode=plan.n_pd_decode)
+    limit = loaded_ttft(model, chosen, 0.0)
     rate = load * min(limit.stability_limit_req_per_s, plan.throughput_req_per_s)
-    closed_stages = loaded_ttft(model, plan.threshold_tokens, plan.n_pd_prefill, plan.n_pd_decode, rate)
+    closed_stages = loaded_ttft(model, chosen, rate)
     assume(closed_stages.utilization["prfaas_link"] <= LINK_DOMAIN)
     study = run_study(model, plan, rate_req_per_s=rate, requests=60_000, seed=1)
     for stat in ("p50", "p90"):

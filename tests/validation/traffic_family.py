@@ -37,6 +37,7 @@ from prfaas_plan.sim.cluster import ClusterConfig
 from prfaas_plan.sim.run import simulate
 from prfaas_plan.sim.summary import confidence_half_width
 from prfaas_plan.sim.workload import Workload
+from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import StageModel
 
 FloatArray = npt.NDArray[np.float64]
@@ -187,9 +188,10 @@ def run_cell(
         result = simulate(config, Workload.of(true, lengths, outputs))
         ttft = result.records.ttft_s
         sim.append((float(np.percentile(ttft, 90)), float(np.percentile(ttft, 99))))
-        priced = profile_ttft(
-            model, plan.threshold_tokens, plan.n_pd_prefill, plan.n_pd_decode, logged, lengths, outputs
+        chosen = Plan(
+            threshold_tokens=plan.threshold_tokens, n_pd_prefill=plan.n_pd_prefill, n_pd_decode=plan.n_pd_decode
         )
+        priced = profile_ttft(model, chosen, logged, lengths, outputs)
         summary = priced.loaded.ttft
         closed.append((summary.p90_s, summary.p99_s) if summary is not None else (math.inf, math.inf))
         flags.append(priced.validity.in_domain)
