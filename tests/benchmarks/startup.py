@@ -5,13 +5,15 @@
 
 It builds a wheel of the repository, installs it without dependencies into a virtual environment that sees
 this interpreter's site-packages (so numpy, scipy, typer and rich are the same builds), and times each command
-end to end (process start to exit) as the median of --runs runs after one warm-up. It reports; it never
+end to end (process start to exit) as the median of --runs runs after one warm-up: wall time, and the CPU time
+(user + system) of the process, which a machine loaded by other work inflates less. It reports; it never
 asserts (issue 19's target: optimize within 1.5x of the bare imports).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,14 +39,21 @@ def _install(venv: Path) -> Path:
     return python
 
 
-def _time(argv: list[str], runs: int, cwd: Path) -> list[float]:
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time(argv: list[str], runs: int, cwd: Path) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each run."""
     subprocess.run(argv, check=True, capture_output=True, cwd=cwd)  # warm-up (page cache, .pyc)
-    out = []
+    wall, cpu = [], []
     for _ in range(runs):
-        start = time.perf_counter()
+        cpu_start, start = _cpu_s(), time.perf_counter()
         subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
-        out.append(time.perf_counter() - start)
-    return out
+        wall.append(time.perf_counter() - start)
+        cpu.append(_cpu_s() - cpu_start)
+    return wall, cpu
 
 
 def main() -> None:
@@ -63,11 +72,14 @@ def main() -> None:
             "prfaas-plan optimize (table)": [str(cli), "optimize"],
         }
         results = {name: _time(argv, args.runs, Path(tmp)) for name, argv in cases.items()}
-    bare = statistics.median(next(iter(results.values())))
-    print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'x bare':>7s}")
-    for name, times in results.items():
-        median = statistics.median(times)
-        print(f"{name:48s} {median:9.3f} {min(times):7.3f} {median / bare:7.2f}")
+    bare_wall, bare_cpu = (statistics.median(t) for t in next(iter(results.values())))
+    print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'x bare':>7s} {'cpu s':>7s} {'x bare':>7s}")
+    for name, (wall, cpu) in results.items():
+        median, cpu_median = statistics.median(wall), statistics.median(cpu)
+        print(
+            f"{name:48s} {median:9.3f} {min(wall):7.3f} {median / bare_wall:7.2f} "
+            f"{cpu_median:7.3f} {cpu_median / bare_cpu:7.2f}"
+        )
 
 
 if __name__ == "__main__":
