@@ -299,10 +299,8 @@ def optimize(
     from prfaas_plan.cli.common import handled as _handled
     from prfaas_plan.optimize import compare, compare_goodput
     from prfaas_plan.optimize.shape_choice import for_throughput
-    from prfaas_plan.optimize.token_rates import comparison_token_rates
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict, goodput_comparison_to_dict
     from prfaas_plan.report.shapes import shape_choice_to_dict
-    from prfaas_plan.report.tpot import token_rates_to_dict
     from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
@@ -326,6 +324,9 @@ def optimize(
         options = _verify_options(verify, replications, verify_requests, seed)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
+            from prfaas_plan.optimize.token_rates import comparison_token_rates
+            from prfaas_plan.report.tpot import token_rates_to_dict
+
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
             check = under_load_study.verified_goodput(model, best, traffic, options)
@@ -475,12 +476,13 @@ def _traffic(
 ) -> tuple[Any, Any, str | None, dict[str, Any] | None]:
     """The stage model, the offered traffic, the trace label and the prefix-cache summary for the report
     (``studies.traffic.offered_traffic``)."""
-    from prfaas_plan.report.dynamics import replay_to_dict
     from prfaas_plan.studies.traffic import offered_traffic
 
     offered = offered_traffic(model, spec, trace, prefix_cache=prefix_cache, loaded=loaded)
     summary: dict[str, Any] | None = None
     if offered.cache_replay is not None:
+        from prfaas_plan.report.dynamics import replay_to_dict
+
         summary = replay_to_dict(offered.cache_replay)
     elif offered.note is not None:
         summary = {"note": offered.note}

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from prfaas_plan.errors import InfeasibleError, InputError, PlanError, Problem
-from prfaas_plan.spec.scenario import Scenario
 
 if TYPE_CHECKING:
     from prfaas_plan.report.files import Owner
+    from prfaas_plan.spec.scenario import Scenario
 
 #: The flags that set a field of the scenario, and the field each sets: they are edits of the scenario document
 #: validated by the scenario loader (``io.overrides``), with its checks and limits (``io.limits``), and a
