@@ -517,3 +517,26 @@ def test_collectives_across_nodes_cross_the_nic_at_the_inter_node_alpha() -> Non
     assert two_nodes[0] - flat[0] == pytest.approx(alpha, rel=0.05)  # one token: the latency dominates
     eight = communication_s(arch, Instance(accelerator=h100, gpus=8), tokens, params)
     assert np.allclose(eight, communication_s(arch, Instance(accelerator=one_domain, gpus=8), tokens, params))
+
+
+def test_matmul_kernels_count_each_layers_products() -> None:
+    """A dense GQA layer launches 5 matrix-multiply kernels (qkv, attention core, out, gate-up, down), an MLA
+    layer with routed and shared experts 12; plus the LM head once."""
+    llama = load_named_model("llama-3.1-8b").architecture
+    deepseek = load_named_model("deepseek-v3").architecture
+    assert llama is not None and deepseek is not None
+    assert matmul_kernels(llama) == 5 * llama.n_layers + 1
+    moe_layers = sum(g.count for g in deepseek.layers if g.ffn.kind != "dense")
+    dense_layers = deepseek.n_layers - moe_layers
+    assert matmul_kernels(deepseek) == 12 * moe_layers + 9 * dense_layers + 1
+
+
+def test_a_generations_factor_scales_only_the_decode_overheads() -> None:
+    """The CDNA 3 factor multiplies the per-step, per-layer and per-kernel decode costs and nothing else."""
+    engine = replace(SGLANG, overhead_scale=(("cdna3", 2.0),))
+    amd, nvidia = engine_params(engine, "cdna3"), engine_params(engine, "hopper")
+    for term in ("decode_step_overhead_s", "decode_layer_overhead_s", "decode_op_overhead_s"):
+        assert getattr(amd, term) == pytest.approx(2.0 * getattr(nvidia, term))
+    for term in ("overhead_s", "layer_overhead_s", "all_reduce_latency_s", "inter_node_latency_s"):
+        assert getattr(amd, term) == getattr(nvidia, term)
+    assert engine.overhead_scale_cdna3 == 2.0 and engine.overhead_scale_of("blackwell") == 1.0
