@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
@@ -11,40 +10,56 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
+from prfaas_plan._lazy import lazy_getattr
 from prfaas_plan.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from typer._click import Command
 
-#: Every command and command group in the order ``--help`` lists them, and the ``module:attribute`` that defines
-#: it (a function for a command, a ``typer.Typer`` for a group). A command's module is imported, and its click
-#: command built from the function's signature, only when the command is looked up: running ``optimize`` loads
-#: neither the other commands' modules nor their option parsers; ``--help`` builds them all to list them.
+#: Every command and command group in the order ``--help`` lists them, and the attribute of this module that
+#: defines it (a function for a command, a ``typer.Typer`` for a group). The commands of other modules are this
+#: module's lazy exports (``_EXPORTS``, ``prfaas_plan._lazy``): a command's module is imported, and its click command
+#: built from the function's signature, only when the command is looked up, so running ``optimize`` loads neither
+#: the other commands' modules nor their option parsers; ``--help`` builds them all to list them.
 COMMANDS: dict[str, str] = {
-    "optimize": "prfaas_plan.cli.app:optimize",
-    "evaluate": "prfaas_plan.cli.app:evaluate",
-    "fit": "prfaas_plan.cli.app:fit",
-    "schema": "prfaas_plan.cli.app:schema",
-    "kv": "prfaas_plan.cli.kv:kv",
-    "simulate": "prfaas_plan.cli.simulate:simulate",
-    "size": "prfaas_plan.cli.capacity:size",
-    "cost": "prfaas_plan.cli.capacity:cost",
-    "matrix": "prfaas_plan.cli.capacity:matrix",
-    "headroom": "prfaas_plan.cli.capacity:headroom",
-    "review": "prfaas_plan.cli.review:review",
-    "sweep": "prfaas_plan.cli.sweep:sweep",
-    "calibrate": "prfaas_plan.cli.calibrate:calibrate",
-    "model": "prfaas_plan.cli.model:model_app",
-    "validate": "prfaas_plan.cli.validate:validate_app",
-    "topology": "prfaas_plan.cli.topology:topology_app",
+    "optimize": "optimize",
+    "evaluate": "evaluate",
+    "fit": "fit",
+    "schema": "schema",
+    "kv": "kv",
+    "simulate": "simulate",
+    "size": "size",
+    "cost": "cost",
+    "matrix": "matrix",
+    "headroom": "headroom",
+    "review": "review",
+    "sweep": "sweep",
+    "calibrate": "calibrate",
+    "model": "model_app",
+    "validate": "validate_app",
+    "topology": "topology_app",
 }
+_EXPORTS = {
+    "kv": "prfaas_plan.cli.kv",
+    "simulate": "prfaas_plan.cli.simulate",
+    "size": "prfaas_plan.cli.capacity",
+    "cost": "prfaas_plan.cli.capacity",
+    "matrix": "prfaas_plan.cli.capacity",
+    "headroom": "prfaas_plan.cli.capacity",
+    "review": "prfaas_plan.cli.review",
+    "sweep": "prfaas_plan.cli.sweep",
+    "calibrate": "prfaas_plan.cli.calibrate",
+    "model_app": "prfaas_plan.cli.model",
+    "validate_app": "prfaas_plan.cli.validate",
+    "topology_app": "prfaas_plan.cli.topology",
+}
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 def _build(name: str) -> Command:
     """The click command (or group) of ``COMMANDS[name]``, built as ``app.command()`` / ``app.add_typer`` would
     have built it when the whole tree was registered up front (the same typer calls, with the root's settings)."""
-    module, _, attribute = COMMANDS[name].partition(":")
-    target = getattr(importlib.import_module(module), attribute)
+    target = getattr(sys.modules[__name__], COMMANDS[name])
     holder = typer.Typer()
     if isinstance(target, typer.Typer):
         holder.add_typer(target, name=name)
