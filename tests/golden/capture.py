@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Keys whose values are wall-clock times or rates, or absolute paths of a run, not answers.
 VOLATILE = {
@@ -94,7 +97,8 @@ def capture(out: Path) -> None:
             cmd = [sys.executable, "-m", "prfaas_plan", *args]
             if args[0] == "review":
                 cmd += ["-o", str(Path(tmp) / "rev")]
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=900)
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the tree this script sits in, not an installed copy
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=900, env=env)
         record = {"argv": args, "exit": proc.returncode, "stderr": proc.stderr[-2000:]}
         try:
             record["json"] = _clean(json.loads(proc.stdout))
