@@ -367,11 +367,14 @@ class LoadedTtft:
 
     ``stable`` is False when some stage's utilisation is >= 1; then ``unstable_stage`` names the most loaded
     one and the TTFT fields are None (the queue grows without bound: there is no steady-state TTFT).
-    ``by_route`` has "offloaded" and "local"; a route with no traffic is None.
+    ``by_route`` has "offloaded" and "local"; a route with no traffic is None. ``service_scv``: the SCV of
+    one request's service time at each prefill pool ("prfaas_compute", "pd_prefill"; 0 for no traffic), for
+    the checks of the validated domain (``profile.stationary_validity``).
     """
 
     rate_req_per_s: float
     utilization: Mapping[str, float]
+    service_scv: Mapping[str, float]
     stable: bool
     unstable_stage: str | None
     stability_limit_req_per_s: float
@@ -405,6 +408,7 @@ def loaded_ttft(
     common = {
         "rate_req_per_s": float(rate_req_per_s),
         "utilization": utilization,
+        "service_scv": {"prfaas_compute": _scalar(moments.prfaas_scv), "pd_prefill": _scalar(moments.local_scv)},
         "stability_limit_req_per_s": _scalar(limit),
     }
     if not bool(state.stable):
