@@ -122,11 +122,8 @@ def simulate(
         # The run replays the first --requests requests, and the plan and the closed form are those of that
         # traffic: only those rows are read (an invalid count is refused after the read, as before).
         first = requests if requests >= 1 else None
-        replay = (
-            read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache, max_requests=first)
-            if trace is not None
-            else None
-        )
+        path = resolve_trace_path(trace) if trace is not None else None
+        replay = read_trace(path, prefix_cache=prefix_cache, max_requests=first) if path is not None else None
         caches = dynamics.caches if dynamics is not None else None
         flag_plan = given_plan(threshold, n_pd_prefill, n_pd_decode)
         model, plan, replay, cache_replay = planned_traffic(model, replay, caches, flag_plan)
