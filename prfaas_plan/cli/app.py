@@ -312,7 +312,7 @@ def optimize(
     from prfaas_plan.cli.common import check_finite
     from prfaas_plan.cli.common import emit as _emit
     from prfaas_plan.cli.common import handled as _handled
-    from prfaas_plan.optimize import compare, compare_goodput
+    from prfaas_plan.optimize import compare
     from prfaas_plan.optimize.shape_choice import for_throughput
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict, goodput_comparison_to_dict
     from prfaas_plan.report.shapes import shape_choice_to_dict
@@ -339,6 +339,7 @@ def optimize(
         options = _verify_options(verify, replications, verify_requests, seed)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
+            from prfaas_plan.optimize import compare_goodput
             from prfaas_plan.optimize.token_rates import comparison_token_rates
             from prfaas_plan.report.tpot import token_rates_to_dict
 
@@ -505,7 +506,7 @@ def _traffic(
 
 
 def _verify_options(verify: bool, replications: int, requests: int, seed: int) -> Any:
-    from prfaas_plan.studies.verify import VerifyOptions
+    from prfaas_plan.studies.verify_options import VerifyOptions
 
     return VerifyOptions(verify=verify, replications=replications, requests=requests, seed=seed)
 

@@ -7,17 +7,19 @@ import math
 from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.latency import LoadedTtft, TtftSummary
-from prfaas_plan.latency.profile import Validity
-from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
 from prfaas_plan.spec.plan import TtftSlo
-from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.studies.under_load import UnderLoad
 from prfaas_plan.throughput import STAGES
 
 if TYPE_CHECKING:  # rich is imported only when a table is drawn (--json never pays for it)
     from rich.console import Console
     from rich.table import Table
+
+    # Annotations only (start-up time: `optimize --json` checks its options here and loads none of these).
+    from prfaas_plan.latency import LoadedTtft, TtftSummary
+    from prfaas_plan.latency.profile import Validity
+    from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
+    from prfaas_plan.spec.scenario import Scenario
+    from prfaas_plan.studies.under_load import UnderLoad
 
     # Annotations only: the simulator behind them loads when a command simulates.
     from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
@@ -114,7 +116,7 @@ def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) ->
     assert view.checks is not None and view.loaded is not None
     keys = ("plan", "homogeneous_pd", "naive_heterogeneous")
     plans = [comparison.plan, comparison.homogeneous_pd, comparison.naive_heterogeneous]
-    Item = tuple[LoadedTtft, PlanEvaluation, "LoadedCheck"]
+    Item = tuple["LoadedTtft", "PlanEvaluation", "LoadedCheck"]
     items: list[tuple[str, Item]] = [
         (title, (view.loaded[k], p, view.checks[k]))
         for title, k, p in zip((plan_title, "Homogeneous PD", "Naive heterogeneous"), keys, plans, strict=True)
@@ -329,6 +331,7 @@ def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Va
     """The plan's TTFT percentiles at 10%..95% of its Λ_max."""
 
     from prfaas_plan.cli.render import DataTable
+    from prfaas_plan.latency.profile import Validity
 
     table = DataTable(
         title=f"TTFT vs load for the plan (Λ_max {plan.throughput_req_per_s:.2f} req/s)", title_justify="left"

@@ -15,18 +15,22 @@ A pool that keeps its shape (no ``shape: auto``, or a measured pool) has one sha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.cost import unit_prices
-from prfaas_plan.optimize.shapes import ShapeVariant, chooses_shapes, variants
-from prfaas_plan.optimize.sizing import default_search_space, size
+from prfaas_plan.optimize.shapes import chooses_shapes, variants
 from prfaas_plan.optimize.throughput_search import search
-from prfaas_plan.spec.cost import Target
-from prfaas_plan.spec.scenario import Pool, Scenario
-from prfaas_plan.spec.shape import InstanceShape
 from prfaas_plan.throughput import stage_model
+
+if TYPE_CHECKING:  # annotations only (the sizing search loads when ``for_target`` runs: start-up time)
+    from collections.abc import Sequence
+
+    from prfaas_plan.optimize.shapes import ShapeVariant
+    from prfaas_plan.spec.cost import Target
+    from prfaas_plan.spec.scenario import Pool, Scenario
+    from prfaas_plan.spec.shape import InstanceShape
 
 #: The criteria, as the reports state them.
 SIZE_CRITERION = "lowest PrfaaS-PD cost at the target (USD/h)"
@@ -143,6 +147,8 @@ def for_target(
     """``size``'s shape (module docstring): each shape pair sized to ``target`` over ``default_search_space``
     (the given link sizes and caps, else its defaults), the cheapest PrfaaS-PD deployment's cost its figure.
     Raises InfeasibleError (with the numbers of the shapes ruled out) when no pair carries the target."""
+    from prfaas_plan.optimize.sizing import default_search_space, size
+
     if not chooses_shapes(scenario):
         return _fixed(scenario, SIZE_CRITERION, "USD/h", False)
     pairs, ruled_out = variants(scenario)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from prfaas_plan.latency import LoadedTtft, TtftSummary
-from prfaas_plan.latency.profile import Validity
-from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
-from prfaas_plan.physics.pools import FitReport
-from prfaas_plan.physics.table3 import KvRow
 from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.token_cost import token_cost_dict
-from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.throughput import StageModel
 from prfaas_plan.units import GBIT_PER_S, MIB
 
-if TYPE_CHECKING:  # annotations only: the simulator behind them loads when a command simulates (start-up time)
+if TYPE_CHECKING:
+    # Annotations only: the types' modules (the loaded-TTFT law, the goodput search, the simulator) load when a
+    # command computes with them, not because a report can describe them (start-up time).
+    from prfaas_plan.latency import LoadedTtft, TtftSummary
+    from prfaas_plan.latency.profile import Validity
+    from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
+    from prfaas_plan.physics.pools import FitReport
+    from prfaas_plan.physics.table3 import KvRow
+    from prfaas_plan.spec.scenario import Scenario
     from prfaas_plan.studies.verify import Decision, GoodputCheck, LoadedCheck
+    from prfaas_plan.throughput import StageModel
 
 
 def plan_to_dict(plan: PlanEvaluation) -> dict[str, Any]:

@@ -3,10 +3,11 @@ the planner chose it, the criterion, the next-best shape pair and its figure, an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prfaas_plan.optimize.shape_choice import ScoredShape, ShapeChoice
-from prfaas_plan.spec.shape import InstanceShape
+if TYPE_CHECKING:  # annotations only
+    from prfaas_plan.optimize.shape_choice import ScoredShape, ShapeChoice
+    from prfaas_plan.spec.shape import InstanceShape
 
 
 def shape_to_dict(shape: InstanceShape) -> dict[str, Any]:

@@ -25,11 +25,10 @@ import numpy as np
 
 from prfaas_plan.latency import LoadedTtft, loaded_ttft, route_moments, stability_limit_req_per_s
 from prfaas_plan.latency.profile import ProfileTtft, Validity, profile_ttft, stationary_validity
-from prfaas_plan.lengths import Fixed, LengthDistribution
 from prfaas_plan.optimize import PlanEvaluation
 from prfaas_plan.optimize.plans import plan_of
 from prfaas_plan.spec.plan import Plan
-from prfaas_plan.spec.trace import Trace
+from prfaas_plan.studies.offered import Traffic as Traffic  # re-exported: its home for callers
 from prfaas_plan.throughput import StageModel
 
 if TYPE_CHECKING:
@@ -81,19 +80,6 @@ class ClosedForm:
     utilization: dict[str, float]
     method: str = "stationary (G/G/c, renewal arrivals)"
     validity: Validity = field(default_factory=lambda: Validity(in_domain=True, reasons=()))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Traffic:
-    """What is offered: a trace (replayed, rescaled to the rate), or the model's lengths and arrival process
-    with ``output_lengths`` (None: every request has the model's mean output length)."""
-
-    trace: Trace | None = None
-    output_lengths: LengthDistribution | None = None
-
-    def outputs(self, model: StageModel) -> LengthDistribution:
-        """The output-length distribution of synthetic traffic."""
-        return self.output_lengths if self.output_lengths is not None else Fixed(tokens=model.output_tokens_mean)
 
 
 def workload_for(

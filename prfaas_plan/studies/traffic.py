@@ -7,18 +7,18 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.traces import read_trace, resolve_trace_path
-from prfaas_plan.optimize import PlanEvaluation
-from prfaas_plan.spec.dynamics import PrefixCaches
-from prfaas_plan.spec.plan import Plan
-from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.spec.trace import Trace
-from prfaas_plan.studies.closed_form import Traffic
-from prfaas_plan.studies.planning import choose_plan, trace_model
-from prfaas_plan.throughput import StageModel
+from prfaas_plan.studies.offered import Traffic
 
-if TYPE_CHECKING:  # annotations only: the cache replay (the simulator's) loads when a scenario has caches
+if TYPE_CHECKING:
+    # Annotations only: the cache replay (the simulator's) loads when a scenario has caches, the trace reader
+    # and the planning helpers when a trace is given (start-up time).
+    from prfaas_plan.optimize import PlanEvaluation
     from prfaas_plan.sim.prefix_cache import CacheReplay
+    from prfaas_plan.spec.dynamics import PrefixCaches
+    from prfaas_plan.spec.plan import Plan
+    from prfaas_plan.spec.scenario import Scenario
+    from prfaas_plan.spec.trace import Trace
+    from prfaas_plan.throughput import StageModel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -55,6 +55,9 @@ def offered_traffic(
             )
         traffic = Traffic(output_lengths=spec.traffic.output_length)
         return OfferedTraffic(model=model, traffic=traffic, trace_label=None, cache_replay=None, note=note)
+    from prfaas_plan.io.traces import read_trace, resolve_trace_path
+    from prfaas_plan.studies.planning import trace_model
+
     replay = read_trace(resolve_trace_path(trace), prefix_cache=prefix_cache)
     if loaded and not (replay.n_requests >= 2 and float(replay.arrival_s[-1] - replay.arrival_s[0]) > 0):
         raise InputError(
@@ -94,6 +97,8 @@ def planned_traffic(
     trace as the cluster will see it and its cache replay, for a simulation: with finite prefix caches the
     trace is replayed through them first (the plan sees the incremental lengths they leave); a trace alone
     replaces the scenario's lengths; neither leaves the scenario's."""
+    from prfaas_plan.studies.planning import choose_plan, trace_model
+
     if caches is not None:
         if replay is None:
             raise InputError(Problem(field="--dynamics", message="prefix caches need --trace (a Mooncake trace)"))

@@ -7,19 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from prfaas_plan.latency import LoadedTtft
-from prfaas_plan.latency.profile import Validity
-from prfaas_plan.optimize import Comparison, GoodputComparison
 from prfaas_plan.optimize.plans import plan_of
-from prfaas_plan.spec.plan import TtftSlo
-from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.throughput import StageModel
 
 if TYPE_CHECKING:
-    # The simulator and the closed-form study load only when a command asks for a load or a check: ``optimize``
-    # without ``--load`` renders through this module without them (start-up time).
+    # Annotations only. The loaded-TTFT law, the simulator and the closed-form study load only when a command
+    # asks for a load, a curve or a check: ``optimize`` without ``--load`` runs through this module without them
+    # (start-up time).
+    from prfaas_plan.latency import LoadedTtft
+    from prfaas_plan.latency.profile import Validity
+    from prfaas_plan.optimize import Comparison, GoodputComparison
+    from prfaas_plan.spec.plan import TtftSlo
+    from prfaas_plan.spec.scenario import Scenario
     from prfaas_plan.studies.closed_form import Traffic
-    from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck, VerifyOptions
+    from prfaas_plan.studies.verify import GoodputCheck, LoadedCheck
+    from prfaas_plan.studies.verify_options import VerifyOptions
+    from prfaas_plan.throughput import StageModel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,12 +57,6 @@ def under_load(
     closed form for every plan, and the simulation beside it for every plan (common random numbers) unless
     ``options.verify`` is off; with ``slo``, each plan's TTFT quantile checked against it until decided or the
     budget ends (``studies.verify.verify_plans``)."""
-    from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
-    from prfaas_plan.studies.closed_form import Traffic, closed_loaded
-    from prfaas_plan.studies.verify import PlanAt, VerifyOptions, verify_plans
-
-    offered = traffic if traffic is not None else Traffic(output_lengths=scenario.traffic.output_length)
-    settings = options if options is not None else VerifyOptions()
     plans = {
         "plan": comparison.plan,
         "homogeneous_pd": comparison.homogeneous_pd,
@@ -68,7 +64,15 @@ def under_load(
     }
     checks = None
     label = ""
+    if rate is not None or load is not None or curve:  # the closed form and the simulator load only when asked
+        from prfaas_plan.studies.closed_form import Traffic
+
+        offered = traffic if traffic is not None else Traffic(output_lengths=scenario.traffic.output_length)
     if rate is not None or load is not None:
+        from prfaas_plan.studies.verify import PlanAt, verify_plans
+        from prfaas_plan.studies.verify_options import VerifyOptions
+
+        settings = options if options is not None else VerifyOptions()
         at = {
             key: PlanAt(
                 n_prfaas=plan.n_prfaas,
@@ -82,6 +86,9 @@ def under_load(
     points = None
     validity = None
     if curve:
+        from prfaas_plan.optimize import LOAD_CURVE_FRACTIONS
+        from prfaas_plan.studies.closed_form import closed_loaded
+
         plan = comparison.plan
         sized = replace(model, n_prfaas=plan.n_prfaas)
         chosen = plan_of(model, plan)

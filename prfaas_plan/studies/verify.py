@@ -43,6 +43,8 @@ import numpy as np
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
 from prfaas_plan.spec.plan import Plan, TtftSlo
+from prfaas_plan.studies.verify_options import REPLICATIONS, REQUESTS
+from prfaas_plan.studies.verify_options import VerifyOptions as VerifyOptions  # re-exported: its home for callers
 from prfaas_plan.throughput import StageModel
 
 if TYPE_CHECKING:
@@ -51,18 +53,8 @@ if TYPE_CHECKING:
     from prfaas_plan.sim.workload import Workload
     from prfaas_plan.studies.closed_form import Traffic
 
-#: Replications (the first batch, before the sequential ones) and requests per replication (CLI defaults).
-REPLICATIONS = 3
-REQUESTS = 20_000
-#: Budget of one sequential check: simulated requests in all (every plan, every replication), wall seconds,
-#: and replications per plan.
-MAX_REQUESTS = 1_000_000
-MAX_WALL_S = 60.0
-MAX_REPLICATIONS = 200
 #: Share of each replication's first requests left out as warm-up.
 WARMUP_FRACTION = 0.1
-#: Relative difference between closed form and simulation above which a percentile is flagged.
-TOLERANCE = 0.2
 #: Blocks of a circular block-bootstrap resample of a trace.
 BOOTSTRAP_BLOCKS = 10
 KINDS = ("overall", "offloaded", "local")
@@ -272,31 +264,6 @@ def _ttft_figures(model: StageModel, at: PlanAt, workload: Workload) -> dict[str
             p50, p90, p99 = np.percentile(values, (50, 90, 99))
             out[kind] = {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
     return out
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VerifyOptions:
-    """How hard to check: ``verify`` False keeps the closed form alone; otherwise at least ``replications`` of
-    ``requests`` requests each (a trace is replayed whole), seeds from ``seed``, and with an SLO more, one at
-    a time, until the check decides or the budget ends (``max_requests`` simulated requests in all,
-    ``max_wall_s`` seconds, ``max_replications`` per plan)."""
-
-    verify: bool = True
-    replications: int = REPLICATIONS
-    requests: int = REQUESTS
-    seed: int = 0
-    tolerance: float = TOLERANCE
-    max_requests: int = MAX_REQUESTS
-    max_wall_s: float = MAX_WALL_S
-    max_replications: int = MAX_REPLICATIONS
-
-    def budget_line(self) -> str:
-        """The budget in words."""
-        return (
-            f"at least {self.replications} replications of {self.requests:,} requests, then one at a time until "
-            f"decided or {self.max_requests:,} requests / {self.max_wall_s:g} s / {self.max_replications} "
-            "replications"
-        )
 
 
 @dataclass(slots=True)
