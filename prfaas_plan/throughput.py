@@ -26,10 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.curves import Curve
-from prfaas_plan.physics.decode import decode_step_seconds
-from prfaas_plan.physics.fit import memory_fit
 from prfaas_plan.physics.pools import pool_costs
-from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.physics.tcp import deliverable_bytes_per_s, transfer_latency_s
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.scenario import Arrival, Scenario, TcpPath, TransferMode
@@ -151,6 +148,8 @@ def stage_model(scenario: Scenario) -> StageModel:
         why = local.decode_source
         arch = scenario.model.architecture
         if arch is not None and scenario.local.method != "measured":
+            from prfaas_plan.physics.fit import memory_fit
+
             fit = memory_fit(arch, scenario.local.accelerator, scenario.local.gpus_per_instance, context)
             if not fit.fits:
                 why = f"{scenario.local.gpus_per_instance} x {scenario.local.hardware_key}: {fit.describe()}"
@@ -205,6 +204,9 @@ def decode_step_knots(
         if decode is None:
             return (), ()
         return (float(decode.max_batch),), (decode.step_time_s * pool.decode_time_scale,)
+    from prfaas_plan.physics.decode import decode_step_seconds
+    from prfaas_plan.physics.roofline import Instance
+
     batches = np.arange(1, max_batch + 1, dtype=np.float64)
     instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
     steps = decode_step_seconds(arch, instance, params, batches, context_tokens) * pool.decode_time_scale

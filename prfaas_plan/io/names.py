@@ -19,7 +19,6 @@ from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.models import load_model_card
 from prfaas_plan.io.paths import builtin_root, display_path
 from prfaas_plan.io.yamlsrc import Section, suggest
-from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import HardwareProfile, ProfilePoints, RooflineParams
 from prfaas_plan.spec.scenario import POOL_METHODS, ModelCard, Pool
 
@@ -127,6 +126,8 @@ def pool_for(
     if method != "measured" and card.architecture is None:
         raise InputError(Problem(field=names["model"], message=f"model card '{card.key}' has no architecture section"))
     if method != "measured" and card.architecture is not None:
+        from prfaas_plan.physics.roofline import missing_peak  # roofline pools only (start-up time)
+
         why = missing_peak(card.architecture, profile_file.accelerator)
         if why is not None:
             raise InputError(Problem(file=profile_file.file, field="hardware.dense_tflops", message=why))

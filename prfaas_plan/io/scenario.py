@@ -15,9 +15,7 @@ from typing import Any
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
-from prfaas_plan.io.dynamics import DYNAMICS_KEYS, parse_dynamics
 from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
-from prfaas_plan.io.error_bands import pool_band
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.limits import (
     MAX_ABS_MU,
@@ -58,10 +56,8 @@ from prfaas_plan.io.names import (
 from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
-from prfaas_plan.physics.engine import engine_params
-from prfaas_plan.physics.roofline import missing_peak
-from prfaas_plan.physics.shapes import has_experts, memory_problem
 from prfaas_plan.spec.hardware import (
+    EngineProfile,
     HardwareProfile,
     KernelShapes,
     RooflineParams,
@@ -216,10 +212,12 @@ _ROOFLINE_KEYS = (
 )
 
 
-def _engine_base(sec: Section, base: Path, hardware: HardwareProfile | None) -> RooflineParams | None:
+def _engine_base(
+    sec: Section, base: Path, hardware: HardwareProfile | None
+) -> tuple[RooflineParams, EngineProfile] | None:
     """The pool's ``engine:`` (a built-in engine's name or a profile's path, next to the scenario first) priced
-    on its accelerator's generation (``physics.engine``); None without one (the serving defaults apply) or
-    after reporting a problem."""
+    on its accelerator's generation (``physics.engine``), with the profile; None without one (the serving
+    defaults apply) or after reporting a problem."""
     if not sec.has("engine") or hardware is None:
         return None
     name = sec.string("engine")
@@ -233,8 +231,10 @@ def _engine_base(sec: Section, base: Path, hardware: HardwareProfile | None) -> 
         for problem in exc.problems:
             sec.checker.report((*sec.path, "engine"), problem.message)
         return None
+    from prfaas_plan.physics.engine import engine_params
+
     generation = load_generations().get(hardware.accelerator.key, "other")
-    return engine_params(profile, generation)
+    return engine_params(profile, generation), profile
 
 
 def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: RooflineParams | None = None) -> RooflineParams:
@@ -293,8 +293,9 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
     instances = sec.number("instances", ge=1, le=MAX_INSTANCES, integer=True)
     method = sec.string("method", choices=POOL_METHODS, default="measured")
+    engine = _engine_base(sec, base, hardware)
     params = _roofline_params(
-        sec, None if hardware is None else hardware.kernel_shapes, _engine_base(sec, base, hardware)
+        sec, None if hardware is None else hardware.kernel_shapes, None if engine is None else engine[0]
     )
     if role == "local" and instances is not None and instances < 2:
         sec.checker.report(
@@ -315,6 +316,8 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         )
         return None
     if method != "measured" and model.architecture is not None:
+        from prfaas_plan.physics.roofline import missing_peak  # roofline pools only (start-up time)
+
         why = missing_peak(model.architecture, hardware.accelerator)
         if why is not None:
             sec.checker.report(where, f"{hardware.file} {why}")
@@ -364,6 +367,8 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
             return None
     time_band = None
     if method != "measured":
+        from prfaas_plan.io.error_bands import pool_band  # roofline pools only (start-up time of measured ones)
+
         try:
             time_band = pool_band(sec.string("engine") if sec.has("engine") else None, base)
         except InputError as exc:
@@ -385,6 +390,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         time_band=time_band,
         shape=shape,
         choose_shape=choose_shape,
+        engine=None if engine is None else engine[1],
     )
 
 
@@ -419,6 +425,8 @@ def _pool_shape(
     if dp is None or tp is None or ep is None or arch is None:
         return None, False
     shape = InstanceShape(gpus=gpus, tensor_parallel=int(tp), expert_parallel=int(ep), attention_data_parallel=int(dp))
+    from prfaas_plan.physics.shapes import has_experts, memory_problem
+
     problems = shape.problems()
     if gpus > domain:
         problems.append(f"{gpus} GPUs per instance exceed {hardware.accelerator.key}'s scale-up domain of {domain}")
@@ -580,7 +588,11 @@ def scenario_from_document(doc: Document, base: Path) -> Scenario:
                 _check_shapes(checker, pool, input_len, ("deployment", key))
     cost = parse_cost(root.sub("cost", optional=COST_KEYS))
     target = parse_target(root.sub("target", required=("rate_req_per_s",), optional=TARGET_KEYS), ttft_p90)
-    dynamics = parse_dynamics(root.sub("dynamics", optional=DYNAMICS_KEYS))
+    dynamics = None
+    if root.has("dynamics"):  # the dynamics reader and types load only for a scenario that has the section
+        from prfaas_plan.io.dynamics import DYNAMICS_KEYS, parse_dynamics
+
+        dynamics = parse_dynamics(root.sub("dynamics", optional=DYNAMICS_KEYS))
     checker.raise_if_any()
     # Every getter above records a problem when it returns None, so after raise_if_any nothing is None; the
     # checks below say so to the type checker and would name a loader bug rather than pass a None on.

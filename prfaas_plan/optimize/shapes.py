@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.cost import unit_prices
 from prfaas_plan.physics.pools import pool_costs
-from prfaas_plan.physics.shapes import candidate_shapes, memory_problem
 from prfaas_plan.spec.scenario import Pool, Scenario
 from prfaas_plan.spec.shape import InstanceShape
 
@@ -109,6 +108,8 @@ def pool_shapes(scenario: Scenario, role: str) -> PoolShapes:
             screened=(ScreenedShape(shape=pool.instance_shape, pool=pool, usd_per_request=0.0),),
             ruled_out=(),
         )
+    from prfaas_plan.physics.shapes import candidate_shapes, memory_problem  # choosing pools only (start-up time)
+
     ruled_out: list[str] = []
     kept: list[ScreenedShape] = []
     for shape in candidate_shapes(arch, pool.accelerator):

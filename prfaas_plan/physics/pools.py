@@ -9,14 +9,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from prfaas_plan.physics.calibration import calibrate
 from prfaas_plan.physics.curves import Curve, TabulatedCurve, fit_profile
-from prfaas_plan.physics.decode import decode_capacity, decode_step_time
 from prfaas_plan.physics.pool_costs import SPLIT_LENGTHS_TOKENS, PoolCosts
-from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve, prefill_time
-from prfaas_plan.physics.roofline import Instance, time_splits
 from prfaas_plan.spec.hardware import ProfilePoints, RooflineParams
 from prfaas_plan.spec.scenario import ModelCard, Pool
+
+# The roofline's modules (calibration, decode, prefill, roofline) are imported by the functions that price a
+# roofline or calibrated pool: a scenario of measured pools never loads them (start-up time).
 
 
 def _scaled(curve: Curve, factor: float) -> Curve:
@@ -83,6 +82,11 @@ def pool_costs(
             decode_source=f"{decode.provenance} profile ({pool.hardware_key})" if decode else "none",
         )
         return _time_scaled(costs, pool)
+    from prfaas_plan.physics.calibration import calibrate
+    from prfaas_plan.physics.decode import decode_capacity, decode_step_time
+    from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve, prefill_time
+    from prfaas_plan.physics.roofline import Instance, time_splits
+
     arch = card.architecture
     assert arch is not None  # the loader requires an architecture for roofline and calibrated pools
     instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
@@ -201,6 +205,9 @@ def pool_fit_reports(pool: Pool, card: ModelCard, role: str) -> list[FitReport]:
         if role == "prfaas" and pool.profile.kv_cache is not None:
             reports.append(_poly_report(f"kv_cache {pool.hardware_key}", pool.profile.kv_cache, "bytes"))
     elif pool.method == "calibrated" and card.architecture is not None:
+        from prfaas_plan.physics.calibration import calibrate
+        from prfaas_plan.physics.roofline import Instance
+
         assert pool.calibration is not None and pool.calibration_accelerator is not None
         points = pool.calibration.prefill
         result = calibrate(

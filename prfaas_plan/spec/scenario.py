@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.cost import CostInputs, Target
-from prfaas_plan.spec.dynamics import Dynamics
-from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
+from prfaas_plan.spec.hardware import Accelerator, EngineProfile, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
 from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.shape import InstanceShape
-from prfaas_plan.spec.uncertainty import TimeBand
+
+if TYPE_CHECKING:  # annotations only: a scenario without dynamics or error bands never loads their types
+    from prfaas_plan.spec.dynamics import Dynamics
+    from prfaas_plan.spec.uncertainty import TimeBand
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +138,9 @@ class Pool:
     #: ``shape: auto``: the planner chooses the shape among those the accelerator and the model allow
     #: (``optimize.shapes``); ``gpus_per_instance`` and ``shape`` are then the fixed shape it is compared with.
     choose_shape: bool = False
+    #: The pool's ``engine:`` profile (None: the serving defaults); ``roofline`` holds its terms on this pool's
+    #: accelerator generation, and a pool moved to another accelerator (``matrix``) is re-priced from it.
+    engine: EngineProfile | None = None
 
     @property
     def gpus(self) -> int:
