@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
+from prfaas_plan.io.engine_profile import load_generations
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.names import load_named_hardware
 from prfaas_plan.io.paths import builtin_root
 from prfaas_plan.optimize.cost import UnitPrices, unit_prices
 from prfaas_plan.optimize.matrix import CellInput
 from prfaas_plan.optimize.shapes import PoolShapes, chooses_shapes, pool_shapes, variants
+from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
 from prfaas_plan.spec.scenario import Pool, Scenario
@@ -65,6 +67,12 @@ def _pool(
     profile = hw.find(spec.model.key, gpus)
     needs = (profile is not None) and (profile.kv_cache is not None if role == "prfaas" else profile.decode is not None)
     base = replace(template, hardware_key=hw.accelerator.key, accelerator=hw.accelerator, profile=profile)
+    if template.engine is not None:  # the engine's terms on this accelerator's generation, not the template's
+        generation = load_generations().get(hw.accelerator.key, "other")
+        params = engine_params(
+            template.engine, generation, expert_parallel=template.roofline.expert_parallel, base=template.roofline
+        )
+        base = replace(base, roofline=params)
     if needs and profile is not None:
         return replace(base, method="measured", calibration=None, calibration_accelerator=None), (
             f"{profile.prefill.provenance} profile ({hw.accelerator.key})"
@@ -78,7 +86,9 @@ def _pool(
     own = [s for s in sources if s[0].accelerator.key == hw.accelerator.key]
     candidates = own or sources
     if not candidates:
-        return replace(base, method="roofline"), "roofline (default efficiencies: no measured points to calibrate)"
+        source = base.roofline.source
+        how = source.split(" (")[0] if source.startswith("engine ") else "default efficiencies"
+        return replace(base, method="roofline"), f"roofline ({how}: no measured points to calibrate)"
     src_hw, src_profile = candidates[0]
     return (
         replace(base, method="calibrated", calibration=src_profile, calibration_accelerator=src_hw.accelerator),

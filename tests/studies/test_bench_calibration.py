@@ -66,7 +66,7 @@ def test_written_profile_prices_a_scenario_used_by_optimize(tmp_path: Path) -> N
     assert json.loads(done.stdout)["profile"] == str(tmp_path / "cal.yaml")
     text = (REPO / "workloads" / "qwen3.5-capacity.yaml").read_text()
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(text.replace("method: roofline", "method: roofline\n    engine: cal.yaml"))
+    scenario.write_text(text.replace("engine: sglang", "engine: cal.yaml"))
     spec = load_scenario(scenario)
     assert spec.prfaas.roofline.source.startswith("engine vllm-calibrated")
     assert spec.prfaas.time_band is not None and spec.prfaas.time_band.source.startswith("prfaas-plan calibrate")

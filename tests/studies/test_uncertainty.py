@@ -33,11 +33,12 @@ def test_measured_pools_carry_no_band(paper_scenario: object) -> None:
 
 def test_roofline_pool_gets_its_engine_band(tmp_path: object) -> None:
     spec = load_scenario(QWEN)
-    assert spec.prfaas.time_band == builtin_band("defaults")  # no engine: the serving defaults
-    text = QWEN.read_text().replace("method: roofline", "method: roofline\n    engine: trtllm")
+    assert spec.prfaas.time_band == builtin_band("sglang")  # the scenario names SGLang on both pools
     path = tmp_path / "q.yaml"  # type: ignore[operator]
-    path.write_text(text)
+    path.write_text(QWEN.read_text().replace("engine: sglang", "engine: trtllm"))
     assert load_scenario(path).local.time_band == builtin_band("trtllm")
+    path.write_text("\n".join(line for line in QWEN.read_text().splitlines() if "engine: sglang" not in line))
+    assert load_scenario(path).prfaas.time_band == builtin_band("defaults")  # no engine: the serving defaults
 
 
 def test_edges_scale_prefill_and_decode() -> None:
@@ -72,7 +73,7 @@ def test_size_reports_both_edges() -> None:
     assert done.returncode == 0, done.stderr
     band = json.loads(done.stdout)["error_band"]
     assert set(band["edges"]) == set(EDGES)
-    assert band["bands"]["prfaas"]["prefill_factor"] == pytest.approx(builtin_band("defaults").prefill.factor)
+    assert band["bands"]["prfaas"]["prefill_factor"] == pytest.approx(builtin_band("sglang").prefill.factor)
     fast = band["edges"]["fast"]
     assert fast["nominal_prfaas_pd_goodput_req_per_s"] >= json.loads(done.stdout)["sizing"]["target"]["rate_req_per_s"]
     done = run_cli("size", "--no-verify", "--json")  # the paper's measured pools: no band
