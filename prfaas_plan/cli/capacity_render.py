@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.cli.render import DataTable, Datum, Quantity, console, cost_quantities, one, quantity_table
-from prfaas_plan.optimize.carrier import Deployment
-from prfaas_plan.optimize.economics import CostComparison, PlanCost
-from prfaas_plan.optimize.headroom import Failure, Tornado
-from prfaas_plan.optimize.matrix import HardwareMatrix
-from prfaas_plan.optimize.robust import RobustPlan
-from prfaas_plan.optimize.sizing import Sizing
 from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.report.token_cost import token_cost_dict
-from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
+
+if TYPE_CHECKING:
+    # Annotations only: `optimize` draws its shape line from here without loading the sizing, matrix,
+    # headroom and economics searches (start-up time).
+    from prfaas_plan.optimize.carrier import Deployment
+    from prfaas_plan.optimize.economics import CostComparison, PlanCost
+    from prfaas_plan.optimize.headroom import Failure, Tornado
+    from prfaas_plan.optimize.matrix import HardwareMatrix
+    from prfaas_plan.optimize.robust import RobustPlan
+    from prfaas_plan.optimize.sizing import Sizing
+    from prfaas_plan.spec.scenario import Scenario
 
 _DASH = "—"
 
@@ -188,7 +192,7 @@ def print_cost(spec: Scenario, c: CostComparison) -> None:
     out = console()
     hw = spec.local.hardware_key
     plan_cost = c.plan_cost
-    Item = tuple[str, float, PlanCost, float | None]
+    Item = tuple[str, float, "PlanCost", float | None]
     items: list[tuple[str, Item]] = [
         (
             "PrfaaS-PD",

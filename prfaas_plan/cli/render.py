@@ -7,16 +7,18 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from prfaas_plan.optimize import Comparison, PlanEvaluation
 from prfaas_plan.report.jsonsafe import finite
-from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.units import GBIT_PER_S
+
+if TYPE_CHECKING:  # annotations only
+    from prfaas_plan.optimize import Comparison, PlanEvaluation
+    from prfaas_plan.spec.scenario import Scenario
 
 _DASH = "—"
 
