@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import io
 import os
 import shutil
@@ -178,6 +177,8 @@ def _sibling(target: Path, tag: str) -> Path:
     file system's name limit (the target's own name may be near it)."""
     name = f".{target.name}.{tag}"
     if len(os.fsencode(name)) > _NAME_MAX:
+        import hashlib  # names near the limit only (start-up time: every command imports this module)
+
         digest = hashlib.sha256(os.fsencode(target.name)).hexdigest()[:16]
         name = f".prfaas-plan-{digest}.{tag}"
     return target.with_name(name)
