@@ -15,7 +15,7 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.limits import MAX_GPUS_PER_INSTANCE, MAX_STEP_S, MAX_TOKENS
 from prfaas_plan.io.paths import builtin_root, display_path
 from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml, suggest
-from prfaas_plan.spec.hardware import GENERATIONS, CorpusMeasurement, EngineProfile
+from prfaas_plan.spec.engine import GENERATIONS, CorpusMeasurement, EngineProfile
 
 ENGINES_DIR = ("hardware_profiles", "serving", "engines")
 GENERATIONS_FILE = ("hardware_profiles", "serving", "generations.yaml")

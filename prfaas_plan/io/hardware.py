@@ -5,7 +5,7 @@ and field."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.io.limits import (
     MAX_DECODE_BATCH,
@@ -39,10 +39,11 @@ from prfaas_plan.spec.hardware import (
     ProfilePoints,
     Provenance,
     RooflineParams,
-    ServingDefaults,
-    ServingPoints,
 )
 from prfaas_plan.units import GB, GBIT_PER_S, MIB, TB, TFLOP_PER_S
+
+if TYPE_CHECKING:  # annotations only (engines and serving defaults load where they are read)
+    from prfaas_plan.spec.engine import ServingDefaults, ServingPoints
 
 PROVENANCES = ("measured", "derived", "assumed")
 #: The largest weight-read memory efficiency a profile's ``kernel_shapes`` may record. It is a measured rate
@@ -226,6 +227,8 @@ _SERVING_QUANTITIES = {"latency_s": ("latency_s", 1.0), "kv_throughput_gbit_per_
 
 
 def _serving_points(checker: Checker, path: KeyPath, raw: Any) -> ServingPoints | None:
+    from prfaas_plan.spec.engine import ServingPoints
+
     sec = Section(
         checker,
         path,
@@ -266,6 +269,8 @@ def _serving_points(checker: Checker, path: KeyPath, raw: Any) -> ServingPoints 
 def load_serving_defaults(path: Path) -> ServingDefaults:
     """Read ``hardware_profiles/serving/defaults.yaml``: the fitted serving parameters, their priors and the
     observations they were fitted to; every problem is reported with file, line and field."""
+    from prfaas_plan.spec.engine import ServingDefaults
+
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     root = checker.root(required=("serving", "observations"))

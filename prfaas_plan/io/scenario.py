@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prfaas_plan import lengths as dist
 from prfaas_plan.errors import InputError
 from prfaas_plan.io.cost import COST_KEYS, TARGET_KEYS, parse_cost, parse_target
-from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.limits import (
     MAX_ABS_MU,
@@ -56,12 +55,7 @@ from prfaas_plan.io.names import (
 from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
-from prfaas_plan.spec.hardware import (
-    EngineProfile,
-    HardwareProfile,
-    KernelShapes,
-    RooflineParams,
-)
+from prfaas_plan.spec.hardware import HardwareProfile, KernelShapes, RooflineParams
 from prfaas_plan.spec.model import DTYPE_BYTES, Dtypes
 from prfaas_plan.spec.scenario import (
     POOL_METHODS,
@@ -78,6 +72,9 @@ from prfaas_plan.spec.scenario import (
 )
 from prfaas_plan.spec.shape import InstanceShape
 from prfaas_plan.units import GBIT_PER_S, MIB
+
+if TYPE_CHECKING:  # annotations only (engines and serving defaults load where they are read)
+    from prfaas_plan.spec.engine import EngineProfile
 
 # --------------------------------------------------------------------------------------------- scenario
 
@@ -223,6 +220,8 @@ def _engine_base(
     name = sec.string("engine")
     if name is None:
         return None
+    from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
+
     local = base / name
     try:
         path = local if name.endswith((".yaml", ".yml")) and local.is_file() else engine_path(name)

@@ -62,7 +62,8 @@ from prfaas_plan.physics.roofline import (
     op_peak_flop_per_s,
     shape_factor,
 )
-from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile, RooflineParams
+from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
+from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 Array = NDArray[np.float64]

@@ -24,7 +24,8 @@ import numpy as np
 from prfaas_plan.physics.decode import decode_step_time
 from prfaas_plan.physics.prefill import prefill_time
 from prfaas_plan.physics.roofline import Instance, TimeSplit, time_splits
-from prfaas_plan.spec.hardware import EngineProfile, RooflineParams
+from prfaas_plan.spec.engine import EngineProfile
+from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 #: Compute dtypes whose GEMM efficiency an engine profile prices apart from bf16.

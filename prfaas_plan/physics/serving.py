@@ -26,7 +26,8 @@ from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.prefill import prefill_chunks, prefill_seconds
 from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, communication_s, op_peak_flop_per_s, shape_factor
-from prfaas_plan.spec.hardware import RooflineParams, ServingPoints
+from prfaas_plan.spec.engine import ServingPoints
+from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 Array = NDArray[np.float64]

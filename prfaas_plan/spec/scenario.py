@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Literal
 
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.cost import CostInputs, Target
-from prfaas_plan.spec.hardware import Accelerator, EngineProfile, InstanceProfile, RooflineParams
+from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
 from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.shape import InstanceShape
 
-if TYPE_CHECKING:  # annotations only: a scenario without dynamics or error bands never loads their types
+if TYPE_CHECKING:  # annotations only: a scenario without dynamics, engines or error bands never loads their types
     from prfaas_plan.spec.dynamics import Dynamics
+    from prfaas_plan.spec.engine import EngineProfile
     from prfaas_plan.spec.uncertainty import TimeBand
 
 

@@ -26,7 +26,7 @@ from prfaas_plan.io.names import load_named_hardware, load_named_model
 from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate_engine
 from prfaas_plan.physics.engine import with_dtypes
 from prfaas_plan.physics.roofline import Instance, missing_peak
-from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile
+from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
 from prfaas_plan.spec.uncertainty import PhaseBand
 
 #: Fewest measurements of a phase whose leave-one-out errors make that phase's band.

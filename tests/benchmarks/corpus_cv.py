@@ -42,7 +42,7 @@ from prfaas_plan.physics.corpus_fit import (  # noqa: E402
 )
 from prfaas_plan.physics.engine import with_dtypes  # noqa: E402
 from prfaas_plan.physics.roofline import Instance  # noqa: E402
-from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile  # noqa: E402
+from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile  # noqa: E402
 
 CORPUS = REPO.joinpath(*CORPUS_FILE)
 ENGINES = ("sglang", "vllm", "trtllm")

@@ -25,7 +25,8 @@ from prfaas_plan.physics.memory import cache_bytes, transfer_bytes, weight_bytes
 from prfaas_plan.physics.prefill import prefill_time  # noqa: E402
 from prfaas_plan.physics.roofline import Instance, time_splits  # noqa: E402
 from prfaas_plan.physics.serving import CrossValidation, ServingObservation, cross_validate, observation  # noqa: E402
-from prfaas_plan.spec.hardware import RooflineParams, ServingDefaults  # noqa: E402
+from prfaas_plan.spec.engine import ServingDefaults  # noqa: E402
+from prfaas_plan.spec.hardware import RooflineParams  # noqa: E402
 from prfaas_plan.units import GBIT_PER_S, MIB  # noqa: E402
 
 DEFAULTS_FILE = REPO / "hardware_profiles" / "serving" / "defaults.yaml"

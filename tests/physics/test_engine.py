@@ -30,7 +30,8 @@ from prfaas_plan.physics.engine import engine_params, with_dtypes
 from prfaas_plan.physics.ops import forward_ops, matmul_kernels
 from prfaas_plan.physics.prefill import prefill_seconds
 from prfaas_plan.physics.roofline import Instance, communication_s
-from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile, RooflineParams
+from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
+from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 from tests.conftest import REPO, examples
 from tests.strategies import architectures

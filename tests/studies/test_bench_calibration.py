@@ -21,7 +21,7 @@ from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.physics.corpus_fit import CorpusCase, predict
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.report.engine_calibration import write_calibration
-from prfaas_plan.spec.hardware import CorpusMeasurement, EngineProfile
+from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
 from prfaas_plan.studies.bench_calibration import calibrate_files
 from tests.conftest import REPO, examples, run_cli
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from prfaas_plan.physics.corpus_fit import EngineFit, HeldOutPoint, factor_stats
-from prfaas_plan.spec.hardware import EngineProfile
+from prfaas_plan.spec.engine import EngineProfile
 from tests.benchmarks.corpus_cv import markdown, study
 
 pytestmark = pytest.mark.validation
