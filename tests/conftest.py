@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,10 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         timeout=120,
         check=False,
     )
+
+
+def default_signals() -> None:
+    """``preexec_fn`` for a child the test signals: SIGINT, SIGTERM and SIGHUP at their default actions whatever
+    the test runner inherited (under nohup SIGHUP is ignored, and the tool rightly keeps an inherited ignore)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)

@@ -82,7 +82,10 @@ def interruptible() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
-    previous = {sig: signal.signal(sig, _on_signal) for sig in INTERRUPTS}
+    # A signal inherited as ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
+    previous = {
+        sig: signal.signal(sig, _on_signal) for sig in INTERRUPTS if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         with guarded_stdout():
             yield

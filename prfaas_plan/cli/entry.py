@@ -3,7 +3,8 @@
 Importing the command line (numpy, typer, rich and the planner) takes a fraction of a second; a signal in that
 window used to end in a KeyboardInterrupt traceback. Until ``cli.app.main`` installs its own handlers (which unwind
 the stack so that cleanups run), nothing has been written, so a signal ends the process at once with one line on
-stderr and status 128 + the signal number, as after the command line is up.
+stderr and status 128 + the signal number, as after the command line is up. A signal the process inherited as
+ignored (SIGHUP under ``nohup``, SIGINT in a background job) stays ignored, here and after.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _before_start(signum: int, _frame: object) -> None:
 def main() -> None:
     """Console-script entry point: early signal handlers, then ``prfaas_plan.cli.app.main``."""
     for sig in _EARLY_SIGNALS:
-        signal.signal(sig, _before_start)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # an inherited ignore (nohup, a background job) stays
+            signal.signal(sig, _before_start)
     from prfaas_plan.cli.app import main as run
 
     run()

@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import default_signals
+
 REPO = Path(__file__).resolve().parents[2]
 HF_CONFIG = REPO / "tests" / "fixtures" / "hf_configs" / "llama-3.1-8b.json"
 GRID = ("--set", "deployment.local.instances=8,16,24")
@@ -139,7 +141,14 @@ def spawn(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[bytes], Path]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout, not an installed copy (the run is elsewhere)
     with (logs / "out").open("wb") as out, (logs / "err").open("wb") as err:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=default_signals,
         )
     return proc, logs
 

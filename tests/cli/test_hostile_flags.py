@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, default_signals, run_cli
 
 _PLAN = ("--threshold", "19400", "--n-pd-prefill", "3", "--n-pd-decode", "5")
 _HF = str(REPO / "tests" / "fixtures" / "hf_configs" / "llama-3.1-70b.json")
@@ -125,6 +125,7 @@ def _start(tmp_path: Path, requests: int) -> subprocess.Popen[str]:
         text=True,
         env=env,
         cwd=tmp_path,
+        preexec_fn=default_signals,
     )
 
 
@@ -144,6 +145,37 @@ def test_signal_during_the_run_exits_with_one_line(tmp_path: Path, sig: signal.S
     assert "Traceback" not in err
     assert err.strip().count("\n") == 0 and sig.name in err
     assert list(tmp_path.iterdir()) == []
+
+
+def _ignore_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup leaves it
+
+
+def test_an_inherited_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
+    """Under nohup (SIGHUP ignored when the process starts) a hangup during the run changes nothing: the run
+    completes, exit 0, its records written."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = ["simulate", "--requests", "1000000", "--records", str(tmp_path / "records.csv"), "--json"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prfaas_plan", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=_ignore_sighup,
+    )
+    try:
+        time.sleep(1.5)
+        assert process.poll() is None, "the run ended before the hangup: the check would prove nothing"
+        process.send_signal(signal.SIGHUP)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert (tmp_path / "records.csv").stat().st_size > 0
 
 
 def _partial_with_data(folder: Path) -> bool:

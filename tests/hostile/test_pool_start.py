@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, default_signals
 
 GRID = ("--set", "deployment.local.instances=8,16,24")
 #: How long after the fork server appears the signal is sent: its imports take a few tenths of a second,
@@ -118,6 +118,7 @@ def test_a_signal_while_the_pool_starts_leaves_no_traceback_and_nothing_behind(
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,
+            preexec_fn=default_signals,
         )
     try:
         deadline = time.monotonic() + 60

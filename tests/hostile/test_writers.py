@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prfaas_plan.cli.app import app
-from tests.conftest import REPO
+from tests.conftest import REPO, default_signals
 
 HF_CONFIG = REPO / "tests" / "fixtures" / "hf_configs" / "llama-3.1-8b.json"
 GRID = ("--set", "deployment.local.instances=8,16,24")
@@ -127,6 +127,7 @@ def run_cli(args: list[str], cwd: Path, **kwargs: object) -> subprocess.Popen[st
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=default_signals,
         **kwargs,  # type: ignore[arg-type]
     )
 

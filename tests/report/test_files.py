@@ -22,6 +22,7 @@ import pytest
 
 from prfaas_plan.errors import InputError
 from prfaas_plan.report import files
+from tests.conftest import default_signals
 
 OWNER = files.Owner(what="a test output of prfaas-plan", signatures=(b"# prfaas-plan test\n",))
 DIR_OWNER = files.DirOwner(what="a test directory of prfaas-plan", marker_text="prfaas-plan test directory\n")
@@ -379,7 +380,11 @@ except InputError as exc:
 
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_signals,
     )
 
 
