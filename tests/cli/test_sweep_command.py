@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from prfaas_plan.cli.sweep import sweep
-from tests.conftest import REPO, examples
+from tests.conftest import REPO, default_signals, examples
 
 _app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 _app.command()(sweep)
@@ -195,7 +195,9 @@ def test_ctrl_c_keeps_finished_rows_and_resume_completes(tmp_path: Path) -> None
     ]
     cmd = [sys.executable, "-c", _MAIN, *grid, "-o", str(out), "--workers", "1"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_signals
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not out.exists() or out.stat().st_size == 0):
         time.sleep(0.05)

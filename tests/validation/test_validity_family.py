@@ -35,8 +35,11 @@ def _cell(paper: tuple[StageModel, PlanEvaluation], name: str, load: float) -> C
 
 
 def test_in_domain_cells_are_within_tolerance(paper: tuple[StageModel, PlanEvaluation]) -> None:
-    """Each cell the flag calls in domain is within the tolerance, and most of these mild cells are in domain
-    (a short trace can still show noise as drift: 4,000 requests here)."""
+    """Each cell the flag calls in domain is within the tolerance, and at least one of these mild cells is in
+    domain (a short trace can still show noise as drift: 4,000 requests here). Bimodal prompt lengths give the
+    prefill pools a service-time cs² above 1, which the service-variability rule (``DOMAIN_MAX_SERVICE_SCV``,
+    added after this test was written) puts out of domain: that cell was within the tolerance, so the rule is
+    conservative there, and the test checks that it is the rule that flags it."""
     cells = [
         _cell(paper, name, load)
         for name, load in (("mmpp 1.5x 30s", 0.5), ("long lengths", 0.7), ("bimodal lengths", 0.5))
@@ -50,7 +53,9 @@ def test_in_domain_cells_are_within_tolerance(paper: tuple[StageModel, PlanEvalu
                 cell.closed_p99_s,
                 cell.sim_p99_s,
             )
-    assert sum(cell.in_domain for cell in cells) >= 2, [cell.reasons for cell in cells]
+    assert sum(cell.in_domain for cell in cells) >= 1, [cell.reasons for cell in cells]
+    bimodal = cells[2]
+    assert any("service times vary more" in r for r in bimodal.reasons), bimodal.reasons
 
 
 def test_two_rates_switching_every_two_minutes_is_flagged(paper: tuple[StageModel, PlanEvaluation]) -> None:
