@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -106,6 +107,33 @@ def plan(
     _render(payload)
 
 
+def regions_table(plan: dict[str, Any], data: Callable[[dict[str, Any], str], dict[str, Any]]) -> Any:
+    """The per-PD-cluster table of one plan (threshold, offload, split, carried rate, where its long requests
+    go); ``data`` gives each row's CSV/JSON record from the region and its "long to" text."""
+    from prfaas_plan.cli.render import DataTable
+
+    regions = DataTable(title=f"{plan['label']}: regions")
+    for column in ("PD cluster", "threshold (tokens)", "offload p", "N_p / N_d", "carried (req/s)", "long to"):
+        regions.add_column(column, justify="left" if column in ("PD cluster", "long to") else "right")
+    for r in plan["regions"]:
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in r["long_share_by_site"].items() if v > 0) or "—"
+        regions.add_row(
+            r["cluster"],
+            f"{r['threshold_tokens']:,.0f}",
+            f"{r['offload_fraction']:.1%}",
+            f"{r['n_pd_prefill']} / {r['n_pd_decode']}",
+            f"{r['carried_req_per_s']:.3f}",
+            shares,
+        )
+        regions.add_data({"plan": plan["label"], **data(r, shares)})
+    return regions
+
+
+def _region_data(r: dict[str, Any], shares: str) -> dict[str, Any]:
+    keys = ("cluster", "threshold_tokens", "offload_fraction", "n_pd_prefill", "n_pd_decode", "carried_req_per_s")
+    return {**{k: r[k] for k in keys}, "long_to": shares}
+
+
 def _render(payload: dict[str, Any]) -> None:
     from prfaas_plan.cli.render import DataTable, console
 
@@ -144,32 +172,7 @@ def _render(payload: dict[str, Any]) -> None:
         f"{payload['gain']['vs_nearest_site_only']:.3f}x over nearest site only."
     )
     for p in plans:
-        regions = DataTable(title=f"{p['label']}: regions")
-        for column in ("PD cluster", "threshold (tokens)", "offload p", "N_p / N_d", "carried (req/s)", "long to"):
-            regions.add_column(column, justify="left" if column in ("PD cluster", "long to") else "right")
-        for r in p["regions"]:
-            shares = ", ".join(f"{k} {v:.0%}" for k, v in r["long_share_by_site"].items() if v > 0) or "—"
-            regions.add_row(
-                r["cluster"],
-                f"{r['threshold_tokens']:,.0f}",
-                f"{r['offload_fraction']:.1%}",
-                f"{r['n_pd_prefill']} / {r['n_pd_decode']}",
-                f"{r['carried_req_per_s']:.3f}",
-                shares,
-            )
-            regions.add_data(
-                {
-                    "plan": p["label"],
-                    "cluster": r["cluster"],
-                    "threshold_tokens": r["threshold_tokens"],
-                    "offload_fraction": r["offload_fraction"],
-                    "n_pd_prefill": r["n_pd_prefill"],
-                    "n_pd_decode": r["n_pd_decode"],
-                    "carried_req_per_s": r["carried_req_per_s"],
-                    "long_to": shares,
-                }
-            )
-        out.print(regions)
+        out.print(regions_table(p, _region_data))
         links = DataTable(title=f"{p['label']}: links and sites")
         for column in ("link", "req/s", "KV (Gbit/s)", "bandwidth (Gbit/s)", "utilisation"):
             links.add_column(column, justify="left" if column == "link" else "right")

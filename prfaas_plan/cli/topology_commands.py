@@ -105,6 +105,7 @@ def evaluate(
 
 def _render_plans(payload: dict[str, Any], plans: list[dict[str, Any]]) -> None:
     from prfaas_plan.cli.render import DataTable, console
+    from prfaas_plan.cli.topology import regions_table
 
     out = console()
     best = payload["global_plan"]["scale"]
@@ -133,21 +134,7 @@ def _render_plans(payload: dict[str, Any], plans: list[dict[str, Any]]) -> None:
         )
     out.print(summary)
     for p in plans:
-        regions = DataTable(title=f"{p['label']}: regions")
-        for column in ("PD cluster", "threshold (tokens)", "offload p", "N_p / N_d", "carried (req/s)", "long to"):
-            regions.add_column(column, justify="left" if column in ("PD cluster", "long to") else "right")
-        for r in p["regions"]:
-            shares = ", ".join(f"{k} {v:.0%}" for k, v in r["long_share_by_site"].items() if v > 0) or "—"
-            regions.add_row(
-                r["cluster"],
-                f"{r['threshold_tokens']:,.0f}",
-                f"{r['offload_fraction']:.1%}",
-                f"{r['n_pd_prefill']} / {r['n_pd_decode']}",
-                f"{r['carried_req_per_s']:.3f}",
-                shares,
-            )
-            regions.add_data({"plan": p["label"], **{k: v for k, v in r.items() if not isinstance(v, dict)}})
-        out.print(regions)
+        out.print(regions_table(p, lambda r, _shares: {k: v for k, v in r.items() if not isinstance(v, dict)}))
 
 
 def simulate(
