@@ -331,22 +331,27 @@ def _names(sub: str) -> list[str]:
     return sorted(p.stem for p in (builtin_root() / sub).glob("*.yaml"))
 
 
+def _priced_link_needs_source(link: dict[str, Any]) -> None:
+    """A link price that charges anything (ports, a committed rate or egress above 0) must name its source."""
+    link["if"] = {
+        "anyOf": [
+            {"required": ["ports"]},
+            {
+                "required": ["committed_usd_per_gbit_per_s_month"],
+                "properties": {"committed_usd_per_gbit_per_s_month": {"exclusiveMinimum": 0}},
+            },
+            {"required": ["egress_usd_per_gb"], "properties": {"egress_usd_per_gb": {"exclusiveMinimum": 0}}},
+        ]
+    }
+    link["then"] = {"required": ["source"]}
+
+
 def _topology_rules(body: dict[str, Any]) -> None:
     """A topology's rules the recorder cannot see: a priced link or cluster needs a source; names of files."""
     yaml_path = {"type": "string", "pattern": r"\.ya?ml$"}
     link = body["properties"]["links"]["items"]["properties"].get("price")
     if link is not None:
-        link["if"] = {
-            "anyOf": [
-                {"required": ["ports"]},
-                {
-                    "required": ["committed_usd_per_gbit_per_s_month"],
-                    "properties": {"committed_usd_per_gbit_per_s_month": {"exclusiveMinimum": 0}},
-                },
-                {"required": ["egress_usd_per_gb"], "properties": {"egress_usd_per_gb": {"exclusiveMinimum": 0}}},
-            ]
-        }
-        link["then"] = {"required": ["source"]}
+        _priced_link_needs_source(link)
     cluster = body["properties"]["clusters"]["items"]
     cluster["if"] = {"required": ["gpu_usd_per_hour"]}
     cluster["then"] = {"required": ["source"], "properties": {"source": {"type": "string", "pattern": _NON_BLANK}}}
@@ -398,17 +403,7 @@ def _apply_rules(kind: str, body: dict[str, Any]) -> None:
         ]
     link = _at(body, "cost", "link")
     if link is not None:
-        link["if"] = {
-            "anyOf": [
-                {"required": ["ports"]},
-                {
-                    "required": ["committed_usd_per_gbit_per_s_month"],
-                    "properties": {"committed_usd_per_gbit_per_s_month": {"exclusiveMinimum": 0}},
-                },
-                {"required": ["egress_usd_per_gb"], "properties": {"egress_usd_per_gb": {"exclusiveMinimum": 0}}},
-            ]
-        }
-        link["then"] = {"required": ["source"]}
+        _priced_link_needs_source(link)
     yaml_path = {"type": "string", "pattern": r"\.ya?ml$"}
     hardware = {"anyOf": [{"enum": _names("hardware_profiles")}, yaml_path]}
     for pool in ("prfaas", "local"):
