@@ -331,6 +331,19 @@ def _names(sub: str) -> list[str]:
     return sorted(p.stem for p in (builtin_root() / sub).glob("*.yaml"))
 
 
+def _model_names(body: dict[str, Any], yaml_path: dict[str, Any]) -> None:
+    """``model:`` (a card's name or path, or an object whose ``card`` is one) names a built-in card or a YAML."""
+    model = body.get("properties", {}).get("model")
+    if model is None:
+        return
+    cards = {"anyOf": [{"enum": _names("workloads/models")}, yaml_path]}
+    for option in model.get("oneOf", [model]):
+        if option.get("type") == "string":
+            option.update(cards)
+        elif option.get("type") == "object" and "card" in option.get("properties", {}):
+            option["properties"]["card"].update(cards)
+
+
 def _priced_link_needs_source(link: dict[str, Any]) -> None:
     """A link price that charges anything (ports, a committed rate or egress above 0) must name its source."""
     link["if"] = {
@@ -360,14 +373,7 @@ def _topology_rules(body: dict[str, Any]) -> None:
         node = cluster["properties"].get(key)
         if node is not None:
             node.update(hardware)
-    model = body.get("properties", {}).get("model")
-    if model is not None:
-        cards = {"anyOf": [{"enum": _names("workloads/models")}, yaml_path]}
-        for option in model.get("oneOf", [model]):
-            if option.get("type") == "string":
-                option.update(cards)
-            elif option.get("type") == "object" and "card" in option.get("properties", {}):
-                option["properties"]["card"].update(cards)
+    _model_names(body, yaml_path)
 
 
 def _apply_rules(kind: str, body: dict[str, Any]) -> None:
@@ -411,11 +417,4 @@ def _apply_rules(kind: str, body: dict[str, Any]) -> None:
             node = _at(body, "deployment", pool, key)
             if node is not None:
                 node.update(hardware)
-    model = body.get("properties", {}).get("model")
-    if model is not None:
-        cards = {"anyOf": [{"enum": _names("workloads/models")}, yaml_path]}
-        for option in model.get("oneOf", [model]):
-            if option.get("type") == "string":
-                option.update(cards)
-            elif option.get("type") == "object" and "card" in option.get("properties", {}):
-                option["properties"]["card"].update(cards)
+    _model_names(body, yaml_path)
