@@ -6,7 +6,7 @@ import math
 
 from prfaas_plan.cli.render import DataTable
 from prfaas_plan.optimize.token_rates import TokenRates
-from prfaas_plan.report.jsonsafe import finite
+from prfaas_plan.report.tpot import token_rates_to_dict
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -29,16 +29,7 @@ def token_rates_table(rows: list[TokenRates]) -> DataTable:
             f"{_fmt(r.tpot_mean_s * 1e3, '.1f')} / {_fmt(r.tpot_p90_s * 1e3, '.1f')}",
             _fmt(r.decode_load * 100, ".0f") + ("%" if math.isfinite(r.decode_load) else ""),
         )
-        table.add_data(
-            {
-                "plan": r.label,
-                "rate_req_per_s": r.rate_req_per_s,
-                "gpus": r.gpus,
-                "tokens_per_s_per_gpu": finite(r.tokens_per_s_per_gpu),
-                "tokens_per_s_per_user": finite(r.tokens_per_s_per_user),
-                "tpot_mean_s": finite(r.tpot_mean_s),
-                "tpot_p90_s": finite(r.tpot_p90_s),
-                "decode_load_fraction": finite(r.decode_load),
-            }
-        )
+        data = token_rates_to_dict([r])[0]
+        data["decode_load_fraction"] = data.pop("decode_load")  # the CSV column names its unit
+        table.add_data(data)
     return table
