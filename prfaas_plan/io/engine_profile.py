@@ -6,6 +6,7 @@ the writer that records a fit's values in an engine profile."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -195,8 +196,19 @@ def write_engine_fit(
 
 
 def load_generations(path: Path | None = None) -> dict[str, str]:
-    """Accelerator key -> generation (``hardware_profiles/serving/generations.yaml``)."""
-    path = path or builtin_root().joinpath(*GENERATIONS_FILE)
+    """Accelerator key -> generation (``hardware_profiles/serving/generations.yaml``; the built-in table is read
+    once per process: every pool and every matrix cell asks for it)."""
+    if path is None:
+        return dict(_builtin_generations())
+    return _read_generations(path)
+
+
+@cache
+def _builtin_generations() -> dict[str, str]:
+    return _read_generations(builtin_root().joinpath(*GENERATIONS_FILE))
+
+
+def _read_generations(path: Path) -> dict[str, str]:
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     root = checker.root(required=("generations", "source"))
