@@ -67,12 +67,14 @@ def _pool(
     profile = hw.find(spec.model.key, gpus)
     needs = (profile is not None) and (profile.kv_cache is not None if role == "prfaas" else profile.decode is not None)
     base = replace(template, hardware_key=hw.accelerator.key, accelerator=hw.accelerator, profile=profile)
+    how = "default efficiencies"
     if template.engine is not None:  # the engine's terms on this accelerator's generation, not the template's
         generation = load_generations().get(hw.accelerator.key, "other")
         params = engine_params(
             template.engine, generation, expert_parallel=template.roofline.expert_parallel, base=template.roofline
         )
         base = replace(base, roofline=params)
+        how = f"engine {template.engine.key} on {generation}"
     if needs and profile is not None:
         return replace(base, method="measured", calibration=None, calibration_accelerator=None), (
             f"{profile.prefill.provenance} profile ({hw.accelerator.key})"
@@ -86,8 +88,6 @@ def _pool(
     own = [s for s in sources if s[0].accelerator.key == hw.accelerator.key]
     candidates = own or sources
     if not candidates:
-        source = base.roofline.source
-        how = source.split(" (")[0] if source.startswith("engine ") else "default efficiencies"
         return replace(base, method="roofline"), f"roofline ({how}: no measured points to calibrate)"
     src_hw, src_profile = candidates[0]
     return (
