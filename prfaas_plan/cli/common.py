@@ -188,11 +188,13 @@ def load_with_flags(name: str | None, flags: Mapping[str, float | int | None]) -
     keys of ``SCENARIO_FLAGS``; None means not given) applied through the scenario loader: one validator and one
     set of limits for the file and the flags. InputError names the flag whose value the loader rejects."""
     from prfaas_plan.io.names import resolve_scenario_path
+
+    given = {flag: value for flag, value in flags.items() if value is not None}
+    if not given:  # nothing to edit: the file as it is (the edit machinery stays unloaded: start-up time)
+        from prfaas_plan.io.scenario import load_scenario
+
+        return load_scenario(resolve_scenario_path(name))
     from prfaas_plan.io.overrides import Override, load_overridden
 
-    overrides = [
-        Override(path=SCENARIO_FLAGS[flag], value=value, origin=flag)
-        for flag, value in flags.items()
-        if value is not None
-    ]
+    overrides = [Override(path=SCENARIO_FLAGS[flag], value=value, origin=flag) for flag, value in given.items()]
     return load_overridden(resolve_scenario_path(name), overrides)

@@ -7,7 +7,6 @@ import math
 from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.throughput import STAGES
 
 if TYPE_CHECKING:  # rich is imported only when a table is drawn (--json never pays for it)
@@ -18,6 +17,7 @@ if TYPE_CHECKING:  # rich is imported only when a table is drawn (--json never p
     from prfaas_plan.latency import LoadedTtft, TtftSummary
     from prfaas_plan.latency.profile import Validity
     from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
+    from prfaas_plan.spec.plan import TtftSlo
     from prfaas_plan.spec.scenario import Scenario
     from prfaas_plan.studies.under_load import UnderLoad
 
@@ -71,7 +71,11 @@ def goodput_slo(
                 )
     if problems:
         raise InputError(problems)
-    return TtftSlo(limit_s=slo, quantile=0.9) if objective == "goodput" and slo is not None else None
+    if objective != "goodput" or slo is None:
+        return None
+    from prfaas_plan.spec.plan import TtftSlo
+
+    return TtftSlo(limit_s=slo, quantile=0.9)
 
 
 def _s(value: float | None) -> str:

@@ -45,12 +45,15 @@ so a prefill pool saturates slightly *before* the paper's Λ_max (Eqs. 3-4 use T
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import STAGES, StageModel
+
+if TYPE_CHECKING:  # annotations only (start-up time)
+    from prfaas_plan.spec.plan import Plan
 
 Array = NDArray[np.float64]
 

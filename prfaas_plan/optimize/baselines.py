@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
 from prfaas_plan.optimize.throughput_search import search
-from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import (
     StageModel,
     max_throughput,
@@ -19,6 +19,9 @@ from prfaas_plan.throughput import (
     stage_bounds,
     stage_throughputs,
 )
+
+if TYPE_CHECKING:  # annotations only (start-up time)
+    from prfaas_plan.spec.plan import Plan
 
 
 def homogeneous_model(model: StageModel, prfaas_gpus: int, local_gpus_per_instance: int) -> StageModel:

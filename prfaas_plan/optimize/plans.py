@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,7 +16,6 @@ from prfaas_plan.latency import (
     stability_limit_req_per_s,
 )
 from prfaas_plan.latency.unloaded import route_latency, unloaded_ttft
-from prfaas_plan.spec.plan import Plan
 from prfaas_plan.throughput import (
     STAGES,
     StageModel,
@@ -24,6 +24,9 @@ from prfaas_plan.throughput import (
     stage_bounds,
     stage_throughputs,
 )
+
+if TYPE_CHECKING:  # annotations only: ``plan_of`` loads it (start-up time)
+    from prfaas_plan.spec.plan import Plan
 
 # Stages whose bound is within this relative distance of Λ_max are reported as binding together.
 CO_BINDING_RTOL = 0.01
@@ -85,6 +88,8 @@ class Comparison:
 def plan_of(model: StageModel, scored: PlanEvaluation) -> Plan:
     """The plan (t, N_p, N_d) a scored plan stands for; t = the top of ``model``'s length range when nothing is
     offloaded (homogeneous PD reports no threshold)."""
+    from prfaas_plan.spec.plan import Plan
+
     t = scored.threshold_tokens if scored.threshold_tokens is not None else model.lengths.upper_tokens
     return Plan(threshold_tokens=t, n_pd_prefill=scored.n_pd_prefill, n_pd_decode=scored.n_pd_decode)
 

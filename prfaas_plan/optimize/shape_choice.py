@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.cost import unit_prices
-from prfaas_plan.optimize.shapes import chooses_shapes, variants
 from prfaas_plan.optimize.throughput_search import search
 from prfaas_plan.throughput import stage_model
 
-if TYPE_CHECKING:  # annotations only (the sizing search loads when ``for_target`` runs: start-up time)
+# Annotations only: the sizing search loads when ``for_target`` runs, the shape screen (``optimize.shapes``) when a
+# pool chooses its shape (start-up time: a scenario whose pools keep their shapes loads neither).
+if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from prfaas_plan.optimize.shapes import ShapeVariant
@@ -98,6 +99,7 @@ def _fixed(scenario: Scenario, criterion: str, unit: str, higher: bool) -> Shape
 
 
 def _choosing(scenario: Scenario) -> tuple[str, ...]:
+    """The roles whose pools choose their shapes: empty exactly when ``optimize.shapes.chooses_shapes`` is false."""
     pools: tuple[tuple[str, Pool], ...] = (("prfaas", scenario.prfaas), ("local", scenario.local))
     return tuple(role for role, p in pools if p.choose_shape and p.method != "measured")
 
@@ -147,10 +149,11 @@ def for_target(
     """``size``'s shape (module docstring): each shape pair sized to ``target`` over ``default_search_space``
     (the given link sizes and caps, else its defaults), the cheapest PrfaaS-PD deployment's cost its figure.
     Raises InfeasibleError (with the numbers of the shapes ruled out) when no pair carries the target."""
+    if not _choosing(scenario):
+        return _fixed(scenario, SIZE_CRITERION, "USD/h", False)
+    from prfaas_plan.optimize.shapes import variants
     from prfaas_plan.optimize.sizing import default_search_space, size
 
-    if not chooses_shapes(scenario):
-        return _fixed(scenario, SIZE_CRITERION, "USD/h", False)
     pairs, ruled_out = variants(scenario)
     scored: list[tuple[ScoredShape, ShapeVariant]] = []
     for pair in pairs:
@@ -193,8 +196,10 @@ def for_throughput(scenario: Scenario, resolution_tokens: float = 10.0) -> Shape
     priced = unit_prices(scenario).complete
     criterion = THROUGHPUT_CRITERION if priced else THROUGHPUT_CRITERION_UNPRICED
     unit = "req/s per USD/h" if priced else "req/s per GPU"
-    if not chooses_shapes(scenario):
+    if not _choosing(scenario):
         return _fixed(scenario, criterion, unit, True)
+    from prfaas_plan.optimize.shapes import variants
+
     pairs, ruled_out = variants(scenario)
     scored: list[tuple[ScoredShape, ShapeVariant]] = []
     for pair in pairs:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from prfaas_plan.spec.plan import TtftSlo
+if TYPE_CHECKING:  # annotations only: built on demand (``ttft_slo``), so loading a scenario leaves spec.plan unloaded
+    from prfaas_plan.spec.plan import TtftSlo
 
 #: Hours in a billing month (365.25 · 24 / 12), to turn a monthly committed-bandwidth price into an hourly one.
 HOURS_PER_MONTH = 730.5
@@ -68,4 +70,6 @@ class Target:
     @property
     def ttft_slo(self) -> TtftSlo:
         """The TTFT percentile target alone (``ttft_slo_s`` at ``quantile``)."""
+        from prfaas_plan.spec.plan import TtftSlo
+
         return TtftSlo(limit_s=self.ttft_slo_s, quantile=self.quantile)

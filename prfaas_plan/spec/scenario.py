@@ -9,12 +9,12 @@ from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.cost import CostInputs, Target
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
 from prfaas_plan.spec.model import Architecture
-from prfaas_plan.spec.plan import TtftSlo
 from prfaas_plan.spec.shape import InstanceShape
 
-if TYPE_CHECKING:  # annotations only: a scenario without dynamics, engines or error bands never loads their types
+if TYPE_CHECKING:  # annotations only: a scenario without dynamics, engines, error bands or SLO never loads their types
     from prfaas_plan.spec.dynamics import Dynamics
     from prfaas_plan.spec.engine import EngineProfile
+    from prfaas_plan.spec.plan import TtftSlo
     from prfaas_plan.spec.uncertainty import TimeBand
 
 
@@ -98,7 +98,11 @@ class Slo:
     @property
     def ttft_slo(self) -> TtftSlo | None:
         """The P90 TTFT target (``ttft_p90_s``), None when not stated."""
-        return None if self.ttft_p90_s is None else TtftSlo(limit_s=self.ttft_p90_s, quantile=0.9)
+        if self.ttft_p90_s is None:
+            return None
+        from prfaas_plan.spec.plan import TtftSlo
+
+        return TtftSlo(limit_s=self.ttft_p90_s, quantile=0.9)
 
 
 POOL_METHODS = ("measured", "calibrated", "roofline")
