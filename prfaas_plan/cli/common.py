@@ -75,9 +75,9 @@ def on_interrupt(note: str) -> Iterator[None]:
 def interruptible() -> Iterator[None]:
     """Turn SIGINT, SIGTERM and SIGHUP into ``Interrupted`` while the body runs; on one, print a line on stderr
     and exit with status 128 + signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), the shell's
-    convention. Standard output is guarded too (``report.files.guarded_stdout``: a closed or full stdout is one
+    convention. Standard output is guarded too (``report.stdout.guarded_stdout``: a closed or full stdout is one
     line and exit 2; a broken pipe exits quietly with 141)."""
-    from prfaas_plan.report.files import guarded_stdout
+    from prfaas_plan.report.stdout import guarded_stdout
 
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield

@@ -21,7 +21,7 @@ from typing import IO
 import pytest
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.report import files
+from prfaas_plan.report import files, stdout
 from tests.conftest import default_signals
 
 OWNER = files.Owner(what="a test output of prfaas-plan", signatures=(b"# prfaas-plan test\n",))
@@ -442,8 +442,8 @@ def test_open_append_creates_appends_and_refuses_foreign(tmp_path: Path) -> None
 
 PRINTER = """
 import sys
-from prfaas_plan.report import files
-with files.guarded_stdout():
+from prfaas_plan.report import stdout
+with stdout.guarded_stdout():
     for _ in range(int(sys.argv[1])):
         print("x" * 1000)
 """
@@ -485,7 +485,7 @@ def test_broken_pipe_exits_quietly_with_141() -> None:
     assert printer.stderr is not None
     err = printer.stderr.read()
     printer.stderr.close()
-    assert code == files.BROKEN_PIPE_STATUS and err == ""
+    assert code == stdout.BROKEN_PIPE_STATUS and err == ""
 
 
 def test_guarded_stdout_passes_ordinary_output_through(tmp_path: Path) -> None:
