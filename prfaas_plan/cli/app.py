@@ -531,7 +531,7 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
     """
     from prfaas_plan.cli.common import emit as _emit
     from prfaas_plan.cli.common import handled as _handled
-    from prfaas_plan.physics.pools import pool_fit_reports
+    from prfaas_plan.physics.fits import pool_fit_reports
     from prfaas_plan.report.plans import fit_report_to_dict
 
     with _handled(json_output):

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from prfaas_plan.latency import LoadedTtft, TtftSummary
     from prfaas_plan.latency.profile import Validity
     from prfaas_plan.optimize import Comparison, GoodputComparison, GoodputEvaluation, PlanEvaluation
-    from prfaas_plan.physics.pools import FitReport
+    from prfaas_plan.physics.fits import FitReport
     from prfaas_plan.physics.table3 import KvRow
     from prfaas_plan.spec.scenario import Scenario
     from prfaas_plan.studies.verify import Decision, GoodputCheck, LoadedCheck

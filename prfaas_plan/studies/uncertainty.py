@@ -4,7 +4,7 @@ hardware ``matrix`` (every cell's verdict, PrfaaS-PD or homogeneous PD cheapest,
 Bands come with the pools (``io.error_bands``); a pool the matrix derives from a measured template (roofline or
 calibrated on another accelerator, priced by the serving defaults) gets the defaults' band, and a calibrated
 pool's prefill band is the largest leave-one-out error of its calibration when that is wider than nothing
-(``physics.pools.pool_fit_reports``), its decode band its pricing's.
+(``physics.fits.pool_fit_reports``), its decode band its pricing's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from prfaas_plan.io.error_bands import DEFAULTS, builtin_band
 from prfaas_plan.optimize.cost import unit_prices
 from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matrix
 from prfaas_plan.optimize.uncertainty import EDGES, at_edge
-from prfaas_plan.physics.pools import pool_fit_reports
+from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import Pool, Scenario
 from prfaas_plan.spec.uncertainty import PhaseBand

@@ -12,7 +12,7 @@ import pytest
 
 from prfaas_plan.io.scenario import load_scenario
 from prfaas_plan.optimize import compare
-from prfaas_plan.physics.pools import pool_fit_reports
+from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.throughput import stage_model
 from tests.conftest import REPO
 

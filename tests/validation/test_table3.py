@@ -18,8 +18,8 @@ import pytest
 
 from prfaas_plan.io.names import load_named_hardware, load_named_model
 from prfaas_plan.io.scenario import load_scenario
+from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.physics.memory import transfer_bytes
-from prfaas_plan.physics.pools import pool_fit_reports
 from prfaas_plan.physics.prefill import prefill_seconds
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.spec.hardware import RooflineParams
