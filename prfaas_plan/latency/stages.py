@@ -48,6 +48,7 @@ plan needs without its queues; re-exported here).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -77,11 +78,19 @@ _LOG_SUM_MAX_SERVERS = 256
 _LOG_SUM_BLOCK = 8192
 
 
-def _erlang_b_log_sum(c: Array, a: Array) -> Array:
-    """B(c, a) = (a^c / c!) / Σ_{k<=c} a^k / k! as a log-sum-exp over k = 0..c, for 1 <= c <= 256, 0 < a."""
-    top = int(np.max(c))
+@lru_cache(maxsize=8)
+def _log_factorials(top: int) -> tuple[Array, Array]:
+    """k = 0..top and ln k! (read-only; cached: every call of one search asks for the same pools)."""
     k = np.arange(top + 1, dtype=np.float64)
     log_factorial = np.concatenate(([0.0], np.cumsum(np.log(k[1:]))))
+    k.setflags(write=False)
+    log_factorial.setflags(write=False)
+    return k, log_factorial
+
+
+def _erlang_b_log_sum(c: Array, a: Array) -> Array:
+    """B(c, a) = (a^c / c!) / Σ_{k<=c} a^k / k! as a log-sum-exp over k = 0..c, for 1 <= c <= 256, 0 < a."""
+    k, log_factorial = _log_factorials(int(np.max(c)))
     out = np.empty(c.shape)
     for start in range(0, c.size, _LOG_SUM_BLOCK):
         block = slice(start, start + _LOG_SUM_BLOCK)
@@ -271,14 +280,18 @@ def stage_state(
     slot_hold_s = model.output_tokens_mean * model.decode_step_time_s
     utilization = utilization_at(model, moments, n_p, n_d, lam)
     shape = np.broadcast_shapes(*(u.shape for u in utilization.values()))
-    utilization = {k: np.broadcast_to(v, shape) for k, v in utilization.items()}
+    # (np.broadcast_to only where a shape differs: it costs more than the rest of a scalar plan's step.)
+    utilization = {k: v if v.shape == shape else np.broadcast_to(v, shape) for k, v in utilization.items()}
     stable = np.logical_and.reduce([utilization[s] < 1.0 for s in STAGES])
     rho_link = np.where(stable, utilization["prfaas_link"], 0.0)
     burst = (ca2_offload + moments.link_scv) / (1.0 + moments.link_scv)
     stretch = np.where(stable, 1.0 + burst * rho_link / (1.0 - rho_link), np.nan)
 
     def stacked(*values: ArrayLike) -> Array:
-        return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in values])
+        out = np.empty((len(values), *shape))
+        for i, v in enumerate(values):
+            out[i] = v  # broadcast into place: the values of np.stack of the broadcast arrays
+        return out
 
     # The three pools in one vectorised evaluation: PrfaaS prefill, local prefill, decode slots.
     waits = ggc_wait(
