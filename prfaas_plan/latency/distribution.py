@@ -201,10 +201,18 @@ class TtftLaw:
     local_spread: RouteSpread
     offload_spread: RouteSpread
     offload_sojourn: bool = False
+    #: (latency of the longest local length (s), its mass P(L <= min(t, max L))) from ``_local_top``, or None:
+    #: every x at or above that latency has the whole local route below it, with no inversion of the curve.
+    local_top: tuple[float, float] | None = None
 
     def local_part(self, x_s: ArrayLike) -> Array:
         """P(TTFT <= x, local) (unnormalised: the local route's probability at most)."""
-        zero_wait = local_mass_below(self.lengths, self.route, self.threshold_tokens, x_s)
+        top = self.local_top
+        x = np.asarray(x_s, dtype=np.float64)
+        if top is not None and bool(np.all(x >= top[0])):
+            zero_wait = np.full(x.shape, top[1])  # local_mass_below's value there, without its inversion
+        else:
+            zero_wait = local_mass_below(self.lengths, self.route, self.threshold_tokens, x_s)
         spread = (1.0 - self.offload_fraction) * self.local_spread.mean(x_s)
         return np.asarray(self.local_atom * zero_wait + spread, dtype=np.float64)
 
@@ -268,6 +276,7 @@ class _RateFree:
     #: The local route's zero-wait latencies on its length grid, sorted, with their (equal) weights.
     local_sorted_s: Array
     local_weight: Array
+    local_top: tuple[float, float] | None
     cache: dict[str, tuple[Array, ...]]
 
     def mean_stretch_offload(self) -> Array:
@@ -307,8 +316,21 @@ def _rate_free(model: StageModel, moments: RouteMoments, grid_points: int) -> _R
         offload_fraction=float(moments.offload_fraction),
         local_sorted_s=local_sorted,
         local_weight=local_weight,
+        local_top=_local_top(lengths, route, t),
         cache={},
     )
+
+
+def _local_top(lengths: LengthDistribution, route: RouteLatency, threshold_tokens: float) -> tuple[float, float] | None:
+    """(the local route's latency at its longest length min(t, max L) (s), P(L <= that length)): where x is at
+    least the former, ``local_mass_below`` is the latter (as ``local_mass_below`` computes them: the same
+    elementwise arithmetic on the same values). None where t is below every length (no local mass)."""
+    lo, hi = lengths.lower_tokens, lengths.upper_tokens
+    if not threshold_tokens >= lo:
+        return None
+    top = np.asarray([min(threshold_tokens, hi)], dtype=np.float64)
+    latency = float(route.local_s(np.maximum(top, lo))[0])
+    return latency, float(np.asarray(lengths.cdf(top), dtype=np.float64)[0])
 
 
 def _law(parts: _RateFree, state: StageState) -> TtftLaw:
@@ -338,6 +360,7 @@ def _law(parts: _RateFree, state: StageState) -> TtftLaw:
         local_spread=_spread(parts.local_sorted_s, parts.local_weight, state.local_wait, state.decode_wait),
         offload_spread=route_spread(offload_latency, state.prfaas_wait, state.decode_wait, offload_weight),
         offload_sojourn=sojourn,
+        local_top=parts.local_top,
     )
 
 
