@@ -183,6 +183,10 @@ def mean_others_seen(utilization: ArrayLike, work_scv: ArrayLike, arrival_scv: A
     rho_v = np.where(valid, rho, 0.5)
     cs2_v = np.where(valid, cs2, 1.0)
     ca2_v = np.where(valid, ca2, 1.0)
+    # Poisson arrivals: σ = ρ exactly and the ratio is 1; take n_P itself rather than the root's rounding.
+    poisson = ca2_v == 1.0
+    if np.all(poisson):  # no root to solve (the choice below would discard it everywhere)
+        return np.where(valid, rho_v / (1.0 - rho_v), np.nan)
     # The root depends on (ρ, ca²) alone, which callers broadcast against many works: solve each pair once.
     one_state = rho_v.size > 0 and rho_v.min() == rho_v.max() and ca2_v.min() == ca2_v.max()
     if one_state:  # one link state (a plan at one rate): the scalar root, kept for the next caller
@@ -194,8 +198,6 @@ def mean_others_seen(utilization: ArrayLike, work_scv: ArrayLike, arrival_scv: A
         sigma = sigma_unique[where.ravel()].reshape(rho_v.shape)
         one_minus_sigma = one_minus_unique[where.ravel()].reshape(rho_v.shape)
     shape_ratio = 2.0 * (ca2_v + cs2_v) / ((1.0 + cs2_v) * (1.0 + ca2_v))
-    # Poisson arrivals: σ = ρ exactly and the ratio is 1; take n_P itself rather than the root's rounding.
-    poisson = ca2_v == 1.0
     seen = np.where(poisson, rho_v / (1.0 - rho_v), sigma / one_minus_sigma * shape_ratio)
     return np.where(valid, seen, np.nan)
 
