@@ -231,27 +231,28 @@ def largest_length_within(latency_s: Callable[[Array], Array], x_s: Array, lower
     tolerance = _INVERSE_RTOL * max(float(upper) - float(lower), 1.0)
     latency_tolerance = _INVERSE_RTOL * np.maximum(np.abs(x), 1.0)
     pending = ~(fits_all | fits_none)
-    last_side = np.zeros(x.shape, dtype=np.int8)
+    # Which end each element moved last step (neither before the first, or once it has stopped).
+    last_low = last_high = np.zeros(x.shape, dtype=bool)
     for _ in range(_INVERSE_MAX_STEPS):
         # An element stops as soon as it has converged, so its answer never depends on the other elements.
         pending &= (high - low > tolerance) & (-f_low > latency_tolerance)
-        if not np.any(pending):
+        if not pending.any():
             break
         with np.errstate(divide="ignore", invalid="ignore"):
             trial = low - f_low * (high - low) / (f_high - f_low)
         trial = np.where((trial > low) & (trial < high), trial, 0.5 * (low + high))
         f_trial = latency_s(trial) - x
-        to_low = pending & (f_trial <= 0.0)
-        to_high = pending & ~(f_trial <= 0.0)
+        fits = f_trial <= 0.0
+        to_low = pending & fits
+        to_high = pending & ~fits
         low = np.where(to_low, trial, low)
         f_low = np.where(to_low, f_trial, f_low)
         high = np.where(to_high, trial, high)
         f_high = np.where(to_high, f_trial, f_high)
         # Illinois: an endpoint kept twice in a row has its function value halved (signs are preserved).
-        side = np.where(to_low, 1, np.where(to_high, -1, 0)).astype(np.int8)
-        f_high = np.where((side == 1) & (last_side == 1), 0.5 * f_high, f_high)
-        f_low = np.where((side == -1) & (last_side == -1), 0.5 * f_low, f_low)
-        last_side = side
+        f_high = np.where(to_low & last_low, 0.5 * f_high, f_high)
+        f_low = np.where(to_high & last_high, 0.5 * f_low, f_low)
+        last_low, last_high = to_low, to_high
     return np.where(fits_all, float(upper), np.where(fits_none, float(lower) - 1.0, low))
 
 
