@@ -40,7 +40,8 @@ def kv(
         float | None,
         typer.Option(
             "--compute-efficiency",
-            help=f"Roofline GEMM e_c (default {_DEFAULTS.compute_efficiency:g}, the serving defaults).",
+            help="Roofline GEMM e_c for bf16 weights (default: the engine's figure for the accelerator's "
+            f"generation; {_DEFAULTS.compute_efficiency:g} with --engine paper-fit).",
             min=1e-6,
             max=1.0,
         ),
@@ -55,7 +56,8 @@ def kv(
         float | None,
         typer.Option(
             "--overhead-s",
-            help=f"Serving overhead per prefill request, s (default {_DEFAULTS.overhead_s:g}).",
+            help="Serving overhead per prefill request, s (default: the engine's; "
+            f"{_DEFAULTS.overhead_s:g} with --engine paper-fit).",
             min=0.0,
         ),
     ] = None,
@@ -67,9 +69,9 @@ def kv(
         str | None,
         typer.Option(
             "--engine",
-            help="Serving engine whose profile prices the roofline: sglang, vllm, trtllm (built-in, fitted on the "
-            "public corpus) or a profile's YAML path (default: the serving defaults fitted to the paper's Tables "
-            "3 and 5).",
+            help="Serving engine whose profile prices the roofline: sglang (the default), vllm, trtllm (built-in, "
+            "fitted on the public corpus), a profile's YAML path, or paper-fit (the serving defaults fitted to "
+            "the paper's Tables 3 and 5 alone).",
         ),
     ] = None,
     weights_dtype: Annotated[
@@ -91,9 +93,9 @@ def kv(
 
     Example: prfaas-plan kv --model minimax-m2.5 --hardware h200 --length 32000 --length 128000
 
-    T_prefill is serving time: kernels plus the serving overheads fitted to the paper's Tables 3 and 5
-    (hardware_profiles/serving/defaults.yaml); --kernel-only drops the overheads. The roofline options
-    override the defaults, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
+    T_prefill is serving time: kernels plus what the serving engine adds (--engine, SGLang's profile unless
+    another is named; hardware_profiles/serving/engines/); --kernel-only drops the overheads. The roofline
+    options override the engine's figures, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
     """
     from prfaas_plan.io.names import pool_for
     from prfaas_plan.physics.table3 import kv_rows
@@ -125,7 +127,9 @@ def kv(
             overrides,
             {"model": "--model", "hardware": "--hardware", "method": "--method"},
         )
-        pool, card, engine_label = _served(pool, card, engine, weights_dtype, kv_dtype, kernel_only, decode_batch)
+        pool, card, engine_label = _served(
+            pool, card, engine, weights_dtype, kv_dtype, kernel_only, decode_batch, overrides
+        )
         lengths = tuple(float(v) for v in (length or _DEFAULT_LENGTHS))
         rows = kv_rows(pool, card, lengths)
         payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
@@ -160,13 +164,15 @@ def _served(
     kv_dtype: str | None,
     kernel_only: bool,
     decode_batch: int | None,
+    overrides: dict[str, float],
 ) -> tuple[Pool, ModelCard, str]:
-    """The pool priced by ``engine`` on its accelerator's generation and the card served in the given dtypes;
-    the engine's label. Bad combinations are InputErrors naming the flag."""
+    """The pool priced by ``engine`` (``io.engine_profile.engine_choice``: the default engine when None) on its
+    accelerator's generation, the roofline options' ``overrides`` over the engine's figures, and the card served
+    in the given dtypes; the engine's label. Bad combinations are InputErrors naming the flag."""
     from dataclasses import replace
 
     from prfaas_plan.errors import InputError, Problem
-    from prfaas_plan.io.engine_profile import load_generations, load_named_engine
+    from prfaas_plan.io.engine_profile import engine_choice, load_generations, load_named_engine
     from prfaas_plan.physics.engine import engine_params, with_dtypes
     from prfaas_plan.spec.model import DTYPE_BYTES
 
@@ -182,13 +188,21 @@ def _served(
     if (weights_dtype or kv_dtype) and card.architecture is not None:
         arch = with_dtypes(card.architecture, weights_dtype, kv_dtype)
         card = replace(card, architecture=arch)
-    if engine is None:
-        return pool, card, "serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3 and 5)"
-    profile = load_named_engine(engine, "--engine")
+    if pool.method == "measured":
+        return pool, card, "measured points"
+    chosen = engine_choice(engine)
+    if chosen is None:
+        return pool, card, "paper-fit: serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3, 5)"
+    profile = load_named_engine(chosen, "--engine")
     generation = load_generations().get(pool.hardware_key, "other")
     params = engine_params(profile, generation, base=pool.roofline)
     if kernel_only:
         params = params.kernel_only
+    if overrides:  # the options set over the engine's figures (compute_efficiency also over its dtype table)
+        table = () if "compute_efficiency" in overrides else params.dtype_compute_efficiency
+        note = f"{params.source}; command-line overrides"
+        fields: dict[str, Any] = dict(overrides)  # float fields only (the options that set them)
+        params = replace(params, dtype_compute_efficiency=table, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"
     return replace(pool, roofline=params), card, label
 

@@ -44,6 +44,14 @@ OPTIONAL_TERMS: tuple[tuple[str, float, float], ...] = (
 )
 DTYPES = ("bf16", "fp8", "fp4")
 
+#: The engine that prices a roofline or calibrated pool (and ``kv``) which names none: SGLang's profile, fitted
+#: on the most public points of any engine (four GPU generations, dense and MoE models) and the engine of the
+#: paper's Table 3.
+DEFAULT_ENGINE = "sglang"
+#: The name that selects the serving defaults fitted to the paper's own Tables 3 and 5
+#: (``hardware_profiles/serving/defaults.yaml``, ``spec.hardware.RooflineParams()``) instead of an engine profile.
+PAPER_FIT = "paper-fit"
+
 
 def engines_dir() -> Path:
     """The built-in engine profiles' folder."""
@@ -55,6 +63,13 @@ def builtin_engines() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in engines_dir().glob("*.yaml")))
 
 
+def engine_choice(name: str | None) -> str | None:
+    """The engine a pool or ``kv`` is priced with: ``name``, ``DEFAULT_ENGINE`` when none is given, None for
+    ``PAPER_FIT`` (the serving defaults)."""
+    chosen = DEFAULT_ENGINE if name is None else name
+    return None if chosen == PAPER_FIT else chosen
+
+
 def engine_path(name: str, field: str = "engine") -> Path:
     """An engine given by built-in name or by the path of a YAML profile; an unknown name is an InputError on
     ``field``."""
@@ -64,7 +79,7 @@ def engine_path(name: str, field: str = "engine") -> Path:
     candidate = engines_dir() / f"{name}.yaml"
     if candidate.is_file():
         return candidate
-    known = builtin_engines()
+    known = (*builtin_engines(), PAPER_FIT)
     raise InputError(
         Problem(field=field, message=f"no engine named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
     )
@@ -245,6 +260,7 @@ _MEASUREMENT_OPTIONAL = (
     "experts_dtype",
     "interleaved_prefill",
     "exclude_from_fit",
+    "includes_request_overhead",
 )
 
 
@@ -318,6 +334,8 @@ def load_corpus(path: Path | None = None) -> tuple[CorpusMeasurement, ...]:
                 interleaved_input_tokens=interleaved[0] if interleaved else 0.0,
                 interleaved_output_tokens=interleaved[1] if interleaved else 0.0,
                 exclude_from_fit=str(exclude or ""),
+                # false for an engine-only timing (SGLang's bench_one_batch): no per-request cost is charged
+                includes_request_overhead=sec.boolean("includes_request_overhead", default=True) is not False,
             )
         )
     checker.raise_if_any()

@@ -209,16 +209,27 @@ _ROOFLINE_KEYS = (
 )
 
 
-def _engine_base(
-    sec: Section, base: Path, hardware: HardwareProfile | None
-) -> tuple[RooflineParams, EngineProfile] | None:
-    """The pool's ``engine:`` (a built-in engine's name or a profile's path, next to the scenario first) priced
-    on its accelerator's generation (``physics.engine``), with the profile; None without one (the serving
-    defaults apply) or after reporting a problem."""
-    if not sec.has("engine") or hardware is None:
+def _engine_name(sec: Section, method: str | None) -> str | None:
+    """The engine a roofline or calibrated pool is priced with: its ``engine:``, else the default engine
+    (``io.engine_profile.engine_choice``); None for a measured pool, for ``paper-fit`` (the serving defaults)
+    and for a malformed value (reported)."""
+    if method is None or method == "measured":
         return None
+    from prfaas_plan.io.engine_profile import engine_choice
+
+    if not sec.has("engine"):
+        return engine_choice(None)
     name = sec.string("engine")
-    if name is None:
+    return None if name is None else engine_choice(name)
+
+
+def _engine_base(
+    sec: Section, base: Path, hardware: HardwareProfile | None, name: str | None
+) -> tuple[RooflineParams, EngineProfile] | None:
+    """Engine ``name`` (a built-in engine's name or a profile's path, next to the scenario first; ``_engine_name``)
+    priced on the pool's accelerator generation (``physics.engine``), with the profile; None without one (the
+    serving defaults apply) or after reporting a problem."""
+    if name is None or hardware is None:
         return None
     from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
 
@@ -292,7 +303,8 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     gpus = sec.number("gpus_per_instance", ge=1, le=MAX_GPUS_PER_INSTANCE, integer=True)
     instances = sec.number("instances", ge=1, le=MAX_INSTANCES, integer=True)
     method = sec.string("method", choices=POOL_METHODS, default="measured")
-    engine = _engine_base(sec, base, hardware)
+    engine_name = _engine_name(sec, method)
+    engine = _engine_base(sec, base, hardware, engine_name)
     params = _roofline_params(
         sec, None if hardware is None else hardware.kernel_shapes, None if engine is None else engine[0]
     )
@@ -369,7 +381,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         from prfaas_plan.io.error_bands import pool_band  # roofline pools only (start-up time of measured ones)
 
         try:
-            time_band = pool_band(sec.string("engine") if sec.has("engine") else None, base)
+            time_band = pool_band(engine_name, base)
         except InputError as exc:
             sec.checker.problems.extend(exc.problems)
             return None

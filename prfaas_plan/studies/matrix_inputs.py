@@ -6,7 +6,11 @@ Per pool, in order of preference:
    the role needs (the PrfaaS pool: prefill and KV points; the local pool: prefill and decode);
 2. ``calibrated``: the roofline with efficiencies fitted to the model's measured prefill points on some
    built-in hardware file (the same accelerator's when it has them, else the first that does);
-3. ``roofline``: the roofline with the default efficiencies, when no measured points exist for the model.
+3. ``roofline``: the roofline alone, when no measured points exist for the model.
+
+Roofline and calibrated cells are priced with the scenario's engine on each accelerator's generation; a scenario
+whose pools are measured names none, so its cells take the default engine (``io.engine_profile.DEFAULT_ENGINE``)
+and that engine's error band.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
-from prfaas_plan.io.engine_profile import load_generations
+from prfaas_plan.io.engine_profile import DEFAULT_ENGINE, load_generations, load_named_engine
+from prfaas_plan.io.error_bands import builtin_band
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.names import load_named_hardware
 from prfaas_plan.io.paths import builtin_root
@@ -67,14 +72,18 @@ def _pool(
     profile = hw.find(spec.model.key, gpus)
     needs = (profile is not None) and (profile.kv_cache is not None if role == "prfaas" else profile.decode is not None)
     base = replace(template, hardware_key=hw.accelerator.key, accelerator=hw.accelerator, profile=profile)
-    how = "default efficiencies"
-    if template.engine is not None:  # the engine's terms on this accelerator's generation, not the template's
+    how = "paper-fit serving defaults"
+    engine = template.engine
+    if engine is None and template.method == "measured":  # a measured template names no engine: the default's
+        engine = load_named_engine(DEFAULT_ENGINE)
+        base = replace(base, time_band=builtin_band(engine.key))
+    if engine is not None:  # the engine's terms on this accelerator's generation, not the template's
         generation = load_generations().get(hw.accelerator.key, "other")
         params = engine_params(
-            template.engine, generation, expert_parallel=template.roofline.expert_parallel, base=template.roofline
+            engine, generation, expert_parallel=template.roofline.expert_parallel, base=template.roofline
         )
         base = replace(base, roofline=params)
-        how = f"engine {template.engine.key} on {generation}"
+        how = f"engine {engine.key} on {generation}"
     if needs and profile is not None:
         return replace(base, method="measured", calibration=None, calibration_accelerator=None), (
             f"{profile.prefill.provenance} profile ({hw.accelerator.key})"

@@ -352,6 +352,7 @@ def _scenario_with(tmp_path: Path, local: str) -> Path:
     old = (
         "    method: calibrated         # the same efficiencies as H200: no H20 measurement exists to fit\n"
         "    calibrate_from: h200\n"
+        "    engine: paper-fit\n"
     )
     assert old in text
     path = tmp_path / "s.yaml"
@@ -372,7 +373,26 @@ def test_a_pool_priced_by_its_engine(tmp_path: Path) -> None:
     assert params.gemm_efficiency("fp8") == vllm.gemm_efficiency_of("hopper", "fp8")
     over = "    method: roofline\n    engine: vllm\n    roofline: {overhead_s: 0.5}\n"
     assert load_scenario(_scenario_with(tmp_path, over)).local.roofline.overhead_s == 0.5
-    assert scenario.prfaas.roofline.decode_layer_overhead_s == 0.0  # no engine: the serving defaults
+    assert scenario.prfaas.roofline.decode_layer_overhead_s == 0.0  # engine: paper-fit: the serving defaults
+
+
+def test_a_pool_that_names_no_engine_is_priced_by_the_default_engine(tmp_path: Path) -> None:
+    """A roofline pool without `engine:` takes SGLang's terms (``DEFAULT_ENGINE``) and SGLang's error band;
+    `engine: paper-fit` takes the paper-fitted serving defaults and their band."""
+    from prfaas_plan.io.engine_profile import DEFAULT_ENGINE
+    from prfaas_plan.io.error_bands import DEFAULTS, builtin_band
+    from prfaas_plan.io.scenario import load_scenario
+    from prfaas_plan.spec.hardware import RooflineParams
+
+    default = load_named_engine(DEFAULT_ENGINE)
+    local = load_scenario(_scenario_with(tmp_path, "    method: roofline\n")).local
+    assert local.engine is not None and local.engine.key == default.key
+    assert local.roofline.overhead_s == default.request_overhead_s
+    assert local.roofline.decode_op_overhead_s == default.decode_op_overhead_s > 0
+    assert local.time_band == builtin_band(default.key)
+    paper = load_scenario(_scenario_with(tmp_path, "    method: roofline\n    engine: paper-fit\n")).local
+    assert paper.engine is None and paper.roofline == RooflineParams()
+    assert paper.time_band == builtin_band(DEFAULTS)
 
 
 @pytest.mark.parametrize(
@@ -473,6 +493,28 @@ def test_a_bad_interleaved_prefill_is_named(tmp_path: Path, anchor: str, bad: st
     path.write_text(head + keep + f"  interleaved_prefill: {bad}\n" + tail)
     with pytest.raises(InputError, match=f"interleaved_prefill.*{message}"):
         load_corpus(path)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", False), ("true", True), ("'no'", None)])
+def test_an_engine_only_timing_in_the_corpus_pays_no_request_cost(
+    tmp_path: Path, value: str, expected: bool | None
+) -> None:
+    """`includes_request_overhead: false` (a timing inside the engine, as bench_one_batch) is read by the corpus
+    loader; a value that is not a boolean is named."""
+    from prfaas_plan.io.engine_profile import load_corpus
+
+    text = (REPO / "hardware_profiles/serving/corpus/public-measurements.yaml").read_text()
+    head, sep, tail = text.partition("\nmeasurements:\n")
+    first, nl, rest = tail.partition("\n- id:")
+    path = tmp_path / "corpus.yaml"
+    path.write_text(head + sep + first + f"\n  includes_request_overhead: {value}" + nl + rest)
+    if expected is None:
+        with pytest.raises(InputError, match=r"includes_request_overhead.*true or false"):
+            load_corpus(path)
+        return
+    corpus = load_corpus(path)
+    assert corpus[0].includes_request_overhead is expected
+    assert all(m.includes_request_overhead for m in corpus[1:])
 
 
 def test_the_corpus_records_why_a_point_is_excluded() -> None:

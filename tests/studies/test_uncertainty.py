@@ -38,7 +38,9 @@ def test_roofline_pool_gets_its_engine_band(tmp_path: object) -> None:
     path.write_text(QWEN.read_text().replace("engine: sglang", "engine: trtllm"))
     assert load_scenario(path).local.time_band == builtin_band("trtllm")
     path.write_text("\n".join(line for line in QWEN.read_text().splitlines() if "engine: sglang" not in line))
-    assert load_scenario(path).prfaas.time_band == builtin_band("defaults")  # no engine: the serving defaults
+    assert load_scenario(path).prfaas.time_band == builtin_band("sglang")  # no engine: the default engine's
+    path.write_text(QWEN.read_text().replace("engine: sglang", "engine: paper-fit"))
+    assert load_scenario(path).prfaas.time_band == builtin_band("defaults")  # the paper-fit serving defaults
 
 
 def test_edges_scale_prefill_and_decode() -> None:

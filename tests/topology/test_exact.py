@@ -1,5 +1,6 @@
 """A 1 x 1 topology is today's scenario: the global plan reproduces ``optimize``'s Λ_max, threshold and split
-(the paper's Table 6 plan for the case study) within 1e-9 relative, and its LP is Eq. 6 at any threshold."""
+(the paper's Table 6 plan for the case study) within 1e-9 relative (where Λ is flat in the threshold, a threshold
+on the same plateau), and its LP is Eq. 6 at any threshold."""
 
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ def test_one_by_one_reproduces_the_scenario_search(name: str) -> None:
     plan = plan_at(tm, found.thresholds, "global")
     assert plan.scale == pytest.approx(lam_today, rel=1e-9)
     assert plan.regions[0].n_pd_prefill == n_p_today
-    assert plan.regions[0].threshold_tokens == pytest.approx(t_today, rel=1e-6)
+    t_global = plan.regions[0].threshold_tokens
+    if t_global != pytest.approx(t_today, rel=1e-6):  # a plateau: both thresholds must carry the same Λ
+        at_global = evaluate(stage_model(scenario), t_global, n_p_today).throughput_req_per_s
+        assert at_global == pytest.approx(lam_today, rel=1e-9)
     assert found.bound >= found.scale * (1 - 1e-9)
 
 
