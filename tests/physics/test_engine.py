@@ -335,6 +335,26 @@ def test_kv_prices_prefill_and_a_decode_step_with_an_engine() -> None:
     assert split["overhead_s"] == pytest.approx(vllm.request_overhead_s + arch.n_layers * vllm.prefill_layer_overhead_s)
 
 
+def test_kv_without_an_engine_is_priced_by_the_default_engine_and_its_flags_override_it() -> None:
+    """`kv` without --engine prices as --engine sglang; --engine paper-fit with the serving defaults; a roofline flag
+    (--overhead-s, --compute-efficiency) changes the engine's figure, not the other way round."""
+    flags = ("--model", "llama-3.1-70b", "--hardware", "h100", "--gpus", "4", "--length", "128", "--length", "8000")
+    plain, sglang = _kv_json(*flags), _kv_json(*flags, "--engine", "sglang")
+    assert plain["rows"] == sglang["rows"] and plain["engine"] == sglang["engine"]
+    paper = _kv_json(*flags, "--engine", "paper-fit")
+    assert "paper-fit" in paper["engine"]
+    assert paper["rows"][0]["prefill_split"]["overhead_s"] > plain["rows"][0]["prefill_split"]["overhead_s"]
+    sglang_engine = load_named_engine("sglang")
+    assert plain["rows"][0]["prefill_split"]["overhead_s"] == pytest.approx(
+        sglang_engine.request_overhead_s + 80 * sglang_engine.prefill_layer_overhead_s
+    )
+    slower = _kv_json(*flags, "--overhead-s", "0.5", "--compute-efficiency", "0.1")
+    assert slower["rows"][0]["prefill_split"]["overhead_s"] == pytest.approx(
+        0.5 + 80 * sglang_engine.prefill_layer_overhead_s
+    )
+    assert slower["rows"][1]["prefill_split"]["compute_s"] > 2 * plain["rows"][1]["prefill_split"]["compute_s"]
+
+
 def test_kv_refuses_an_engine_for_measured_points() -> None:
     from tests.conftest import run_cli
 
@@ -583,3 +603,15 @@ def test_a_generations_factor_scales_only_the_decode_overheads() -> None:
     for term in ("overhead_s", "layer_overhead_s", "all_reduce_latency_s", "inter_node_latency_s"):
         assert getattr(amd, term) == getattr(nvidia, term)
     assert engine.overhead_scale_cdna3 == 2.0 and engine.overhead_scale_of("blackwell") == 1.0
+
+
+def test_paper_fit_names_the_serving_defaults_not_a_profile() -> None:
+    """`paper-fit` selects the serving defaults for a pool or `kv`; where an engine profile is needed (calibrate's
+    base engine) it is refused with the built-in names."""
+    from prfaas_plan.io.engine_profile import PAPER_FIT, engine_choice, engine_path
+
+    assert engine_choice(PAPER_FIT) is None
+    assert engine_choice(None) == "sglang"
+    assert engine_choice("vllm") == "vllm"
+    with pytest.raises(InputError, match=r"--engine.*'paper-fit' \(the serving defaults\) is not an engine profile"):
+        engine_path(PAPER_FIT, "--engine")
