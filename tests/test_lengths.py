@@ -198,6 +198,27 @@ def test_partial_moment_broadcasts_and_keeps_scalars_scalar() -> None:
     assert PAPER.quantile(np.array([[0.0, 1.0]])).tolist() == [[128.0, 131072.0]]
 
 
+def test_lognormal_scalar_moments_are_the_array_path_s_bits_and_never_shared() -> None:
+    """Scalar bounds are remembered (lengths._SCALAR_MOMENTS): a first and a repeated call give the bits of the
+    same bounds evaluated inside an array; the array handed back is a fresh one (writing into it changes no later
+    answer); the store never grows past its bound."""
+    from prfaas_plan import lengths
+
+    points = [(-math.inf, 19_400.0), (19_400.0, math.inf), (0.0, 5e3), (-0.0, 5e3), (200.0, 200.0), (1e9, 2e9)]
+    for k in range(3):
+        grid = PAPER.partial_moment(k, np.array([p[0] for p in points]), np.array([p[1] for p in points]))
+        for (a, b), expected in zip(points, grid, strict=True):
+            first, again = PAPER.partial_moment(k, a, b), PAPER.partial_moment(k, a, b)
+            assert np.float64(first).tobytes() == np.float64(again).tobytes() == expected.tobytes()
+    held = PAPER._partial_moment(1, np.array(-math.inf), np.array(math.inf))
+    mean = float(held)
+    held[()] = -1.0
+    assert PAPER.mean_tokens == mean
+    for i in range(lengths._SCALAR_MOMENTS_MAX + 10):
+        PAPER.partial_moment(0, float(i), math.inf)
+    assert len(lengths._SCALAR_MOMENTS) <= lengths._SCALAR_MOMENTS_MAX
+
+
 def test_lognormal_with_wide_bounds_has_textbook_moments() -> None:
     """With bounds far outside the mass, E[L] = exp(mu + σ²/2) and SCV = exp(σ²) − 1."""
     dist = TruncatedLogNormal(mu=8.0, sigma=0.5, lower_tokens=1.0, upper_tokens=1e9)
