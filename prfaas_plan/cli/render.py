@@ -421,9 +421,10 @@ class _FormattedConsole(Console):
 def console(stderr: bool = False) -> Console:
     """A console for tables (stdout) or messages (stderr). Piped output is not wrapped at 80 columns: tables
     keep their natural width unless COLUMNS says otherwise. ``--format md|csv`` prints tables as Markdown or
-    CSV (with CSV, notes around the tables are left out)."""
+    CSV (with CSV, notes around the tables are left out). Text is printed as given: no ``:name:`` emoji codes are
+    replaced (names from a user's files stay as written, and rich's 3,600-entry emoji table is never loaded)."""
     stream = sys.stderr if stderr else sys.stdout
     width = None
     if not stream.isatty() and "COLUMNS" not in os.environ:
         width = PIPED_WIDTH
-    return _FormattedConsole(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    return _FormattedConsole(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
