@@ -35,7 +35,6 @@ from prfaas_plan.spec.hardware import (
     DecodeProfile,
     HardwareProfile,
     InstanceProfile,
-    KernelShapes,
     ProfilePoints,
     Provenance,
     RooflineParams,
@@ -195,6 +194,8 @@ def load_hardware(path: Path) -> HardwareProfile:
         )
         shapes_source = sec.string("source")
         if None not in (half_rows, half_context, skew, shapes_source):
+            from prfaas_plan.spec.kernel_shapes import KernelShapes
+
             shapes = KernelShapes(
                 gemm_half_rows=float(half_rows or 0.0),
                 attention_half_context_tokens=float(half_context or 0.0),

@@ -55,7 +55,7 @@ from prfaas_plan.io.names import (
 from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Checker, Document, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.physics.curves import fit_profile, shape_problems
-from prfaas_plan.spec.hardware import HardwareProfile, KernelShapes, RooflineParams
+from prfaas_plan.spec.hardware import HardwareProfile, RooflineParams
 from prfaas_plan.spec.model import DTYPE_BYTES, Dtypes
 from prfaas_plan.spec.scenario import (
     POOL_METHODS,
@@ -75,6 +75,7 @@ from prfaas_plan.units import GBIT_PER_S, MIB
 
 if TYPE_CHECKING:  # annotations only (engines and serving defaults load where they are read)
     from prfaas_plan.spec.engine import EngineProfile
+    from prfaas_plan.spec.kernel_shapes import KernelShapes
 
 # --------------------------------------------------------------------------------------------- scenario
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from prfaas_plan._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from prfaas_plan.spec.kernel_shapes import KernelShapes as KernelShapes
+
+#: KernelShapes lives in its own module (spec.kernel_shapes), imported when a profile that has them is read or the
+#: name is used: a run on profiles without kernel shapes never builds the class (start-up time).
+_EXPORTS = {"KernelShapes": "prfaas_plan.spec.kernel_shapes"}
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 Provenance = Literal["measured", "derived", "assumed"]
 
@@ -63,22 +73,6 @@ class InstanceProfile:
     prefill: ProfilePoints
     kv_cache: ProfilePoints | None = None
     decode: DecodeProfile | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KernelShapes:
-    """Measured shape curves of an accelerator's kernels (``RooflineParams`` defines each): ``gemm_half_rows``
-    is the row count at which a GEMM reaches half its large-M rate, ``attention_half_context_tokens`` the mean
-    context (keys per query) at which an attention core reaches half its long-context rate, and
-    ``moe_load_skew`` the busiest expert's excess share of the routed tokens over the mean."""
-
-    gemm_half_rows: float
-    source: str
-    attention_half_context_tokens: float = 0.0
-    moe_load_skew: float = 0.0
-    #: Sustained fraction of the profile's memory bandwidth that one-row products reach reading weights
-    #: (``RooflineParams.memory_efficiency``); None where not measured (the serving default applies).
-    memory_efficiency: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
