@@ -19,17 +19,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.physics.curves import Curve
 from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.physics.tcp import deliverable_bytes_per_s, transfer_latency_s
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.scenario import Arrival, Scenario, TcpPath, TransferMode
+
+if TYPE_CHECKING:  # annotations only (a tabulated curve's class loads where one is built)
+    from prfaas_plan.physics.curves import Curve
 
 STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
 

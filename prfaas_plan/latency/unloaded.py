@@ -25,14 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.physics.curves import Curve
 from prfaas_plan.spec.scenario import TransferMode
 from prfaas_plan.throughput import StageModel
+
+if TYPE_CHECKING:  # annotations only (a tabulated curve's class loads where one is built)
+    from prfaas_plan.physics.curves import Curve
 
 Array = NDArray[np.float64]
 

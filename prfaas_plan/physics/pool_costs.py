@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prfaas_plan.physics.curves import Curve
 from prfaas_plan.spec.hardware import RooflineParams
 
 if TYPE_CHECKING:  # annotations only (a measured pool never loads the roofline)
+    from prfaas_plan.physics.curves import Curve
     from prfaas_plan.physics.roofline import TimeSplit
 
 

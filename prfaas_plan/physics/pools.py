@@ -5,13 +5,17 @@ curves and decode capacity (``pool_costs``). How well its fitted curves match th
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prfaas_plan.physics.curves import Curve, TabulatedCurve, fit_profile
+from prfaas_plan.physics.curves import fit_profile
 from prfaas_plan.physics.pool_costs import SPLIT_LENGTHS_TOKENS, PoolCosts
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.scenario import ModelCard, Pool
+
+if TYPE_CHECKING:
+    from prfaas_plan.physics.curves import Curve
 
 # The roofline's modules (calibration, decode, prefill, roofline) are imported by the functions that price a
 # roofline or calibrated pool: a scenario of measured pools never loads them (start-up time).
@@ -21,6 +25,8 @@ def _scaled(curve: Curve, factor: float) -> Curve:
     """``curve`` with every value multiplied by ``factor``."""
     if factor == 1.0:
         return curve
+    from prfaas_plan.physics.tabulated import TabulatedCurve
+
     if isinstance(curve, TabulatedCurve):
         return replace(curve, knot_values=tuple(v * factor for v in curve.knot_values))
     return replace(curve, coefficients=tuple(c * factor for c in curve.coefficients))

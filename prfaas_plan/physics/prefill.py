@@ -19,10 +19,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.lengths import distinct_sorted
-from prfaas_plan.physics.curves import TabulatedCurve
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
+from prfaas_plan.physics.tabulated import TabulatedCurve
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 

@@ -36,13 +36,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan.lengths import distinct_sorted
-from prfaas_plan.physics.curves import TabulatedCurve
 from prfaas_plan.physics.decode import DecodeCapacity, decode_capacity, decode_overhead_s, decode_step_time
 from prfaas_plan.physics.memory import cache_bytes, expert_parameter_count, weight_bytes
 from prfaas_plan.physics.ops import ACTIVATION_BYTES, Op, forward_ops
 from prfaas_plan.physics.pool_costs import SPLIT_LENGTHS_TOKENS, PoolCosts
 from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_chunks, prefill_time, serving_overhead_s
 from prfaas_plan.physics.roofline import Instance, RooflineTime, moe_layers, roofline_time, time_splits
+from prfaas_plan.physics.tabulated import TabulatedCurve
 from prfaas_plan.spec.hardware import Accelerator, RooflineParams
 from prfaas_plan.spec.model import Architecture
 from prfaas_plan.spec.scenario import ModelCard
