@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import signal
 import sys
@@ -180,6 +179,8 @@ def handled(json_output: bool = False) -> Iterator[None]:
 
 def emit(payload: dict[str, Any]) -> None:
     """Print one JSON object on stdout."""
+    import json  # here: a command that prints tables never loads the json package (start-up time)
+
     print(json.dumps(payload, indent=2))
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
+import functools
 import os
 import re
 import stat
@@ -246,9 +246,16 @@ def iter_lines(stream: IO[bytes], display: str, limits: Limits) -> Iterator[str]
 
 # -- bounded JSON ---------------------------------------------------------------------------------------------
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_BRACKET = re.compile(r"[\[{\]}]")
-_LONG_DIGITS = re.compile(rf"[0-9]{{{MAX_JSON_DIGITS + 1},}}")
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+_JSON_BRACKET = r"[\[{\]}]"
+_LONG_DIGITS = rf"[0-9]{{{MAX_JSON_DIGITS + 1},}}"
+
+
+@functools.cache
+def _json_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """The string, bracket and long-digit patterns, compiled when the first JSON text is checked: a run that reads
+    no JSON (YAML scenarios only) compiles none of them (start-up time)."""
+    return re.compile(_JSON_STRING), re.compile(_JSON_BRACKET), re.compile(_LONG_DIGITS)
 
 
 def json_bound_problem(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> tuple[int, str] | None:
@@ -257,20 +264,21 @@ def json_bound_problem(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> tuple[i
 
     Cheap on ordinary text: the full scan runs only when the bracket count could exceed the depth or a long
     run of digits appears at all."""
+    json_string, json_bracket, long_digits = _json_patterns()
     deep = text.count("[") + text.count("{") > max_depth
-    long = _LONG_DIGITS.search(text) is not None
+    long = long_digits.search(text) is not None
     if not (deep or long):
         return None
-    blanked = _JSON_STRING.sub(lambda m: '"' + " " * (m.end() - m.start() - 2) + '"', text)
+    blanked = json_string.sub(lambda m: '"' + " " * (m.end() - m.start() - 2) + '"', text)
     if long:
-        match = _LONG_DIGITS.search(blanked)
+        match = long_digits.search(blanked)
         if match is not None:
             return match.start(), (
                 f"a number with a run of {match.end() - match.start():,} digits (at most {MAX_JSON_DIGITS})"
             )
     if deep:
         depth = 0
-        for bracket in _JSON_BRACKET.finditer(blanked):
+        for bracket in json_bracket.finditer(blanked):
             depth += 1 if bracket.group() in "[{" else -1
             if depth > max_depth:
                 return bracket.start(), f"nested deeper than {max_depth} levels"
@@ -288,6 +296,8 @@ def loads_json(text: str, display: str, *, line: int | None = None, max_depth: i
     if bound is not None:
         at = line if line is not None else text.count("\n", 0, bound[0]) + 1
         raise InputError(Problem(file=display, line=at, message=f"malformed JSON: {bound[1]}"))
+    import json  # here: a run that reads no JSON never loads the json package (start-up time)
+
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
