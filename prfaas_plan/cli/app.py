@@ -336,7 +336,7 @@ def optimize(
         slo = lat.goodput_slo(objective, ttft_p90_s, spec, rate, load, curve)
         loaded = slo is not None or rate is not None or load is not None or curve
         model, traffic, label, caches = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
-        options = _verify_options(verify, replications, verify_requests, seed)
+        options = _verify_options(verify, replications, verify_requests, seed, loaded)
         pools = (spec.prfaas.gpus, spec.local.gpus_per_instance)
         if slo is not None:
             from prfaas_plan.optimize import compare_goodput
@@ -444,10 +444,9 @@ def evaluate(
                     "(deployment.local.instances)",
                 )
             )
-        model, traffic, label, caches = _traffic(
-            stage_model(spec), spec, trace, prefix_cache, rate is not None or load is not None or curve
-        )
-        options = _verify_options(verify, replications, verify_requests, seed)
+        loaded = rate is not None or load is not None or curve
+        model, traffic, label, caches = _traffic(stage_model(spec), spec, trace, prefix_cache, loaded)
+        options = _verify_options(verify, replications, verify_requests, seed, loaded)
         plan = Plan(threshold_tokens=threshold, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode)
         result: Comparison = plan_comparison(model, spec.prfaas.gpus, spec.local.gpus_per_instance, plan)
         view = under_load_study.under_load(
@@ -505,7 +504,11 @@ def _traffic(
     return offered.model, offered.traffic, offered.trace_label, summary
 
 
-def _verify_options(verify: bool, replications: int, requests: int, seed: int) -> Any:
+def _verify_options(verify: bool, replications: int, requests: int, seed: int, loaded: bool) -> Any:
+    """The options of the check by simulation, or None when no figure under load is asked for (``loaded``):
+    then nothing is simulated and the options' module is not loaded (start-up time)."""
+    if not loaded:
+        return None
     from prfaas_plan.studies.verify_options import VerifyOptions
 
     return VerifyOptions(verify=verify, replications=replications, requests=requests, seed=seed)
