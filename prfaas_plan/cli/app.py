@@ -316,7 +316,6 @@ def optimize(
     from prfaas_plan.optimize.shape_choice import for_throughput
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict, goodput_comparison_to_dict
     from prfaas_plan.report.shapes import shape_choice_to_dict
-    from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
     with _handled(json_output):
@@ -345,15 +344,15 @@ def optimize(
 
             scv = spec.traffic.output_length.scv
             best = compare_goodput(model, *pools, slo, resolution_tokens=resolution_tokens, decode_service_scv=scv)
-            check = under_load_study.verified_goodput(model, best, traffic, options)
+            from prfaas_plan.studies.under_load import verified_goodput
+
+            check = verified_goodput(model, best, traffic, options)
             payload = goodput_comparison_to_dict(spec, best, check, model)
             token_rates = comparison_token_rates(model, best, spec.prfaas.gpus_per_instance, pools[1])
             payload["token_rates"] = token_rates_to_dict(token_rates)
         else:
             result = compare(model, *pools, resolution_tokens)
-            view = under_load_study.under_load(
-                model, result, spec, rate, load, curve, traffic, options, label, slo=spec.slo.ttft_slo
-            )
+            view = _under_load(loaded, model, result, spec, rate, load, curve, traffic, options, label)
             payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
@@ -428,7 +427,6 @@ def evaluate(
     from prfaas_plan.optimize import Comparison, plan_comparison
     from prfaas_plan.report.plans import add_loaded, comparison_to_dict
     from prfaas_plan.spec.plan import Plan
-    from prfaas_plan.studies import under_load as under_load_study
     from prfaas_plan.throughput import stage_model
 
     with _handled(json_output):
@@ -449,9 +447,7 @@ def evaluate(
         options = _verify_options(verify, replications, verify_requests, seed, loaded)
         plan = Plan(threshold_tokens=threshold, n_pd_prefill=n_pd_prefill, n_pd_decode=n_pd_decode)
         result: Comparison = plan_comparison(model, spec.prfaas.gpus, spec.local.gpus_per_instance, plan)
-        view = under_load_study.under_load(
-            model, result, spec, rate, load, curve, traffic, options, label, slo=spec.slo.ttft_slo
-        )
+        view = _under_load(loaded, model, result, spec, rate, load, curve, traffic, options, label)
         payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
@@ -490,7 +486,12 @@ def _traffic(
     model: Any, spec: Any, trace: str | None, prefix_cache: bool, loaded: bool
 ) -> tuple[Any, Any, str | None, dict[str, Any] | None]:
     """The stage model, the offered traffic, the trace label and the prefix-cache summary for the report
-    (``studies.traffic.offered_traffic``)."""
+    (``studies.traffic.offered_traffic``).
+
+    With no trace, no prefix caches and no figure under load, there is nothing to offer or summarise: the model
+    comes back as it is with no traffic (read only under load), and the traffic study is not loaded (start-up)."""
+    if trace is None and not prefix_cache and not loaded and (spec.dynamics is None or spec.dynamics.caches is None):
+        return model, None, None, None
     from prfaas_plan.studies.traffic import offered_traffic
 
     offered = offered_traffic(model, spec, trace, prefix_cache=prefix_cache, loaded=loaded)
@@ -502,6 +503,27 @@ def _traffic(
     elif offered.note is not None:
         summary = {"note": offered.note}
     return offered.model, offered.traffic, offered.trace_label, summary
+
+
+def _under_load(
+    loaded: bool,
+    model: Any,
+    result: Any,
+    spec: Any,
+    rate: float | None,
+    load: float | None,
+    curve: bool,
+    traffic: Any,
+    options: Any,
+    label: str | None,
+) -> Any:
+    """``studies.under_load.under_load`` with the scenario's TTFT SLO, or None when no figure under load is asked
+    for (``loaded``): then the study is not loaded (start-up time) and the report and the tables add nothing."""
+    if not loaded:
+        return None
+    from prfaas_plan.studies.under_load import under_load
+
+    return under_load(model, result, spec, rate, load, curve, traffic, options, label, slo=spec.slo.ttft_slo)
 
 
 def _verify_options(verify: bool, replications: int, requests: int, seed: int, loaded: bool) -> Any:

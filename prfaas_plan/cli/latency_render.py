@@ -524,8 +524,11 @@ def goodput_note(comparison: GoodputComparison, check: GoodputCheck | None = Non
     return text
 
 
-def print_under_load(out: Console, comparison: Comparison, view: UnderLoad, *, plan_title: str) -> None:
-    """Print the loaded table, the plan's verification and the curve, whichever were asked for."""
+def print_under_load(out: Console, comparison: Comparison, view: UnderLoad | None, *, plan_title: str) -> None:
+    """Print the loaded table, the plan's verification and the curve, whichever were asked for (nothing when
+    ``view`` is None: no load was asked for)."""
+    if view is None:
+        return
     if view.checks is not None:
         out.print(loaded_table(comparison, view, plan_title=plan_title))
         check = view.checks["plan"]

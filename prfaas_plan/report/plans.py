@@ -296,7 +296,10 @@ def decision_to_dict(decision: Decision | None) -> dict[str, Any] | None:
 def add_loaded(payload: dict[str, Any], comparison: Comparison, view: Any) -> dict[str, Any]:
     """Add ``"loaded"`` (the plan; each baseline's under its own key, ``check_to_dict``) and ``"curve"`` (the
     plan's closed-form TTFT at each load, with its validity) to a comparison payload. ``view`` is what
-    ``cli.latency_render.under_load`` returns (``checks``, ``curve``, ``curve_validity``)."""
+    ``cli.latency_render.under_load`` returns (``checks``, ``curve``, ``curve_validity``), or None when nothing
+    under load was asked for (the payload is returned as it is)."""
+    if view is None:
+        return payload
     plans = {
         "plan": comparison.plan,
         "homogeneous_pd": comparison.homogeneous_pd,
