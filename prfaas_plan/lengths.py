@@ -194,7 +194,9 @@ class LengthDistribution(ABC):
         against each other and may lie outside the support (±inf allowed); where a >= b the result is 0.
         """
         _check_order(k)
-        a_arr, b_arr = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        a_arr, b_arr = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a_arr.shape != b_arr.shape:  # equal shapes (scalars above all) would come back from it unchanged
+            a_arr, b_arr = np.broadcast_arrays(a_arr, b_arr)
         return self._partial_moment(int(k), a_arr, b_arr)[()]
 
     @overload
