@@ -77,9 +77,9 @@ def engine_path(name: str, field: str = "engine") -> Path:
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
     if name == PAPER_FIT:
-        known = ", ".join(builtin_engines())
+        names = ", ".join(builtin_engines())
         raise InputError(
-            Problem(field=field, message=f"'{PAPER_FIT}' (the serving defaults) is not an engine profile; name {known}")
+            Problem(field=field, message=f"'{PAPER_FIT}' (the serving defaults) is not an engine profile; name {names}")
         )
     candidate = engines_dir() / f"{name}.yaml"
     if candidate.is_file():
