@@ -5,7 +5,8 @@
 
 It builds a wheel of the repository, installs it without dependencies into a virtual environment that sees
 this interpreter's site-packages (so numpy, scipy, typer and rich are the same builds), and times each command
-end to end (process start to exit) as the median of --runs runs after one warm-up: wall time, and the CPU time
+end to end (process start to exit) as the median of --runs runs after one warm-up, the commands taking turns
+(one run of each per round, so drift in the machine's speed moves them alike): wall time, and the CPU time
 (user + system) of the process, which a machine loaded by other work inflates less. It reports; it never
 asserts (issue 19's target: optimize within 1.5x of the bare imports).
 """
@@ -44,16 +45,20 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _time(argv: list[str], runs: int, cwd: Path) -> tuple[list[float], list[float]]:
-    """Wall and CPU seconds of each run."""
-    subprocess.run(argv, check=True, capture_output=True, cwd=cwd)  # warm-up (page cache, .pyc)
-    wall, cpu = [], []
+def _time(cases: dict[str, list[str]], runs: int, cwd: Path) -> dict[str, tuple[list[float], list[float]]]:
+    """Wall and CPU seconds of each run of each case. The cases take turns (one run of each per round), so a
+    machine that speeds up or slows down during the benchmark moves every case alike and the ratios to the bare
+    imports keep."""
+    for argv in cases.values():
+        subprocess.run(argv, check=True, capture_output=True, cwd=cwd)  # warm-up (page cache, .pyc)
+    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in cases}
     for _ in range(runs):
-        cpu_start, start = _cpu_s(), time.perf_counter()
-        subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
-        wall.append(time.perf_counter() - start)
-        cpu.append(_cpu_s() - cpu_start)
-    return wall, cpu
+        for name, argv in cases.items():
+            cpu_start, start = _cpu_s(), time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
+            out[name][0].append(time.perf_counter() - start)
+            out[name][1].append(_cpu_s() - cpu_start)
+    return out
 
 
 def main() -> None:
@@ -71,7 +76,7 @@ def main() -> None:
             "prfaas-plan optimize --json": [str(cli), "optimize", "--json"],
             "prfaas-plan optimize (table)": [str(cli), "optimize"],
         }
-        results = {name: _time(argv, args.runs, Path(tmp)) for name, argv in cases.items()}
+        results = _time(cases, args.runs, Path(tmp))
     bare_wall, bare_cpu = (statistics.median(t) for t in next(iter(results.values())))
     print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'x bare':>7s} {'cpu s':>7s} {'x bare':>7s}")
     for name, (wall, cpu) in results.items():
