@@ -212,7 +212,9 @@ def _annotated(out: dict[str, Any], path: tuple[str, ...], facts: dict[str, Any]
         words.append(", ".join(bounds))
     if facts.get("enum"):
         words.append("one of " + ", ".join(facts["enum"]))
-    if "default" in facts:
+    if "default_text" in facts:
+        words.append(f"default: {facts['default_text']}")
+    elif "default" in facts:
         out["default"] = facts["default"]
         words.append(f"default {facts['default']!r}")
     out["description"] = "; ".join(words) + "."

@@ -47,7 +47,7 @@ def _record(file: str, path: KeyPath, **facts: Any) -> None:
     key = tuple("[]" if isinstance(p, int) else str(p) for p in path)
     entry = record.setdefault(file, {}).setdefault(key, {})
     for name, value in facts.items():
-        if name == "default" and value is None:
+        if name in ("default", "default_text") and value is None:
             continue  # no default: the key is required, or its absence means "not given"
         if name == "required" and name in entry:
             entry[name] &= value  # keys required in every variant checked at this path (e.g. layer kinds)
@@ -461,8 +461,11 @@ class Section:
         le: float | None = None,
         integer: bool = False,
         default: float | None = None,
+        default_text: str | None = None,
     ) -> float | None:
-        """A finite number within bounds (``integer=True`` demands a whole number)."""
+        """A finite number within bounds (``integer=True`` demands a whole number). ``default_text`` says in
+        words where the default comes from when it is not one number (the schema shows it instead of
+        ``default``)."""
         _record(
             self.checker.doc.file,
             (*self.path, key),
@@ -470,7 +473,8 @@ class Section:
             gt=gt,
             ge=ge,
             le=le,
-            default=default,
+            default=None if default_text is not None else default,
+            default_text=default_text,
         )
         if not self.has(key):
             return default

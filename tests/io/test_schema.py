@@ -64,6 +64,17 @@ def test_schema_carries_the_loaders_bounds_and_choices() -> None:
     assert _unknown_keys({"scenario": {"nmae": "x"}}, spec) == [".scenario.nmae"]
 
 
+def test_a_roofline_fields_default_is_its_engines_not_one_number() -> None:
+    """The roofline fields a pool's engine sets have no single default: the schema says where it comes from
+    rather than recording whichever engine the first built-in scenario happened to use."""
+    pools = schema("scenario")["properties"]["deployment"]["properties"]
+    for pool in ("prfaas", "local"):
+        fields = pools[pool]["properties"]["roofline"]["properties"]
+        for key in ("compute_efficiency", "overhead_s", "layer_overhead_s", "prefill_chunk_tokens"):
+            assert "default" not in fields[key], (pool, key)
+            assert "engine" in fields[key]["description"] and "paper-fit" in fields[key]["description"]
+
+
 def test_schema_command_prints_json_and_refuses_an_unknown_kind() -> None:
     result = run_cli("schema", "hardware")
     assert result.returncode == 0, result.stderr
