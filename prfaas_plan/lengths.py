@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -289,16 +290,6 @@ class LengthDistribution(ABC):
         return self._quantile(q_arr)[()]
 
 
-#: Partial moments of truncated lognormals at scalar bounds, keyed by (mu, sigma, lower_tokens, upper_tokens, k,
-#: a, b): a plan's scoring asks for the same few moments again and again (the mean input length once per stage
-#: throughput, the same thresholds from the routing, the route moments and the TTFT solves: 38 distinct among 148
-#: scalar calls in one ``optimize``). The value is the one computed the first time, so the answers are the same
-#: bits. (a, b) equal as floats give the same moment: ±0 and every bound at or below lower_tokens (> 0) clip
-#: alike. Cleared when full, so a long run keeps at most _SCALAR_MOMENTS_MAX entries.
-_SCALAR_MOMENTS: dict[tuple[float, ...], float] = {}
-_SCALAR_MOMENTS_MAX = 4096
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TruncatedLogNormal(LengthDistribution):
     """ln L ~ N(mu, sigma²) truncated to lower_tokens <= L <= upper_tokens (paper §4.1 workload).
@@ -338,16 +329,10 @@ class TruncatedLogNormal(LengthDistribution):
         return 0.5 * (math.erfc(-z_hi / _SQRT2) - math.erfc(-z_lo / _SQRT2))
 
     def _partial_moment(self, k: int, a: FloatArray, b: FloatArray) -> FloatArray:
-        """``_moment_of_arrays``, remembered for scalar bounds (``_SCALAR_MOMENTS``)."""
+        """``_moment_of_arrays``, remembered for scalar bounds (``_scalar_moment``); a fresh array each time."""
         if a.ndim or b.ndim:
             return self._moment_of_arrays(k, a, b)
-        key = (self.mu, self.sigma, self.lower_tokens, self.upper_tokens, k, float(a), float(b))
-        value = _SCALAR_MOMENTS.get(key)
-        if value is None:
-            if len(_SCALAR_MOMENTS) >= _SCALAR_MOMENTS_MAX:
-                _SCALAR_MOMENTS.clear()
-            value = _SCALAR_MOMENTS[key] = float(self._moment_of_arrays(k, a, b))
-        return np.array(value)
+        return np.array(_scalar_moment(self, k, float(a), float(b)))
 
     def _moment_of_arrays(self, k: int, a: FloatArray, b: FloatArray) -> FloatArray:
         """E[L^k; a < L <= b] = exp(k·mu + k²sigma²/2) · [Φ(z(b') − k·sigma) − Φ(z(a') − k·sigma)] / Z.
@@ -406,6 +391,19 @@ class TruncatedLogNormal(LengthDistribution):
         """E.g. ``lognormal(mu=9.9, sigma=1, [128, 131072])``."""
         bounds = f"[{self.lower_tokens:g}, {self.upper_tokens:g}]"
         return f"lognormal(mu={self.mu:g}, sigma={self.sigma:g}, {bounds})"
+
+
+#: How many scalar partial moments ``_scalar_moment`` keeps (least recently used dropped first).
+SCALAR_MOMENTS_KEPT = 4096
+
+
+@lru_cache(maxsize=SCALAR_MOMENTS_KEPT)
+def _scalar_moment(dist: TruncatedLogNormal, k: int, a: float, b: float) -> float:
+    """``dist``'s partial moment at scalar bounds, remembered: a plan's scoring asks for the same few again and
+    again (the mean input length once per stage throughput, the same thresholds from the routing, the route
+    moments and the TTFT solves: 38 distinct among 148 scalar calls in one ``optimize``). The value is the one
+    computed the first time, so the answers are the same bits; bounds equal as floats (±0) give the same moment."""
+    return float(dist._moment_of_arrays(k, np.array(a), np.array(b)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -199,7 +199,7 @@ def test_partial_moment_broadcasts_and_keeps_scalars_scalar() -> None:
 
 
 def test_lognormal_scalar_moments_are_the_array_path_s_bits_and_never_shared() -> None:
-    """Scalar bounds are remembered (lengths._SCALAR_MOMENTS): a first and a repeated call give the bits of the
+    """Scalar bounds are remembered (lengths._scalar_moment): a first and a repeated call give the bits of the
     same bounds evaluated inside an array; the array handed back is a fresh one (writing into it changes no later
     answer); the store never grows past its bound."""
     from prfaas_plan import lengths
@@ -214,9 +214,9 @@ def test_lognormal_scalar_moments_are_the_array_path_s_bits_and_never_shared() -
     mean = float(held)
     held[()] = -1.0
     assert PAPER.mean_tokens == mean
-    for i in range(lengths._SCALAR_MOMENTS_MAX + 10):
+    for i in range(lengths.SCALAR_MOMENTS_KEPT + 10):
         PAPER.partial_moment(0, float(i), math.inf)
-    assert len(lengths._SCALAR_MOMENTS) <= lengths._SCALAR_MOMENTS_MAX
+    assert lengths._scalar_moment.cache_info().currsize <= lengths.SCALAR_MOMENTS_KEPT
 
 
 def test_lognormal_with_wide_bounds_has_textbook_moments() -> None:

@@ -196,11 +196,6 @@ _SHAPE_KEYS = ("tensor_parallel", "expert_parallel", "attention_data_parallel")
 #: and the small-GEMM half-rows (``spec.hardware.RooflineParams``).
 _ROOFLINE_EFFICIENCIES = ("compute_efficiency", "attention_efficiency", "memory_efficiency", "communication_efficiency")
 _ROOFLINE_SECONDS = ("overhead_s", "layer_overhead_s", "decode_step_overhead_s")
-#: Where a roofline field's default comes from (the schema's words for it): the engine's terms.
-_ENGINE_DEFAULT = (
-    "the pool's engine's figure on its accelerator's generation (engine: absent = sglang; paper-fit = "
-    "hardware_profiles/serving/defaults.yaml)"
-)
 #: Bounds of the chunk (a token to the longest context) and of the half-rows (rows of a GEMM).
 _MAX_GEMM_HALF_ROWS = 1e6
 _ROOFLINE_KEYS = (
@@ -272,19 +267,26 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: Roofline
     if not sec.has("roofline"):
         return default
     r = sec.sub("roofline", optional=_ROOFLINE_KEYS)
+    from prfaas_plan.io.engine_profile import DEFAULT_ENGINE, PAPER_FIT  # pools that override their roofline only
+
+    # Where these fields' defaults come from (the schema's words): the engine's terms.
+    from_engine = (
+        f"the pool's engine's figure on its accelerator's generation (engine: absent = {DEFAULT_ENGINE}; "
+        f"{PAPER_FIT} = hardware_profiles/serving/defaults.yaml)"
+    )
     values: dict[str, float | None] = {
-        key: r.number(key, gt=0, le=1, default=getattr(default, key), default_text=_ENGINE_DEFAULT)
+        key: r.number(key, gt=0, le=1, default=getattr(default, key), default_text=from_engine)
         for key in _ROOFLINE_EFFICIENCIES
     }
     for key in _ROOFLINE_SECONDS:
-        values[key] = r.number(key, ge=0, le=MAX_STEP_S, default=getattr(default, key), default_text=_ENGINE_DEFAULT)
+        values[key] = r.number(key, ge=0, le=MAX_STEP_S, default=getattr(default, key), default_text=from_engine)
     values["prefill_chunk_tokens"] = r.number(
         "prefill_chunk_tokens",
         ge=1,
         le=MAX_TOKENS,
         integer=True,
         default=default.prefill_chunk_tokens,
-        default_text=_ENGINE_DEFAULT,
+        default_text=from_engine,
     )
     values["gemm_half_rows"] = r.number("gemm_half_rows", ge=0, le=_MAX_GEMM_HALF_ROWS, default=default.gemm_half_rows)
     values["attention_half_context_tokens"] = r.number(

@@ -29,6 +29,7 @@ from prfaas_plan.optimize.matrix import CellInput
 from prfaas_plan.optimize.shapes import PoolShapes, chooses_shapes, pool_shapes, variants
 from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.roofline import missing_peak
+from prfaas_plan.spec.engine import EngineProfile
 from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
 from prfaas_plan.spec.scenario import Pool, Scenario
 from prfaas_plan.throughput import StageModel, stage_model
@@ -64,7 +65,11 @@ def _measured_sources(model: str) -> list[tuple[HardwareProfile, InstanceProfile
 
 
 def _pool(
-    spec: Scenario, key: str, role: str, sources: list[tuple[HardwareProfile, InstanceProfile]]
+    spec: Scenario,
+    key: str,
+    role: str,
+    sources: list[tuple[HardwareProfile, InstanceProfile]],
+    default_engine: EngineProfile,
 ) -> tuple[Pool | None, str]:
     template = spec.prfaas if role == "prfaas" else spec.local
     hw = load_named_hardware(key)
@@ -75,7 +80,7 @@ def _pool(
     how = "paper-fit serving defaults"
     engine = template.engine
     if engine is None and template.method == "measured":  # a measured template names no engine: the default's
-        engine = load_named_engine(DEFAULT_ENGINE)
+        engine = default_engine
         base = replace(base, time_band=builtin_band(engine.key))
     if engine is not None:  # the engine's terms on this accelerator's generation, not the template's
         generation = load_generations().get(hw.accelerator.key, "other")
@@ -120,8 +125,9 @@ def matrix_cells(spec: Scenario, prefill: list[str], local: list[str]) -> list[M
     if problems:
         raise InputError(problems)
     sources = _measured_sources(spec.model.key)
-    prefill_pools = {k: _pool(spec, k, "prfaas", sources) for k in dict.fromkeys(prefill)}
-    local_pools = {k: _pool(spec, k, "local", sources) for k in dict.fromkeys(local)}
+    default_engine = load_named_engine(DEFAULT_ENGINE)  # read once for every cell that takes it
+    prefill_pools = {k: _pool(spec, k, "prfaas", sources, default_engine) for k in dict.fromkeys(prefill)}
+    local_pools = {k: _pool(spec, k, "local", sources, default_engine) for k in dict.fromkeys(local)}
     cells = []
     for p_key, (p_pool, p_prov) in prefill_pools.items():
         for l_key, (l_pool, l_prov) in local_pools.items():

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -115,9 +116,12 @@ def test_hostile_trace_names_the_file(
     assert "--requests" not in result.stderr
 
 
-def _start(tmp_path: Path, requests: int) -> subprocess.Popen[str]:
+def _start(
+    tmp_path: Path, requests: int, *extra: str, preexec: Callable[[], None] = default_signals
+) -> subprocess.Popen[str]:
+    """``simulate`` of ``requests`` requests writing records into ``tmp_path``, started with ``preexec``."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    args = ["simulate", "--requests", str(requests), "--records", str(tmp_path / "records.csv")]
+    args = ["simulate", "--requests", str(requests), "--records", str(tmp_path / "records.csv"), *extra]
     return subprocess.Popen(
         [sys.executable, "-m", "prfaas_plan", *args],
         stdout=subprocess.PIPE,
@@ -125,7 +129,7 @@ def _start(tmp_path: Path, requests: int) -> subprocess.Popen[str]:
         text=True,
         env=env,
         cwd=tmp_path,
-        preexec_fn=default_signals,
+        preexec_fn=preexec,
     )
 
 
@@ -154,17 +158,7 @@ def _ignore_sighup() -> None:
 def test_an_inherited_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
     """Under nohup (SIGHUP ignored when the process starts) a hangup during the run changes nothing: the run
     completes, exit 0, its records written."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    args = ["simulate", "--requests", "1000000", "--records", str(tmp_path / "records.csv"), "--json"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "prfaas_plan", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        preexec_fn=_ignore_sighup,
-    )
+    process = _start(tmp_path, 1_000_000, "--json", preexec=_ignore_sighup)
     try:
         time.sleep(1.5)
         assert process.poll() is None, "the run ended before the hangup: the check would prove nothing"
