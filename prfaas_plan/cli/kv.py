@@ -136,6 +136,7 @@ def kv(
         payload["engine"] = engine_label
         if pool.method != "measured":
             _add_splits(payload, pool, card, lengths, decode_batch, float(context))
+            _add_domain(payload, engine)
     if json_output:
         emit(payload)
         return
@@ -151,6 +152,10 @@ def kv(
             f"(compute {d['compute_s'] * 1e3:.2f}, memory {d['memory_s'] * 1e3:.2f}, communication "
             f"{d['communication_s'] * 1e3:.2f}, engine overhead {d['overhead_s'] * 1e3:.2f} ms)"
         )
+    for note in dict.fromkeys(
+        part["outside_band"] for part in (*payload["rows"], payload.get("decode", {})) if "outside_band" in part
+    ):
+        out.print(f"note: {note}", style="yellow")
 
 
 _PARTS = ("compute_s", "memory_s", "communication_s", "overhead_s")
@@ -205,6 +210,26 @@ def _served(
         params = replace(params, dtype_compute_efficiency=table, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"
     return replace(pool, roofline=params), card, label
+
+
+def _add_domain(payload: dict[str, Any], engine: str | None) -> None:
+    """Where a row's prompt (or the decode step's context or batch) lies outside the range of the measurements
+    behind the pricing's error band, say so on that row (``outside_band``): the time there is extrapolated."""
+    from pathlib import Path
+
+    from prfaas_plan.io.engine_profile import engine_choice
+    from prfaas_plan.io.error_bands import pool_band
+
+    band = pool_band(engine_choice(engine), Path.cwd())
+    for row in payload["rows"]:
+        note = band.prefill.beyond("prefill", row["length_tokens"])
+        if note:
+            row["outside_band"] = note
+    if "decode" in payload:
+        d = payload["decode"]
+        note = band.decode.beyond("decode", d["context_tokens"], d["batch"])
+        if note:
+            d["outside_band"] = note
 
 
 def _add_splits(

@@ -215,6 +215,17 @@ def write_engine_fit(
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
 
 
+def write_engine_term(path: Path, term: str, value: float, source: str) -> None:
+    """Set one term's ``value`` and ``source`` in an engine profile (a term set apart from the corpus fit); the
+    file's leading comment lines are kept."""
+    text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
+    data: dict[str, Any] = yaml.safe_load(text)
+    data["terms"][term]["value"] = float(f"{float(value):.4g}")
+    data["terms"][term]["source"] = source
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+
+
 def load_generations(path: Path | None = None) -> dict[str, str]:
     """Accelerator key -> generation (``hardware_profiles/serving/generations.yaml``; the built-in table is read
     once per process: every pool and every matrix cell asks for it)."""

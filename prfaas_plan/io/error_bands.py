@@ -28,13 +28,37 @@ PHASES = ("prefill", "decode")
 MAX_FACTOR = 1e3
 
 
-def _phase(sec: Section, basis_prefix: str = "") -> PhaseBand | None:
+def _phase(sec: Section, phase: str) -> PhaseBand | None:
+    """One phase's band; its basis says the range its measurements spanned where the file gives it."""
     factor = sec.number("factor", ge=1.0, le=MAX_FACTOR)
     points = sec.number("points", ge=0, le=1e9, integer=True)
     basis = sec.string("basis")
+    tokens = _span(sec, "tokens")
+    batch = _span(sec, "batch")
     if factor is None or points is None or basis is None:
         return None
-    return PhaseBand(factor=float(factor), points=int(points), basis=basis_prefix + basis)
+    if tokens is not None:
+        what = "prompts" if phase == "prefill" else "contexts"
+        basis += f", on {what} of {tokens[0]:,.0f}-{tokens[1]:,.0f} tokens"
+    if batch is not None:
+        basis += f" and batches of {batch[0]:,.0f}-{batch[1]:,.0f}"
+    return PhaseBand(factor=float(factor), points=int(points), basis=basis, tokens=tokens, batch=batch)
+
+
+def _span(sec: Section, key: str) -> tuple[float, float] | None:
+    """An optional ``[low, high]`` of positive numbers (the range a band's measurements spanned)."""
+    if not sec.has(key):
+        return None
+    raw = sec.raw(key)
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1e9 for v in raw)
+        or raw[0] > raw[1]
+    ):
+        sec.checker.report((*sec.path, key), "expected [low, high]: two positive numbers, low <= high")
+        return None
+    return float(raw[0]), float(raw[1])
 
 
 @cache
@@ -54,9 +78,11 @@ def load_error_bands(path: Path | None = None) -> tuple[float, str, dict[str, di
         out[key] = {}
         for phase in PHASES:
             sec = phases.sub(
-                phase, required=("factor", "points", "basis"), optional=("sources", "median_factor", "median_ratio")
+                phase,
+                required=("factor", "points", "basis"),
+                optional=("sources", "median_factor", "median_ratio", "tokens", "batch"),
             )
-            band = _phase(sec)
+            band = _phase(sec, phase)
             if band is not None:
                 out[key][phase] = band
     checker.raise_if_any()
@@ -76,6 +102,8 @@ def engine_band(key: str, phase: str) -> PhaseBand:
         factor=widest.factor,
         points=widest.points,
         basis=f"no cross-validation of '{key}': the widest built-in engine band ({widest_key}: {widest.basis})",
+        tokens=widest.tokens,
+        batch=widest.batch,
     )
 
 
@@ -115,7 +143,7 @@ def profile_band(path: Path) -> TimeBand:
     )
     coverage = band.number("coverage", gt=0, le=0.999)
     source = band.string("source")
-    phases = {p: _phase(band.sub(p, required=("factor", "points", "basis"))) for p in PHASES}
+    phases = {p: _phase(band.sub(p, required=("factor", "points", "basis")), p) for p in PHASES}
     checker.raise_if_any()
     if coverage is None or source is None or phases["prefill"] is None or phases["decode"] is None:
         raise InputError(Problem(file=doc.file, field="calibration.error_band", message="incomplete"))

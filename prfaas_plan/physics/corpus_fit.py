@@ -84,7 +84,10 @@ ALL_TERMS = (
 FIT_TERMS = ALL_TERMS[:5]
 #: The terms the public corpus fits (``fit_corpus``): per matrix-multiply kernel rather than per layer in
 #: decode (a layer's kernels differ by a factor 2.4 between dense and MLA-with-experts models), and the CDNA 3
-#: factor on decode overheads.
+#: factor on decode overheads. Not the attention efficiency: the corpus's prompts (at most 8K tokens) spend at
+#: most about a quarter of their kernel time in attention, too little to tell it from the GEMM rate, while it
+#: decides every prompt of 32K and more (``tests/benchmarks/corpus_cv.py`` sets it from long-prompt evidence
+#: where some exists, else leaves its prior).
 CORPUS_TERMS = (
     "gemm_efficiency_scale",
     "request_overhead_s",
@@ -92,7 +95,6 @@ CORPUS_TERMS = (
     "decode_step_overhead_s",
     "decode_op_overhead_s",
     "overhead_scale_cdna3",
-    "attention_efficiency",
 )
 #: Of those, the ones one value serves every engine with: the platform's, not the engine's.
 SHARED_TERMS = ("overhead_scale_cdna3",)

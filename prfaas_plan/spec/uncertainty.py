@@ -13,6 +13,29 @@ class PhaseBand:
     factor: float
     points: int
     basis: str
+    #: The range the held-out measurements spanned: prompt tokens (prefill) or context tokens (decode), and
+    #: decode batches; None where the band's file does not say (a calibration's residuals).
+    tokens: tuple[float, float] | None = None
+    batch: tuple[float, float] | None = None
+
+    def beyond(self, phase: str, tokens: float, batch: float | None = None) -> str:
+        """A sentence saying that a time at ``tokens`` (and ``batch``) lies outside the range the band was
+        measured on; "" inside it, or where the range is unknown."""
+        what = "prompt" if phase == "prefill" else "context"
+        out = []
+        if self.tokens is not None and not self.tokens[0] <= tokens <= self.tokens[1]:
+            out.append(f"{tokens:,.0f} {what} tokens")
+        if batch is not None and self.batch is not None and not self.batch[0] <= batch <= self.batch[1]:
+            out.append(f"batch {batch:,.0f}")
+        if not out:
+            return ""
+        checked = f"{what}s of {self.tokens[0]:,.0f}-{self.tokens[1]:,.0f} tokens" if self.tokens else ""
+        if self.batch is not None:
+            checked += f", batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}"
+        return (
+            f"{phase} at {' and '.join(out)} is outside what its error band ({self.factor:.2f}x) was measured on "
+            f"({checked}): extrapolated, unchecked"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

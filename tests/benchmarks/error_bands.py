@@ -49,6 +49,22 @@ def _entry(ratios: list[float], sources: int, basis: str) -> dict[str, Any]:
     }
 
 
+def checked_ranges() -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per engine (and ``defaults``: every point) and phase, the range the counted measurements span: prompt
+    tokens of the prefills, context tokens and batch of the decode steps (``PhaseBand.beyond`` reads them)."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for m in load_corpus(CORPUS):
+        if m.exclude_from_fit:
+            continue
+        for key in (m.engine, "defaults"):
+            spans = out.setdefault(key, {}).setdefault(m.phase, {})
+            values = {"tokens": m.tokens} | ({"batch": float(m.batch)} if m.phase == "decode" else {})
+            for name, v in values.items():
+                lo, hi = spans.get(name, [v, v])
+                spans[name] = [min(lo, v), max(hi, v)]
+    return out
+
+
 def defaults_ratios() -> dict[str, tuple[list[float], int]]:
     """Serving defaults' predicted / measured on every corpus point, per phase (and the number of sources)."""
     generations, params = load_generations(), RooflineParams()
@@ -100,6 +116,10 @@ def bands() -> dict[str, Any]:
         )
         for phase, (ratios, n) in defaults_ratios().items()
     }
+    for key, phases in checked_ranges().items():
+        for phase, spans in phases.items():
+            if key in table and phase in table[key] and not table[key][phase]["basis"].startswith("no held-out"):
+                table[key][phase].update({k: [round(v, 1) for v in span] for k, span in spans.items()})
     return {
         "source": "tests/benchmarks/error_bands.py over hardware_profiles/serving/corpus/public-measurements.yaml "
         "(the paper's Table 3 and the excluded points counted nowhere): "

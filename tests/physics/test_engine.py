@@ -615,3 +615,50 @@ def test_paper_fit_names_the_serving_defaults_not_a_profile() -> None:
     assert engine_choice("vllm") == "vllm"
     with pytest.raises(InputError, match=r"--engine.*'paper-fit' \(the serving defaults\) is not an engine profile"):
         engine_path(PAPER_FIT, "--engine")
+
+
+def test_kv_says_where_a_time_lies_outside_its_error_bands_measurements() -> None:
+    """A prompt longer than any the engine's error band was measured on, or a decode batch larger than any, is
+    flagged on its row (``outside_band``) with the measured range; a prompt inside the range is not."""
+    from prfaas_plan.io.error_bands import builtin_band
+
+    band = builtin_band("sglang")
+    assert band.prefill.tokens is not None and band.decode.batch is not None
+    inside, longest = band.prefill.tokens[1] / 2, band.prefill.tokens[1]
+    flags = ("--model", "minimax-m2.5", "--hardware", "h200", "--engine", "sglang")
+    payload = _kv_json(*flags, "--length", f"{inside:.0f}", "--length", f"{4 * longest:.0f}")
+    first, second = payload["rows"]
+    assert "outside_band" not in first
+    assert f"{4 * longest:,.0f} prompt tokens" in second["outside_band"]
+    assert f"{band.prefill.tokens[0]:,.0f}-{longest:,.0f} tokens" in second["outside_band"]
+    big = int(band.decode.batch[1]) * 2
+    payload = _kv_json(*flags, "--length", f"{inside:.0f}", "--decode-batch", str(big), "--context", "2000")
+    assert f"batch {big:,}" in payload["decode"]["outside_band"]
+    assert "outside_band" not in _kv_json(*flags, "--decode-batch", "2", "--context", "2000", "--length", "900")[
+        "decode"
+    ]
+
+
+def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> None:
+    """An error band's measured range (``tokens``, ``batch``) is read into the band and its basis; a range that
+    is not two ascending positive numbers is refused naming the field."""
+    from prfaas_plan.io.error_bands import load_error_bands
+    from prfaas_plan.spec.uncertainty import PhaseBand
+
+    def bands(tokens: str) -> Path:
+        path = tmp_path / f"bands-{len(list(tmp_path.iterdir()))}.yaml"
+        phase = "{factor: 1.5, points: 3, basis: b, tokens: " + tokens + "}"
+        path.write_text(
+            "source: s\ncoverage: 0.8\nbands:\n  defaults:\n"
+            f"    prefill: {phase}\n    decode: {{factor: 1.2, points: 3, basis: b}}\n"
+        )
+        return path
+
+    _, _, table = load_error_bands(bands("[100, 8000]"))
+    prefill = table["defaults"]["prefill"]
+    assert prefill.tokens == (100.0, 8000.0) and "prompts of 100-8,000 tokens" in prefill.basis
+    assert table["defaults"]["decode"].tokens is None
+    for bad in ("[8000, 100]", "[0, 100]", "[100]", "['a', 'b']", "100"):
+        with pytest.raises(InputError, match=r"bands\.defaults\.prefill\.tokens"):
+            load_error_bands(bands(bad))
+    assert PhaseBand(factor=2.0, points=1, basis="b").beyond("prefill", 1e9) == ""  # no range: nothing said
