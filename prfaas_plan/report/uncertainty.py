@@ -11,9 +11,31 @@ from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.studies.uncertainty import MatrixBand
 from prfaas_plan.units import GBIT_PER_S
 
+#: Below this share of prompts past a band's longest, nothing is said.
+OUTSIDE_SHARE_NOTED = 0.01
+
+
+def prompts_outside_band(scenario: Scenario, role: str) -> str:
+    """A sentence when a noted share of the scenario's prompts is longer than any prompt the ``role`` pool's
+    prefill band was measured on (their prefill times are extrapolated, the band does not cover them); ""
+    otherwise, or where the band states no range."""
+    pool = scenario.prfaas if role == "prfaas" else scenario.local
+    band = band_of(pool)
+    if band is None or band.prefill.tokens is None:
+        return ""
+    longest = band.prefill.tokens[1]
+    share = float(scenario.traffic.input_length.sf(longest))
+    if share < OUTSIDE_SHARE_NOTED:
+        return ""
+    return (
+        f"{share:.0%} of the prompts are longer than any ({longest:,.0f} tokens) the {role} pool's prefill band was "
+        "measured on: their prefill times are extrapolated and the band does not cover them"
+    )
+
 
 def bands_to_dict(scenario: Scenario) -> dict[str, Any]:
-    """Each pool's band (factor per phase, coverage, basis), or why it has none."""
+    """Each pool's band (factor per phase, coverage, basis, and where the prompts outrun its measurements), or
+    why it has none."""
     out: dict[str, Any] = {}
     for role, pool in (("prfaas", scenario.prfaas), ("local", scenario.local)):
         band = band_of(pool)
@@ -28,6 +50,9 @@ def bands_to_dict(scenario: Scenario) -> dict[str, Any]:
             "decode_basis": band.decode.basis,
             "source": band.source,
         }
+        outside = prompts_outside_band(scenario, role)
+        if outside:
+            out[role]["prompts_outside_band"] = outside
     return out
 
 

@@ -35,13 +35,16 @@ def with_band(pool: Pool, scenario: Scenario, role: str) -> Pool:
     if pool.method == "calibrated":
         reports = pool_fit_reports(pool, scenario.model, role)
         errors = [abs(math.log(h / g)) for r in reports for h, g in zip(r.leave_one_out, r.given, strict=True)]
+        lengths = [x for r in reports if r.leave_one_out for x in r.lengths_tokens]
         if errors:
             band = replace(
                 band,
                 prefill=PhaseBand(
                     factor=math.exp(max(errors)),
                     points=len(errors),
-                    basis="the largest leave-one-out error of the pool's prefill calibration",
+                    basis="the largest leave-one-out error of the pool's prefill calibration, on prompts of "
+                    f"{min(lengths):,.0f}-{max(lengths):,.0f} tokens",
+                    tokens=(min(lengths), max(lengths)),
                 ),
             )
     return replace(pool, time_band=band)

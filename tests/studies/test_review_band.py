@@ -81,3 +81,34 @@ def test_measured_pools_have_no_band_part() -> None:
     assert review_to_dict(r)["error_band"] is None
     assert all(t.name != "error_band" for t in review_tables(r))
     assert band_line(r) is None
+
+
+def test_prompts_longer_than_the_bands_measurements_are_named(banded_review: Any) -> None:
+    """Where the traffic's prompts outrun the longest prompt a pool's prefill band was measured on, the band's
+    JSON, the size table's line and the review's summary say what share: those times are extrapolated."""
+    from prfaas_plan.optimize.uncertainty import band_of
+    from prfaas_plan.report.uncertainty import OUTSIDE_SHARE_NOTED, prompts_outside_band
+
+    r = banded_review
+    b = r.error_band
+    band = band_of(b.scenario.prfaas)
+    assert band is not None and band.prefill.tokens is not None
+    share = float(b.scenario.traffic.input_length.sf(band.prefill.tokens[1]))
+    note = prompts_outside_band(b.scenario, "prfaas")
+    doc = review_to_dict(r)["error_band"]["bands"]["prfaas"]
+    line = band_line(r)
+    assert line is not None
+    if share >= OUTSIDE_SHARE_NOTED:
+        assert note.startswith(f"{share:.0%} of the prompts are longer than any ({band.prefill.tokens[1]:,.0f} tokens)")
+        assert doc["prompts_outside_band"] == note and f"Note: {note}." in line
+    else:
+        assert note == "" and "prompts_outside_band" not in doc and "Note:" not in line
+    from dataclasses import replace
+
+    from prfaas_plan.lengths import Fixed
+
+    low, high = band.prefill.tokens
+    within = replace(b.scenario, traffic=replace(b.scenario.traffic, input_length=Fixed(tokens=(low + high) / 2)))
+    assert prompts_outside_band(within, "prfaas") == ""
+    beyond = replace(b.scenario, traffic=replace(b.scenario.traffic, input_length=Fixed(tokens=2 * high)))
+    assert prompts_outside_band(beyond, "prfaas").startswith(f"100% of the prompts are longer than any ({high:,.0f}")
