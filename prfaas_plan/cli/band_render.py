@@ -20,7 +20,7 @@ def _bands_line(bands: dict[str, Any]) -> str:
             parts.append(
                 f"{role}: prefill x/÷ {b['prefill_factor']:.2f}, decode x/÷ {b['decode_factor']:.2f} "
                 f"({b['coverage']:.0%} of held-out errors; {b['prefill_basis']}; {b['decode_basis']})"
-                + (f"; {b['prompts_outside_band']}" if "prompts_outside_band" in b else "")
+                + "".join(f"; {b[k]}" for k in ("prompts_outside_band", "contexts_outside_band") if k in b)
             )
     return "Error bands: " + "; ".join(parts)
 

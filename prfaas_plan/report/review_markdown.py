@@ -155,9 +155,10 @@ def band_line(r: Review) -> str | None:
         if not flips
         else f"the decision ({_KIND[kind]} cheapest) **flips**: " + ", ".join(flips)
     )
-    from prfaas_plan.report.uncertainty import prompts_outside_band
+    from prfaas_plan.report.uncertainty import contexts_outside_band, prompts_outside_band
 
-    outside = [note for role in ("prfaas", "local") if (note := prompts_outside_band(b.scenario, role))]
+    notes = [prompts_outside_band(b.scenario, role) for role in ("prfaas", "local")]
+    outside = [note for note in (*notes, contexts_outside_band(b.scenario)) if note]
     return (
         f"- **Error band** (roofline or calibrated pricing, held out: {_band_factors(b)}): for "
         f"{subject}, {clauses}; {decision}." + "".join(f" Note: {n}." for n in outside)

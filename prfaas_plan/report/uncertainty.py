@@ -33,6 +33,24 @@ def prompts_outside_band(scenario: Scenario, role: str) -> str:
     )
 
 
+def contexts_outside_band(scenario: Scenario) -> str:
+    """A sentence when a noted share of the requests decode at a context (the prompt plus half the mean output,
+    its mean over the decode) longer than any the local pool's decode band was measured on; "" otherwise, or
+    where the band states no range. Only the local pool decodes."""
+    band = band_of(scenario.local)
+    if band is None or band.decode.tokens is None:
+        return ""
+    longest = band.decode.tokens[1]
+    half_output = scenario.traffic.output_length.mean_tokens / 2
+    share = float(scenario.traffic.input_length.sf(max(longest - half_output, 0.0)))
+    if share < OUTSIDE_SHARE_NOTED:
+        return ""
+    return (
+        f"{share:.0%} of the requests decode at contexts longer than any ({longest:,.0f} tokens) the local pool's "
+        "decode band was measured on: their decode steps are extrapolated and the band does not cover them"
+    )
+
+
 def bands_to_dict(scenario: Scenario) -> dict[str, Any]:
     """Each pool's band (factor per phase, coverage, basis, and where the prompts outrun its measurements), or
     why it has none."""
@@ -53,6 +71,9 @@ def bands_to_dict(scenario: Scenario) -> dict[str, Any]:
         outside = prompts_outside_band(scenario, role)
         if outside:
             out[role]["prompts_outside_band"] = outside
+        contexts = contexts_outside_band(scenario) if role == "local" else ""
+        if contexts:
+            out[role]["contexts_outside_band"] = contexts
     return out
 
 

@@ -102,7 +102,7 @@ def test_prompts_longer_than_the_bands_measurements_are_named(banded_review: Any
         assert note.startswith(f"{share:.0%} of the prompts are longer than any ({band.prefill.tokens[1]:,.0f} tokens)")
         assert doc["prompts_outside_band"] == note and f"Note: {note}." in line
     else:
-        assert note == "" and "prompts_outside_band" not in doc and "Note:" not in line
+        assert note == "" and "prompts_outside_band" not in doc and "of the prompts are longer" not in line
     from dataclasses import replace
 
     from prfaas_plan.lengths import Fixed
@@ -112,3 +112,31 @@ def test_prompts_longer_than_the_bands_measurements_are_named(banded_review: Any
     assert prompts_outside_band(within, "prfaas") == ""
     beyond = replace(b.scenario, traffic=replace(b.scenario.traffic, input_length=Fixed(tokens=2 * high)))
     assert prompts_outside_band(beyond, "prfaas").startswith(f"100% of the prompts are longer than any ({high:,.0f}")
+
+
+def test_decode_contexts_longer_than_the_bands_measurements_are_named(banded_review: Any) -> None:
+    """The local pool decodes: where the requests' mean decode context (prompt plus half the output) outruns
+    the longest context its decode band was measured on, the band JSON and the summary say what share."""
+    from dataclasses import replace
+
+    from prfaas_plan.lengths import Fixed
+    from prfaas_plan.optimize.uncertainty import band_of
+    from prfaas_plan.report.uncertainty import contexts_outside_band
+
+    r = banded_review
+    scenario = r.error_band.scenario
+    band = band_of(scenario.local)
+    assert band is not None and band.decode.tokens is not None
+    longest, half_output = band.decode.tokens[1], scenario.traffic.output_length.mean_tokens / 2
+    note = contexts_outside_band(scenario)
+    doc = review_to_dict(r)["error_band"]["bands"]["local"]
+    share = float(scenario.traffic.input_length.sf(longest - half_output))
+    if share >= 0.01:
+        assert note.startswith(f"{share:.0%} of the requests decode at contexts longer than any ({longest:,.0f}")
+        assert doc["contexts_outside_band"] == note and note in (band_line(r) or "")
+    else:
+        assert note == "" and "contexts_outside_band" not in doc
+    short = replace(scenario.traffic, input_length=Fixed(tokens=max(longest - half_output - 100, 1.0)))
+    assert contexts_outside_band(replace(scenario, traffic=short)) == ""
+    long = replace(scenario.traffic, input_length=Fixed(tokens=longest))
+    assert contexts_outside_band(replace(scenario, traffic=long)).startswith("100% of the requests decode")
