@@ -136,7 +136,7 @@ def kv(
         payload["engine"] = engine_label
         if pool.method != "measured":
             _add_splits(payload, pool, card, lengths, decode_batch, float(context))
-            _add_domain(payload, engine)
+            _add_domain(payload, engine, pool, card)
     if json_output:
         emit(payload)
         return
@@ -212,15 +212,19 @@ def _served(
     return replace(pool, roofline=params), card, label
 
 
-def _add_domain(payload: dict[str, Any], engine: str | None) -> None:
+def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: ModelCard) -> None:
     """Where a row's prompt (or the decode step's context or batch) lies outside the range of the measurements
-    behind the pricing's error band, say so on that row (``outside_band``): the time there is extrapolated."""
+    behind the pricing's error band (a calibrated pool's prefill: its calibration points), say so on that row
+    (``outside_band``): the band does not cover it."""
     from pathlib import Path
 
     from prfaas_plan.io.engine_profile import engine_choice
     from prfaas_plan.io.error_bands import pool_band
+    from prfaas_plan.studies.uncertainty import calibrated_band
 
     band = pool_band(engine_choice(engine), Path.cwd())
+    if pool.method == "calibrated":
+        band = calibrated_band(pool, card, band)
     for row in payload["rows"]:
         note = band.prefill.beyond("prefill", row["length_tokens"])
         if note:

@@ -143,7 +143,9 @@ def profile_band(path: Path) -> TimeBand:
     )
     coverage = band.number("coverage", gt=0, le=0.999)
     source = band.string("source")
-    phases = {p: _phase(band.sub(p, required=("factor", "points", "basis")), p) for p in PHASES}
+    phases = {
+        p: _phase(band.sub(p, required=("factor", "points", "basis"), optional=("tokens", "batch")), p) for p in PHASES
+    }
     checker.raise_if_any()
     if coverage is None or source is None or phases["prefill"] is None or phases["decode"] is None:
         raise InputError(Problem(file=doc.file, field="calibration.error_band", message="incomplete"))

@@ -41,7 +41,7 @@ physical reason) is predicted and reported but never fitted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -501,6 +501,11 @@ def cross_validate_engine(
     return everything, tuple(points)
 
 
+#: A fit of every engine on some cases, the source left out (None: none): the fitted terms and the profiles to
+#: predict with (``cross_validate_corpus``'s ``fold_fit``).
+FoldFit = Callable[[Sequence[CorpusCase], str | None], tuple[dict[str, EngineFit], dict[str, EngineProfile]]]
+
+
 def cross_validate_corpus(
     cases: Sequence[CorpusCase],
     engines: Mapping[str, EngineProfile],
@@ -509,19 +514,26 @@ def cross_validate_corpus(
     shared: Sequence[str] = SHARED_TERMS,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     base: RooflineParams | None = None,
+    fold_fit: FoldFit | None = None,
 ) -> tuple[dict[str, EngineFit], tuple[HeldOutPoint, ...]]:
     """``fit_corpus`` on every case, then leave each source out (of every engine at once: a source that timed
     several engines leaves all of them) and predict its cases by the terms fitted on the other sources; an
     engine left with no measurement is predicted by its priors (the profile as given). Excluded measurements
-    are predicted but fitted nowhere."""
+    are predicted but fitted nowhere. ``fold_fit`` replaces the plain ``fit_corpus`` of every fold and of the
+    all-source fit (a fit that also sets terms from other evidence, redone in each fold so that no fold sees its
+    own source)."""
     options: dict[str, Any] = {"terms": terms, "shared": shared, "prior_weight": prior_weight, "base": base}
-    everything = fit_corpus(cases, engines, **options)
-    fitted = {k: everything[k].apply(e) if k in everything else e for k, e in engines.items()}
+
+    def plain(keep: Sequence[CorpusCase], _: str | None) -> tuple[dict[str, EngineFit], dict[str, EngineProfile]]:
+        fits = fit_corpus(keep, engines, **options) if fitted_cases(keep) else {}
+        return fits, {k: fits[k].apply(e) if k in fits else e for k, e in engines.items()}
+
+    fit = fold_fit or plain
+    everything, fitted = fit(cases, None)
     points: list[HeldOutPoint] = []
     for source in dict.fromkeys(c.measurement.source for c in cases):
         keep = fitted_cases([c for c in cases if c.measurement.source != source])
-        fits = fit_corpus(keep, engines, **options) if keep else {}
-        held = {k: fits[k].apply(e) if k in fits else e for k, e in engines.items()}
+        _, held = fit(keep, source)
         for c in cases:
             m = c.measurement
             if m.source == source:

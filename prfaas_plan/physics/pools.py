@@ -108,6 +108,7 @@ def pool_costs(
     if pool.method == "calibrated":
         assert pool.calibration is not None and pool.calibration_accelerator is not None
         points = pool.calibration.prefill
+        base = "the serving defaults" if params == RooflineParams() else params.source
         fitted = calibrate(
             arch,
             Instance(accelerator=pool.calibration_accelerator, gpus=pool.calibration.gpus_per_instance),
@@ -121,7 +122,7 @@ def pool_costs(
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
             f"overhead {params.overhead_s:.3f} s; e_a {params.attention_efficiency:.2f} and "
-            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk from the serving defaults)"
+            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk from {base})"
         )
     fd = pool.decode_time_scale
     if pool.shape is not None:  # a named instance shape: priced by physics.shapes

@@ -143,7 +143,13 @@ def calibration_section(cal: Calibration) -> dict[str, Any]:
             "source": f"prfaas-plan calibrate: the {cal.coverage:.0%} quantile of |log(held-out / measured)| per "
             "phase (leave-one-out), or the base engine's cross-validated band where a phase has too few points",
             **{
-                phase: {"factor": round(band.factor, 4), "points": band.points, "basis": band.basis}
+                phase: {
+                    "factor": round(band.factor, 4),
+                    "points": band.points,
+                    "basis": band.basis,
+                    **({} if band.tokens is None else {"tokens": [_number(v) for v in band.tokens]}),
+                    **({} if band.batch is None else {"batch": [_number(v) for v in band.batch]}),
+                }
                 for phase, band in cal.bands.items()
             },
         },

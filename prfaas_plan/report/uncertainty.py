@@ -17,8 +17,9 @@ OUTSIDE_SHARE_NOTED = 0.01
 
 def prompts_outside_band(scenario: Scenario, role: str) -> str:
     """A sentence when a noted share of the scenario's prompts is longer than any prompt the ``role`` pool's
-    prefill band was measured on (their prefill times are extrapolated, the band does not cover them); ""
-    otherwise, or where the band states no range."""
+    prefill band was measured on (those the pool prefills are priced outside the band; which ones, the routing
+    threshold decides, so the share is the traffic's, not the pool's); "" otherwise, or where the band states no
+    range."""
     pool = scenario.prfaas if role == "prfaas" else scenario.local
     band = band_of(pool)
     if band is None or band.prefill.tokens is None:
@@ -28,8 +29,9 @@ def prompts_outside_band(scenario: Scenario, role: str) -> str:
     if share < OUTSIDE_SHARE_NOTED:
         return ""
     return (
-        f"{share:.0%} of the prompts are longer than any ({longest:,.0f} tokens) the {role} pool's prefill band was "
-        "measured on: their prefill times are extrapolated and the band does not cover them"
+        f"{share:.0%} of the traffic's prompts are longer than any ({longest:,.0f} tokens) the {role} pool's prefill "
+        "band was measured on: those of them this pool prefills (which, the routing threshold decides) are priced "
+        "outside the band"
     )
 
 
@@ -47,7 +49,7 @@ def contexts_outside_band(scenario: Scenario) -> str:
         return ""
     return (
         f"{share:.0%} of the requests decode at contexts longer than any ({longest:,.0f} tokens) the local pool's "
-        "decode band was measured on: their decode steps are extrapolated and the band does not cover them"
+        "decode band was measured on: their decode steps are priced outside the band"
     )
 
 

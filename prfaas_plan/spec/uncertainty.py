@@ -29,12 +29,12 @@ class PhaseBand:
             out.append(f"batch {batch:,.0f}")
         if not out:
             return ""
-        checked = f"{what}s of {self.tokens[0]:,.0f}-{self.tokens[1]:,.0f} tokens" if self.tokens else ""
+        checked = [f"{what}s of {self.tokens[0]:,.0f}-{self.tokens[1]:,.0f} tokens"] if self.tokens else []
         if self.batch is not None:
-            checked += f", batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}"
+            checked.append(f"batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}")
         return (
             f"{phase} at {' and '.join(out)} is outside what its error band ({self.factor:.2f}x) was measured on "
-            f"({checked}): extrapolated, unchecked"
+            f"({', '.join(checked)}): the band does not cover it"
         )
 
 

@@ -85,11 +85,15 @@ def _band(points: Sequence[CalibrationPoint], phase: str, coverage: float, base:
     mine = [p for p in points if p.phase == phase]
     if len(mine) >= MIN_BAND_POINTS:
         logs = np.abs(np.log([p.held_out_s / p.measured_s for p in mine]))
+        tokens = [float(p.tokens) for p in mine]
+        batches = [float(p.batch) for p in mine]
         return PhaseBand(
             factor=float(np.exp(np.quantile(logs, coverage))),
             points=len(mine),
             basis=f"leave-one-out over this calibration's {len(mine)} {phase} measurements, {coverage:.0%} quantile "
             "of |log(predicted / measured)|",
+            tokens=(min(tokens), max(tokens)),
+            batch=(min(batches), max(batches)) if phase == "decode" else None,
         )
     inherited = engine_band(base.key, phase)
     return PhaseBand(
@@ -97,6 +101,8 @@ def _band(points: Sequence[CalibrationPoint], phase: str, coverage: float, base:
         points=inherited.points,
         basis=f"fewer than {MIN_BAND_POINTS} {phase} measurements here ({len(mine)}): the base engine "
         f"{base.key}'s band ({inherited.basis})",
+        tokens=inherited.tokens,
+        batch=inherited.batch,
     )
 
 

@@ -21,8 +21,8 @@ from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matr
 from prfaas_plan.optimize.uncertainty import EDGES, at_edge
 from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.spec.cost import Target
-from prfaas_plan.spec.scenario import Pool, Scenario
-from prfaas_plan.spec.uncertainty import PhaseBand
+from prfaas_plan.spec.scenario import ModelCard, Pool, Scenario
+from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand
 from prfaas_plan.studies.matrix_inputs import matrix_cells
 from prfaas_plan.throughput import stage_model
 
@@ -33,21 +33,29 @@ def with_band(pool: Pool, scenario: Scenario, role: str) -> Pool:
         return pool
     band = pool.time_band or builtin_band(DEFAULTS)
     if pool.method == "calibrated":
-        reports = pool_fit_reports(pool, scenario.model, role)
-        errors = [abs(math.log(h / g)) for r in reports for h, g in zip(r.leave_one_out, r.given, strict=True)]
-        lengths = [x for r in reports if r.leave_one_out for x in r.lengths_tokens]
-        if errors:
-            band = replace(
-                band,
-                prefill=PhaseBand(
-                    factor=math.exp(max(errors)),
-                    points=len(errors),
-                    basis="the largest leave-one-out error of the pool's prefill calibration, on prompts of "
-                    f"{min(lengths):,.0f}-{max(lengths):,.0f} tokens",
-                    tokens=(min(lengths), max(lengths)),
-                ),
-            )
+        band = calibrated_band(pool, scenario.model, band, role)
     return replace(pool, time_band=band)
+
+
+def calibrated_band(pool: Pool, card: ModelCard, band: TimeBand, role: str = "prfaas") -> TimeBand:
+    """``band`` with a calibrated pool's prefill band in place: the largest leave-one-out error of its
+    calibration, on the calibration points' range of prompts (unchanged where the calibration has no
+    leave-one-out)."""
+    reports = pool_fit_reports(pool, card, role)
+    errors = [abs(math.log(h / g)) for r in reports for h, g in zip(r.leave_one_out, r.given, strict=True)]
+    lengths = [x for r in reports if r.leave_one_out for x in r.lengths_tokens]
+    if not errors:
+        return band
+    return replace(
+        band,
+        prefill=PhaseBand(
+            factor=math.exp(max(errors)),
+            points=len(errors),
+            basis="the largest leave-one-out error of the pool's prefill calibration, on prompts of "
+            f"{min(lengths):,.0f}-{max(lengths):,.0f} tokens",
+            tokens=(min(lengths), max(lengths)),
+        ),
+    )
 
 
 def banded_scenario(scenario: Scenario) -> Scenario:

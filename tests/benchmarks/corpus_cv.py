@@ -17,6 +17,7 @@ cannot identify, so those cells are a consistency check.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,9 @@ from prfaas_plan.physics.corpus_fit import (  # noqa: E402
     HeldOutPoint,
     cross_validate_corpus,
     factor_stats,
+    fit_corpus,
     fit_engine,
+    fitted_cases,
 )
 from prfaas_plan.physics.engine import with_dtypes  # noqa: E402
 from prfaas_plan.physics.roofline import Instance  # noqa: E402
@@ -135,28 +138,79 @@ def paper_cases(generations: dict[str, str], *, fitted: bool = False) -> list[Co
 PAPER_SOURCE = "prfaas-paper-table3"
 
 
-def study(
-    corpus: Path = CORPUS, *, fit_paper: bool = False
-) -> dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]:
-    """Per engine: its profile as shipped, the fit on all its measurements and every held-out point. The paper's
-    Table 3 is predicted beside them, fitted only where ``fit_paper`` is true (a report, never written)."""
+Results = dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]
+
+
+def study(corpus: Path = CORPUS, *, fit_paper: bool = False) -> Results:
+    """Per engine: its profile as shipped, the fit on all its measurements and every held-out point
+    (``settled_study``)."""
+    return settled_study(corpus, fit_paper=fit_paper)[0]
+
+
+def settled_study(corpus: Path = CORPUS, *, fit_paper: bool = False) -> tuple[Results, dict[str, EngineProfile]]:
+    """Per engine: its profile as shipped, the corpus fit on all its measurements and every held-out point, each
+    fold redoing the corpus fit and, where the engine has long-prompt evidence, the attention efficiency's fit
+    without its source (``settled_fit``); and the profiles with the all-source fits applied (what ``--write``
+    ships). The paper's Table 3 is predicted beside them, fitted only where ``fit_paper`` is true (a report,
+    never written)."""
     generations = load_generations()
     cases = [case_of(m, generations) for m in load_corpus(corpus)]
     cases += paper_cases(generations, fitted=fit_paper)
     shipped = {key: load_named_engine(key) for key in ENGINES if any(c.measurement.engine == key for c in cases)}
-    fits, points = cross_validate_corpus(cases, {key: _priors(e) for key, e in shipped.items()})
-    return {key: (e, fits[key], tuple(p for p in points if p.engine == key)) for key, e in shipped.items()}
+    priors = {key: _priors(e) for key, e in shipped.items()}
+    settled: dict[str, EngineProfile] = {}
+
+    def fold(keep: Sequence[CorpusCase], held_out: str | None) -> tuple[dict[str, EngineFit], dict[str, EngineProfile]]:
+        fits, engines = settled_fit(keep, priors, generations, long_prompt=held_out != PAPER_SOURCE)
+        if held_out is None:
+            settled.update(engines)
+        return fits, engines
+
+    fits, points = cross_validate_corpus(cases, priors, fold_fit=fold)
+    results = {key: (e, fits[key], tuple(p for p in points if p.engine == key)) for key, e in shipped.items()}
+    return results, settled
 
 
 def _priors(engine: EngineProfile) -> EngineProfile:
-    """The profile with its corpus-fitted terms (``CORPUS_TERMS``) back at their priors (the profile's
-    ``prior:`` of each term): what a refit starts from and is regularised towards. The attention efficiency
-    keeps its shipped value (``LONG_PROMPT``: set from long-prompt evidence, never from the corpus)."""
+    """The profile with its fitted terms (``CORPUS_TERMS`` and the attention efficiency) back at their priors
+    (the profile's ``prior:`` of each term): what a refit starts from and is regularised towards."""
     values: dict[str, Any] = {
-        t: v for t, v in engine.priors if t in CORPUS_TERMS and not t.startswith("overhead_scale_")
+        t: v
+        for t, v in engine.priors
+        if (t in CORPUS_TERMS or t == "attention_efficiency") and not t.startswith("overhead_scale_")
     }
     scales = [(t.removeprefix("overhead_scale_"), v) for t, v in engine.priors if t.startswith("overhead_scale_")]
     return replace(engine, overhead_scale=tuple(scales), **values)
+
+
+#: At most this many alternations of the corpus fit and the long-prompt attention fit (``settled_fit``); they
+#: stop when the attention efficiency moves by under ``SETTLED``.
+SETTLE_ROUNDS = 12
+SETTLED = 1e-5
+
+
+def settled_fit(
+    cases: Sequence[CorpusCase],
+    priors: dict[str, EngineProfile],
+    generations: dict[str, str],
+    *,
+    long_prompt: bool = True,
+) -> tuple[dict[str, EngineFit], dict[str, EngineProfile]]:
+    """The corpus fit of ``cases`` (``fit_corpus``, the terms' priors from ``priors``) and each engine's attention
+    efficiency from its long-prompt evidence (``long_prompt_attention``; kept at the prior without
+    ``long_prompt`` or without evidence), alternated from the prior until the attention efficiency settles (the
+    two depend on each other). The fitted terms and the profiles with both applied."""
+    attention = {k: e.attention_efficiency for k, e in priors.items()}
+    for _ in range(SETTLE_ROUNDS):
+        current = {k: replace(e, attention_efficiency=attention[k]) for k, e in priors.items()}
+        fits = fit_corpus(cases, current) if fitted_cases(cases) else {}
+        engines = {k: fits[k].apply(e) if k in fits else e for k, e in current.items()}
+        found = {k: long_prompt_attention(e, generations) if long_prompt else None for k, e in engines.items()}
+        moved = {k: v for k, v in found.items() if v is not None and abs(v / attention[k] - 1) >= SETTLED}
+        if not moved:
+            return fits, engines
+        attention.update(moved)
+    raise RuntimeError(f"the corpus and long-prompt fits did not settle in {SETTLE_ROUNDS} rounds")
 
 
 #: The one piece of long-prompt evidence per engine (prompts of 32K and more, where attention is most of the
@@ -164,14 +218,15 @@ def _priors(engine: EngineProfile) -> EngineProfile:
 #: the prior (FlashAttention-3's efficiency).
 LONG_PROMPT = {"sglang": 32_000.0}
 LONG_PROMPT_SOURCE = (
-    "fitted alone (the corpus-fitted terms held) on the paper's Table 3 cells at 32K and 128K (SGLang v0.5.9, "
-    "8xH200, five public models; tests/benchmarks/corpus_cv.py --write, long_prompt_attention): the only "
-    "long-prompt SGLang timings found. Not from the public corpus, whose prompts (at most 8K tokens) spend at most "
-    "about a quarter of their kernel time in attention and cannot tell it from the GEMM rate. Those cells are "
-    "S_kv / Phi_kv with the KV dtype (BF16 assumed) and batching unstated, and at 32K-128K the paper's extra "
-    "per-request cost against the public data (about 0.25 s) is 5-25 % of them; so the cells are a consistency "
-    "check of this term, not a validation. Prior: FlashAttention-3 causal BF16 forward on H100 at long context "
-    "(0.797, hardware_profiles/serving/defaults.yaml kernel_shapes)"
+    "fitted alone on the paper's Table 3 cells at 32K and 128K (SGLang v0.5.9, 8xH200, five public models), "
+    "alternated with the corpus fit of the other terms until both settle (tests/benchmarks/corpus_cv.py, "
+    "settled_fit; each cross-validation fold redoes both without its source): the only long-prompt SGLang timings "
+    "found. Not from the public corpus, whose prompts (at most 8K tokens) spend at most about a quarter of their "
+    "kernel time in attention and cannot tell it from the GEMM rate. Those cells are S_kv / Phi_kv with the KV "
+    "dtype (BF16 assumed) and batching unstated, and at 32K-128K the paper's extra per-request cost against the "
+    "public data (about 0.25 s) is 5-25 % of them; so the cells are a consistency check of this term, not a "
+    "validation. Prior: FlashAttention-3 causal BF16 forward on H100 at long context (0.797, "
+    "hardware_profiles/serving/defaults.yaml kernel_shapes)"
 )
 NO_LONG_PROMPT_SOURCE = (
     "prior, not fitted: FlashAttention-3 causal BF16 forward on H100 at long context (hardware_profiles/serving/"
@@ -233,11 +288,10 @@ def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoi
     return "\n".join(lines)
 
 
-def write(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]) -> None:
-    """Record each engine's all-source fit in its profile, and its attention efficiency from long-prompt
-    evidence (``long_prompt_attention``; the prior where there is none)."""
-    generations = load_generations()
-    for key, (engine, fit, _) in results.items():
+def write(results: Results, settled: dict[str, EngineProfile]) -> None:
+    """Record each engine's all-source fit in its profile: the corpus terms and the attention efficiency of
+    ``settled`` (from long-prompt evidence where there is some, else its prior: ``settled_fit``)."""
+    for key, (_, fit, _) in results.items():
         path = engines_dir() / f"{key}.yaml"
         write_engine_fit(
             path,
@@ -248,33 +302,8 @@ def write(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint,
             "(prfaas_plan/physics/corpus_fit.py); refit by tests/benchmarks/corpus_cv.py --write; held-out error "
             "by leave-one-source-out in the same script's report",
         )
-        attention = long_prompt_attention(fit.apply(_priors(engine)), generations)
-        if attention is None:
-            prior = dict(engine.priors).get("attention_efficiency", engine.attention_efficiency)
-            write_engine_term(path, "attention_efficiency", prior, NO_LONG_PROMPT_SOURCE)
-        else:
-            write_engine_term(path, "attention_efficiency", attention, LONG_PROMPT_SOURCE)
-
-
-def settle(rounds: int = 8) -> dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]]:
-    """The corpus fit and the long-prompt attention efficiency depend on each other: alternate them, writing
-    each round, until no fitted term nor attention efficiency moves by 0.01 % (at most ``rounds`` rounds); the
-    last round's study (its cross-validation uses the written attention efficiency)."""
-    found = study()
-    for _ in range(rounds):
-        write(found)
-        again = study()
-        moved = max(
-            abs(value / found[key][1].values[term] - 1) if found[key][1].values[term] else abs(value)
-            for key, (_, fit, _) in again.items()
-            for term, value in fit.values.items()
-        )
-        for key, (engine, _, _) in again.items():
-            moved = max(moved, abs(engine.attention_efficiency / found[key][0].attention_efficiency - 1))
-        found = again
-        if moved < 1e-4:
-            break
-    return found
+        source = LONG_PROMPT_SOURCE if key in LONG_PROMPT else NO_LONG_PROMPT_SOURCE
+        write_engine_term(path, "attention_efficiency", settled[key].attention_efficiency, source)
 
 
 if __name__ == "__main__":
@@ -282,5 +311,7 @@ if __name__ == "__main__":
     with_paper = "--with-paper" in args  # SGLang also fitted on Table 3 (a report; never written)
     if with_paper and "--write" in args:
         sys.exit("--with-paper is a report only: the shipped SGLang profile is fitted on the public corpus alone")
-    found = settle() if "--write" in args else study(fit_paper=with_paper)
+    found, settled = settled_study(fit_paper=with_paper)
     print(markdown(found))
+    if "--write" in args:
+        write(found, settled)

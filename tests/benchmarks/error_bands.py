@@ -27,7 +27,7 @@ from prfaas_plan.io.engine_profile import load_corpus, load_generations  # noqa:
 from prfaas_plan.physics.decode import decode_step_time  # noqa: E402
 from prfaas_plan.physics.prefill import prefill_time  # noqa: E402
 from prfaas_plan.spec.hardware import RooflineParams  # noqa: E402
-from tests.benchmarks.corpus_cv import CORPUS, case_of, study  # noqa: E402
+from tests.benchmarks.corpus_cv import CORPUS, Results, case_of, study  # noqa: E402
 
 COVERAGE = 0.8
 OUT = REPO / "hardware_profiles" / "serving" / "error_bands.yaml"
@@ -82,9 +82,9 @@ def defaults_ratios() -> dict[str, tuple[list[float], int]]:
     return {k: (v[0], len(v[1])) for k, v in out.items()}
 
 
-def bands() -> dict[str, Any]:
-    """The bands document."""
-    results = study()
+def bands(results: Results | None = None) -> dict[str, Any]:
+    """The bands document (from ``results`` of ``corpus_cv.study`` when given, else a fresh study)."""
+    results = results if results is not None else study()
     table: dict[str, dict[str, Any]] = {}
     pooled: dict[str, list[float]] = {"prefill": [], "decode": []}
     pooled_sources: dict[str, set[str]] = {"prefill": set(), "decode": set()}

@@ -22,7 +22,7 @@ from prfaas_plan.physics.corpus_fit import CorpusCase, predict
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.report.engine_calibration import write_calibration
 from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
-from prfaas_plan.studies.bench_calibration import calibrate_files
+from prfaas_plan.studies.bench_calibration import MIN_BAND_POINTS, calibrate_files
 from tests.conftest import REPO, examples, run_cli
 
 FIXTURES = REPO / "tests" / "fixtures" / "bench_results"
@@ -51,6 +51,11 @@ def test_each_format_calibrates_and_round_trips(tmp_path: Path, name: str) -> No
     band = pool_band(str(out), tmp_path)
     assert band.prefill.factor == pytest.approx(cal.bands["prefill"].factor, rel=1e-3)
     assert band.decode.factor == pytest.approx(cal.bands["decode"].factor, rel=1e-3)
+    for phase, written in (("prefill", band.prefill), ("decode", band.decode)):  # the range survives too
+        assert written.tokens == pytest.approx(cal.bands[phase].tokens, rel=1e-5)
+        mine = [p.tokens for p in cal.points if p.phase == phase]
+        if len(mine) >= MIN_BAND_POINTS and "leave-one-out over this calibration" in cal.bands[phase].basis:
+            assert cal.bands[phase].tokens == (min(mine), max(mine))
     text = out.read_text()
     assert cal.files[0].sha256 in text and "held_out_ratio" in text
 

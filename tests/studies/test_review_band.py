@@ -99,10 +99,11 @@ def test_prompts_longer_than_the_bands_measurements_are_named(banded_review: Any
     line = band_line(r)
     assert line is not None
     if share >= OUTSIDE_SHARE_NOTED:
-        assert note.startswith(f"{share:.0%} of the prompts are longer than any ({band.prefill.tokens[1]:,.0f} tokens)")
+        longest = band.prefill.tokens[1]
+        assert note.startswith(f"{share:.0%} of the traffic's prompts are longer than any ({longest:,.0f}")
         assert doc["prompts_outside_band"] == note and f"Note: {note}." in line
     else:
-        assert note == "" and "prompts_outside_band" not in doc and "of the prompts are longer" not in line
+        assert note == "" and "prompts_outside_band" not in doc and "prompts are longer" not in line
     from dataclasses import replace
 
     from prfaas_plan.lengths import Fixed
@@ -111,7 +112,8 @@ def test_prompts_longer_than_the_bands_measurements_are_named(banded_review: Any
     within = replace(b.scenario, traffic=replace(b.scenario.traffic, input_length=Fixed(tokens=(low + high) / 2)))
     assert prompts_outside_band(within, "prfaas") == ""
     beyond = replace(b.scenario, traffic=replace(b.scenario.traffic, input_length=Fixed(tokens=2 * high)))
-    assert prompts_outside_band(beyond, "prfaas").startswith(f"100% of the prompts are longer than any ({high:,.0f}")
+    expected = f"100% of the traffic's prompts are longer than any ({high:,.0f}"
+    assert prompts_outside_band(beyond, "prfaas").startswith(expected)
 
 
 def test_decode_contexts_longer_than_the_bands_measurements_are_named(banded_review: Any) -> None:
