@@ -185,8 +185,8 @@ def _priors(engine: EngineProfile) -> EngineProfile:
 
 #: At most this many alternations of the corpus fit and the long-prompt attention fit (``settled_fit``); they
 #: stop when the attention efficiency moves by under ``SETTLED``.
-SETTLE_ROUNDS = 12
-SETTLED = 1e-5
+SETTLE_ROUNDS = 40
+SETTLED = 1e-4
 
 
 def settled_fit(
