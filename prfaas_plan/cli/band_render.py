@@ -106,3 +106,5 @@ def print_matrix_band(payload: dict[str, Any]) -> None:
     )
     for edge, why in payload["edge_reasons"].items():
         out.print(f"{edge} edge: {why}")
+    for note in payload.get("outside_band", []):
+        out.print(f"note: {note}", style="yellow")

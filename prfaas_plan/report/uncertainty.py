@@ -8,49 +8,8 @@ from typing import Any
 from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.uncertainty import EdgeSizing, band_of
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.studies.uncertainty import MatrixBand
+from prfaas_plan.studies.uncertainty import MatrixBand, contexts_outside_band, prompts_outside_band
 from prfaas_plan.units import GBIT_PER_S
-
-#: Below this share of prompts past a band's longest, nothing is said.
-OUTSIDE_SHARE_NOTED = 0.01
-
-
-def prompts_outside_band(scenario: Scenario, role: str) -> str:
-    """A sentence when a noted share of the scenario's prompts is longer than any prompt the ``role`` pool's
-    prefill band was measured on (those the pool prefills are priced outside the band; which ones, the routing
-    threshold decides, so the share is the traffic's, not the pool's); "" otherwise, or where the band states no
-    range."""
-    pool = scenario.prfaas if role == "prfaas" else scenario.local
-    band = band_of(pool)
-    if band is None or band.prefill.tokens is None:
-        return ""
-    longest = band.prefill.tokens[1]
-    share = float(scenario.traffic.input_length.sf(longest))
-    if share < OUTSIDE_SHARE_NOTED:
-        return ""
-    return (
-        f"{share:.0%} of the traffic's prompts are longer than any ({longest:,.0f} tokens) the {role} pool's prefill "
-        "band was measured on: those of them this pool prefills (which, the routing threshold decides) are priced "
-        "outside the band"
-    )
-
-
-def contexts_outside_band(scenario: Scenario) -> str:
-    """A sentence when a noted share of the requests decode at a context (the prompt plus half the mean output,
-    its mean over the decode) longer than any the local pool's decode band was measured on; "" otherwise, or
-    where the band states no range. Only the local pool decodes."""
-    band = band_of(scenario.local)
-    if band is None or band.decode.tokens is None:
-        return ""
-    longest = band.decode.tokens[1]
-    half_output = scenario.traffic.output_length.mean_tokens / 2
-    share = float(scenario.traffic.input_length.sf(max(longest - half_output, 0.0)))
-    if share < OUTSIDE_SHARE_NOTED:
-        return ""
-    return (
-        f"{share:.0%} of the requests decode at contexts longer than any ({longest:,.0f} tokens) the local pool's "
-        "decode band was measured on: their decode steps are priced outside the band"
-    )
 
 
 def bands_to_dict(scenario: Scenario) -> dict[str, Any]:
@@ -119,6 +78,7 @@ def matrix_band_to_dict(band: MatrixBand) -> dict[str, Any]:
         "wall_s": band.wall_s,
         "edge_reasons": band.reasons,
         "bands": band.bands,
+        "outside_band": list(band.notes),
         "cells": [
             {
                 "prefill": c.prefill,

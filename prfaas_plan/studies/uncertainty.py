@@ -18,7 +18,7 @@ from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.io.error_bands import DEFAULTS, builtin_band
 from prfaas_plan.optimize.cost import unit_prices
 from prfaas_plan.optimize.matrix import CellInput, HardwareMatrix, hardware_matrix
-from prfaas_plan.optimize.uncertainty import EDGES, at_edge
+from prfaas_plan.optimize.uncertainty import EDGES, at_edge, band_of
 from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import ModelCard, Pool, Scenario
@@ -111,6 +111,66 @@ class CellVerdict:
         return len(set(self.verdicts.values())) == 1
 
 
+#: Below this share of prompts past a band's longest, nothing is said.
+OUTSIDE_SHARE_NOTED = 0.01
+
+
+def prompt_share_outside(scenario: Scenario, role: str) -> tuple[float, float] | None:
+    """(longest prompt the ``role`` pool's prefill band was measured on, share of the traffic's prompts longer),
+    where that share is noted (``OUTSIDE_SHARE_NOTED``); None otherwise, or where the band states no range."""
+    band = band_of(scenario.prfaas if role == "prfaas" else scenario.local)
+    if band is None or band.prefill.tokens is None:
+        return None
+    longest = band.prefill.tokens[1]
+    share = float(scenario.traffic.input_length.sf(longest))
+    return (longest, share) if share >= OUTSIDE_SHARE_NOTED else None
+
+
+def context_share_outside(scenario: Scenario) -> tuple[float, float] | None:
+    """(longest context the local pool's decode band was measured on, share of the requests decoding at longer
+    mean contexts: the prompt plus half the mean output), where noted; None otherwise. Only the local pool
+    decodes."""
+    band = band_of(scenario.local)
+    if band is None or band.decode.tokens is None:
+        return None
+    longest = band.decode.tokens[1]
+    half_output = scenario.traffic.output_length.mean_tokens / 2
+    share = float(scenario.traffic.input_length.sf(max(longest - half_output, 0.0)))
+    return (longest, share) if share >= OUTSIDE_SHARE_NOTED else None
+
+
+def prompts_sentence(longest: float, share: float, pools: str) -> str:
+    """The note for prompts past ``pools``' prefill bands (``prompt_share_outside``)."""
+    return (
+        f"{share:.0%} of the traffic's prompts are longer than any ({longest:,.0f} tokens) the {pools} prefill "
+        "band was measured on: those of them a pool prefills (which, the routing threshold decides) are priced "
+        "outside the band"
+    )
+
+
+def contexts_sentence(longest: float, share: float, pools: str) -> str:
+    """The note for decode contexts past ``pools``' decode bands (``context_share_outside``)."""
+    return (
+        f"{share:.0%} of the requests decode at contexts longer than any ({longest:,.0f} tokens) the {pools} decode "
+        "band was measured on: their decode steps are priced outside the band"
+    )
+
+
+def prompts_outside_band(scenario: Scenario, role: str) -> str:
+    """The sentence when a noted share of the scenario's prompts is longer than any prompt the ``role`` pool's
+    prefill band was measured on (the share is the traffic's: which of them the pool prefills, the routing
+    threshold decides); "" otherwise."""
+    found = prompt_share_outside(scenario, role)
+    return "" if found is None else prompts_sentence(*found, f"{role} pool's")
+
+
+def contexts_outside_band(scenario: Scenario) -> str:
+    """The sentence when a noted share of the requests decode at contexts longer than any the local pool's decode
+    band was measured on; "" otherwise."""
+    found = context_share_outside(scenario)
+    return "" if found is None else contexts_sentence(*found, "local pool's")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MatrixBand:
     """The matrix at both edges, every cell's verdicts, the bands used per cell and the wall time."""
@@ -120,6 +180,9 @@ class MatrixBand:
     cells: tuple[CellVerdict, ...]
     bands: dict[str, dict[str, float]]
     wall_s: float
+    #: Where the traffic outruns a cell pool's band measurements (``prompts_outside_band``,
+    #: ``contexts_outside_band``), one sentence per pool.
+    notes: tuple[str, ...] = ()
 
 
 def _costs(matrix: HardwareMatrix | None) -> dict[tuple[str, str], tuple[float | None, float | None]]:
@@ -172,6 +235,8 @@ def matrix_band(
     costs = {"nominal": _costs(nominal), **{e: _costs(m) for e, m in edges.items()}}
     cells = []
     bands: dict[str, dict[str, float]] = {}
+    # (kind, longest measured, share) -> the pools it holds for (a dict as an ordered set)
+    notes: dict[tuple[str, int, float], dict[str, None]] = {}
     for cell in matrix_cells(spec, list(prefill), list(local)):
         key = (cell.prefill, cell.local)
         if cell.scenario is not None:
@@ -181,6 +246,14 @@ def matrix_band(
                 bands[f"{role}:{name}"] = (
                     {"prefill": band.prefill.factor, "decode": band.decode.factor} if band is not None else {}
                 )
+            for kind, role, name, found in (
+                ("prompts", "PrfaaS", cell.prefill, prompt_share_outside(b, "prfaas")),
+                ("prompts", "local", cell.local, prompt_share_outside(b, "local")),
+                ("contexts", "local", cell.local, context_share_outside(b)),
+            ):
+                if found is not None:
+                    pools = notes.setdefault((kind, round(found[0]), round(found[1], 2)), {})
+                    pools[f"{name} {role}"] = None
         per = {name: costs[name].get(key, (None, None)) for name in costs}
         cells.append(
             CellVerdict(
@@ -191,4 +264,14 @@ def matrix_band(
                 homogeneous_usd_per_hour={name: c[1] for name, c in per.items()},
             )
         )
-    return MatrixBand(edges=edges, reasons=reasons, cells=tuple(cells), bands=bands, wall_s=time.perf_counter() - start)
+    return MatrixBand(
+        edges=edges,
+        reasons=reasons,
+        cells=tuple(cells),
+        bands=bands,
+        wall_s=time.perf_counter() - start,
+        notes=tuple(
+            (prompts_sentence if kind == "prompts" else contexts_sentence)(longest, share, ", ".join(pools) + " pools'")
+            for (kind, longest, share), pools in notes.items()
+        ),
+    )

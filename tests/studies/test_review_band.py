@@ -87,7 +87,7 @@ def test_prompts_longer_than_the_bands_measurements_are_named(banded_review: Any
     """Where the traffic's prompts outrun the longest prompt a pool's prefill band was measured on, the band's
     JSON, the size table's line and the review's summary say what share: those times are extrapolated."""
     from prfaas_plan.optimize.uncertainty import band_of
-    from prfaas_plan.report.uncertainty import OUTSIDE_SHARE_NOTED, prompts_outside_band
+    from prfaas_plan.studies.uncertainty import OUTSIDE_SHARE_NOTED, prompts_outside_band
 
     r = banded_review
     b = r.error_band
@@ -123,7 +123,7 @@ def test_decode_contexts_longer_than_the_bands_measurements_are_named(banded_rev
 
     from prfaas_plan.lengths import Fixed
     from prfaas_plan.optimize.uncertainty import band_of
-    from prfaas_plan.report.uncertainty import contexts_outside_band
+    from prfaas_plan.studies.uncertainty import contexts_outside_band
 
     r = banded_review
     scenario = r.error_band.scenario

@@ -78,5 +78,42 @@ def test_size_reports_both_edges() -> None:
     assert band["bands"]["prfaas"]["prefill_factor"] == pytest.approx(builtin_band("sglang").prefill.factor)
     fast = band["edges"]["fast"]
     assert fast["nominal_prfaas_pd_goodput_req_per_s"] >= json.loads(done.stdout)["sizing"]["target"]["rate_req_per_s"]
+    from prfaas_plan.studies.uncertainty import banded_scenario, contexts_outside_band, prompts_outside_band
+
+    banded_spec = banded_scenario(load_scenario(QWEN))
+    for role in ("prfaas", "local"):  # the traffic outruns the bands' measurements: the JSON says so
+        note = prompts_outside_band(banded_spec, role)
+        assert note and band["bands"][role]["prompts_outside_band"] == note
+    assert band["bands"]["local"]["contexts_outside_band"] == contexts_outside_band(banded_spec) != ""
     done = run_cli("size", "--no-verify", "--json")  # the paper's measured pools: no band
     assert done.returncode == 0 and json.loads(done.stdout)["error_band"] is None
+
+
+@pytest.mark.validation
+def test_matrix_names_every_pool_whose_band_the_traffic_outruns() -> None:
+    """The matrix's error band lists, once per kind and share, every cell pool whose band measurements the
+    traffic's prompts (prefill) or decode contexts (local pools) outrun, and no other."""
+    from prfaas_plan.studies.matrix_inputs import matrix_cells
+    from prfaas_plan.studies.uncertainty import banded_scenario, context_share_outside, prompt_share_outside
+
+    done = run_cli("matrix", "qwen3.5-capacity", "--prefill", "h200,b200", "--local", "h20,h100", "--json")
+    assert done.returncode == 0, done.stderr
+    notes = json.loads(done.stdout)["error_band"]["outside_band"]
+    spec = load_scenario(QWEN)
+    expected: dict[tuple[str, str], set[str]] = {}
+    for cell in matrix_cells(spec, ["h200", "b200"], ["h20", "h100"]):
+        if cell.scenario is None:
+            continue
+        b = banded_scenario(cell.scenario)
+        for kind, pool, found in (
+            ("prompts", f"{cell.prefill} PrfaaS", prompt_share_outside(b, "prfaas")),
+            ("prompts", f"{cell.local} local", prompt_share_outside(b, "local")),
+            ("contexts", f"{cell.local} local", context_share_outside(b)),
+        ):
+            if found is not None:
+                expected.setdefault((kind, f"{found[1]:.0%}"), set()).add(pool)
+    assert len(notes) == len(expected) > 0
+    for (kind, share), pools in expected.items():
+        word = "prompts are longer" if kind == "prompts" else "decode at contexts"
+        (note,) = [n for n in notes if n.startswith(share) and word in n]
+        assert all(f"{pool}," in note or f"{pool} pools'" in note for pool in pools), (note, pools)
