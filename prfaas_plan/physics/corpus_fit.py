@@ -524,8 +524,11 @@ def cross_validate_corpus(
     own source)."""
     options: dict[str, Any] = {"terms": terms, "shared": shared, "prior_weight": prior_weight, "base": base}
 
-    def plain(keep: Sequence[CorpusCase], _: str | None) -> tuple[dict[str, EngineFit], dict[str, EngineProfile]]:
-        fits = fit_corpus(keep, engines, **options) if fitted_cases(keep) else {}
+    def plain(
+        keep: Sequence[CorpusCase], held_out: str | None
+    ) -> tuple[dict[str, EngineFit], dict[str, EngineProfile]]:
+        # The all-source fit refuses an empty corpus (fit_corpus); a fold left with nothing keeps the priors.
+        fits = fit_corpus(keep, engines, **options) if held_out is None or fitted_cases(keep) else {}
         return fits, {k: fits[k].apply(e) if k in fits else e for k, e in engines.items()}
 
     fit = fold_fit or plain
