@@ -662,3 +662,46 @@ def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> 
         with pytest.raises(InputError, match=r"bands\.defaults\.prefill\.tokens"):
             load_error_bands(bands(bad))
     assert PhaseBand(factor=2.0, points=1, basis="b").beyond("prefill", 1e9) == ""  # no range: nothing said
+
+
+def test_cross_validation_predicts_each_source_by_a_fit_without_it() -> None:
+    """Leave-one-source-out (``cross_validate_corpus``, its plain fold fit and a supplied one): each held-out
+    prediction is the one a fit on the other sources gives; the in-sample one the all-source fit's; a supplied
+    ``fold_fit`` is called once per source and once for all, told which source it leaves out."""
+    from prfaas_plan.physics.corpus_fit import cross_validate_corpus, fit_corpus
+
+    truth = replace(SGLANG, gemm_efficiency_scale=0.8, request_overhead_s=0.05)
+    skew = {"synthetic-source-0": 1.0, "synthetic-source-1": 1.4, "synthetic-source-2": 0.7}  # sources disagree
+    cases = [
+        replace(c, measurement=replace(c.measurement, measured_s=predict(c, truth) * skew[c.measurement.source]))
+        for c in CASES
+    ]
+    engines = {"sglang": SGLANG}
+    fits, points = cross_validate_corpus(cases, engines)
+    assert fits["sglang"].values == fit_corpus(cases, engines)["sglang"].values
+    sources = sorted({c.measurement.source for c in cases})
+    assert len(sources) == 3 and len(points) == len(cases)
+    everything = fits["sglang"].apply(SGLANG)
+    for source in sources:
+        without = fit_corpus([c for c in cases if c.measurement.source != source], engines)["sglang"].apply(SGLANG)
+        mine = [c for c in cases if c.measurement.source == source]
+        assert any(predict(c, without) != pytest.approx(predict(c, everything), rel=1e-3) for c in mine)
+        for c, p in zip(cases, points_of(points, cases), strict=True):
+            if c.measurement.source == source:
+                assert p.held_out_s == pytest.approx(predict(c, without), rel=1e-12)
+    calls: list[str | None] = []
+
+    def fold(keep: Any, held_out: str | None) -> Any:
+        calls.append(held_out)
+        return {}, engines  # the priors everywhere
+
+    _, points = cross_validate_corpus(cases, engines, fold_fit=fold)
+    assert calls == [None, *dict.fromkeys(c.measurement.source for c in cases)]
+    for c, p in zip(cases, points_of(points, cases), strict=True):
+        assert p.held_out_s == pytest.approx(predict(c, SGLANG), rel=1e-12)
+
+
+def points_of(points: Any, cases: list[CorpusCase]) -> list[Any]:
+    """The held-out points in the order of ``cases``."""
+    by_id = {p.id: p for p in points}
+    return [by_id[c.measurement.id] for c in cases]
