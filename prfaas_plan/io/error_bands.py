@@ -18,7 +18,7 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.engine_profile import engine_path, engines_dir
 from prfaas_plan.io.paths import builtin_root, display_path
 from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml
-from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand
+from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand, span_words
 
 BANDS_FILE = ("hardware_profiles", "serving", "error_bands.yaml")
 #: The key of the serving defaults' band (a pool with no ``engine:``).
@@ -38,8 +38,7 @@ def _phase(sec: Section, phase: str) -> PhaseBand | None:
     if factor is None or points is None or basis is None:
         return None
     if tokens is not None:
-        what = "prompts" if phase == "prefill" else "contexts"
-        basis += f", on {what} of {tokens[0]:,.0f}-{tokens[1]:,.0f} tokens"
+        basis += f", on {span_words(phase, tokens)}"
     if batch is not None:
         basis += f" and batches of {batch[0]:,.0f}-{batch[1]:,.0f}"
     return PhaseBand(factor=float(factor), points=int(points), basis=basis, tokens=tokens, batch=batch)

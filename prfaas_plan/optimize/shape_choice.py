@@ -99,9 +99,9 @@ def _fixed(scenario: Scenario, criterion: str, unit: str, higher: bool) -> Shape
 
 
 def _choosing(scenario: Scenario) -> tuple[str, ...]:
-    """The roles whose pools choose their shapes: empty exactly when ``optimize.shapes.chooses_shapes`` is false."""
+    """The roles whose pools choose their shapes (``Pool.chooses_shape``)."""
     pools: tuple[tuple[str, Pool], ...] = (("prfaas", scenario.prfaas), ("local", scenario.local))
-    return tuple(role for role, p in pools if p.choose_shape and p.method != "measured")
+    return tuple(role for role, p in pools if p.chooses_shape)
 
 
 def _rank(

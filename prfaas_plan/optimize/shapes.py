@@ -156,4 +156,4 @@ def variants(
 
 def chooses_shapes(scenario: Scenario) -> bool:
     """Whether either pool of ``scenario`` lets the planner choose its shape (and can: not a measured pool)."""
-    return any(p.choose_shape and p.method != "measured" for p in (scenario.prfaas, scenario.local))
+    return scenario.prfaas.chooses_shape or scenario.local.chooses_shape

@@ -153,6 +153,11 @@ class Pool:
         return self.gpus_per_instance * self.instances
 
     @property
+    def chooses_shape(self) -> bool:
+        """Whether the planner chooses this pool's shape: ``shape: auto`` on a pool it can re-price (not measured)."""
+        return self.choose_shape and self.method != "measured"
+
+    @property
     def instance_shape(self) -> InstanceShape:
         """The pool's shape: ``shape``, else TP over ``gpus_per_instance`` (with EP when the roofline says so)."""
         if self.shape is not None:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def span_words(phase: str, tokens: tuple[float, float]) -> str:
+    """A band's measured range of tokens in words: prompts (prefill) or contexts (decode) of low-high tokens."""
+    return f"{'prompts' if phase == 'prefill' else 'contexts'} of {tokens[0]:,.0f}-{tokens[1]:,.0f} tokens"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PhaseBand:
     """One phase's band: the true time lies within [priced / ``factor``, priced x ``factor``] for the stated
@@ -13,8 +18,8 @@ class PhaseBand:
     factor: float
     points: int
     basis: str
-    #: The range the held-out measurements spanned: prompt tokens (prefill) or context tokens (decode), and
-    #: decode batches; None where the band's file does not say (a calibration's residuals).
+    #: The range the band's measurements spanned: prompt tokens (prefill) or context tokens (decode), and
+    #: decode batches; None where its source does not say.
     tokens: tuple[float, float] | None = None
     batch: tuple[float, float] | None = None
 
@@ -29,7 +34,7 @@ class PhaseBand:
             out.append(f"batch {batch:,.0f}")
         if not out:
             return ""
-        checked = [f"{what}s of {self.tokens[0]:,.0f}-{self.tokens[1]:,.0f} tokens"] if self.tokens else []
+        checked = [span_words(phase, self.tokens)] if self.tokens else []
         if self.batch is not None:
             checked.append(f"batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}")
         return (

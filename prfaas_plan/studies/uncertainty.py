@@ -22,7 +22,7 @@ from prfaas_plan.optimize.uncertainty import EDGES, at_edge, band_of
 from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import ModelCard, Pool, Scenario
-from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand
+from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand, span_words
 from prfaas_plan.studies.matrix_inputs import matrix_cells
 from prfaas_plan.throughput import stage_model
 
@@ -46,14 +46,15 @@ def calibrated_band(pool: Pool, card: ModelCard, band: TimeBand, role: str = "pr
     lengths = [x for r in reports if r.leave_one_out for x in r.lengths_tokens]
     if not errors:
         return band
+    span = (min(lengths), max(lengths))
     return replace(
         band,
         prefill=PhaseBand(
             factor=math.exp(max(errors)),
             points=len(errors),
-            basis="the largest leave-one-out error of the pool's prefill calibration, on prompts of "
-            f"{min(lengths):,.0f}-{max(lengths):,.0f} tokens",
-            tokens=(min(lengths), max(lengths)),
+            basis="the largest leave-one-out error of the pool's prefill calibration, on "
+            + span_words("prefill", span),
+            tokens=span,
         ),
     )
 
@@ -180,8 +181,8 @@ class MatrixBand:
     cells: tuple[CellVerdict, ...]
     bands: dict[str, dict[str, float]]
     wall_s: float
-    #: Where the traffic outruns a cell pool's band measurements (``prompts_outside_band``,
-    #: ``contexts_outside_band``), one sentence per pool.
+    #: Where the traffic outruns the cell pools' band measurements (``prompts_sentence``, ``contexts_sentence``):
+    #: one sentence per kind (prompts, decode contexts), longest measured and share, naming the pools.
     notes: tuple[str, ...] = ()
 
 

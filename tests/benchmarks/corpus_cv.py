@@ -224,7 +224,7 @@ LONG_PROMPT_SOURCE = (
     "found. Not from the public corpus, whose prompts (at most 8K tokens) spend at most about a quarter of their "
     "kernel time in attention and cannot tell it from the GEMM rate. Those cells are S_kv / Phi_kv with the KV "
     "dtype (BF16 assumed) and batching unstated, and at 32K-128K the paper's extra per-request cost against the "
-    "public data (about 0.25 s) is 5-25 % of them; so the cells are a consistency check of this term, not a "
+    "public data (about 0.25 s) is 3-40 % of them; so the cells are a consistency check of this term, not a "
     "validation. Prior: FlashAttention-3 causal BF16 forward on H100 at long context (0.797, "
     "hardware_profiles/serving/defaults.yaml kernel_shapes)"
 )
@@ -243,11 +243,11 @@ def long_prompt_attention(engine: EngineProfile, generations: dict[str, str]) ->
     if shortest is None:
         return None
     long = [c for c in paper_cases(generations, fitted=True) if c.measurement.tokens >= shortest]
-    start = replace(engine, attention_efficiency=dict(engine.priors).get("attention_efficiency", 0.797))
+    start = replace(engine, attention_efficiency=dict(engine.priors)["attention_efficiency"])  # the YAML prior
     return fit_engine(long, start, terms=("attention_efficiency",)).values["attention_efficiency"]
 
 
-def markdown(results: dict[str, tuple[EngineProfile, EngineFit, tuple[HeldOutPoint, ...]]] | None = None) -> str:
+def markdown(results: Results | None = None) -> str:
     """The cross-validation table per engine and phase (over the measurements the corpus does not exclude from
     fitting), the exclusions with their reasons, then every point."""
     results = results if results is not None else study()
