@@ -8,9 +8,11 @@ engine-aware roofline (``physics.engine``, ``physics.prefill``, ``physics.decode
     T = sum over ops of max(FLOPs x shape / (peak x e_op), bytes / (B x e_m)) + collectives + overhead
     e_op  = min(1, prior(generation, dtype) x s)   for GEMMs (s: the engine's fitted GEMM scale)
           = e_att                                   for attention cores (the engine's, prior FlashAttention-3's)
-    overhead = o_req + chunks x layers x o_chunk                       (prefill)
+    overhead = o_req + chunks x layers x o_chunk [+ o_handoff]          (prefill; o_handoff where disaggregated)
              = f_gen x (o_step + layers x o_layer + kernels x o_op)    (decode; eager pair without CUDA graphs)
 
+o_handoff (``kv_handoff_s``): a prefill timed on a disaggregated prefill instance until its KV was handed to the
+decode side (``CorpusMeasurement.disaggregated``) also waits for the handoff; no public corpus point is one.
 kernels: the matrix-multiply kernels of a step (``physics.ops.matmul_kernels``); f_gen: the decode-overhead
 factor of the accelerator's generation (1 unless fitted: ``overhead_scale_cdna3``). Collectives that span more
 GPUs than one scale-up domain cross the scale-out NICs at the inter-node alpha (``physics.roofline``).
@@ -79,6 +81,7 @@ ALL_TERMS = (
     "decode_op_overhead_s",
     "overhead_scale_cdna3",
     "attention_efficiency",
+    "kv_handoff_s",
 )
 #: The terms a calibration from one deployment's benchmarks fits (``fit_engine``'s default).
 FIT_TERMS = ALL_TERMS[:5]
@@ -107,9 +110,10 @@ _PHASE_OF = {
     "overhead_scale_cdna3": "decode",
     "attention_efficiency": "prefill",
     "gemm_efficiency_scale": "prefill",
+    "kv_handoff_s": "prefill",
 }
-_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05])
-_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0])
+_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.0])
+_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0, 5.0])
 _SCALED = {"cdna3": 6}  # generation -> index of its decode-overhead factor in ALL_TERMS
 DEFAULT_PRIOR_WEIGHT = 0.1
 
@@ -134,7 +138,7 @@ class _Pieces:
     attention_memory_s: Array
     other_memory_s: float  # ops without matmuls (embeddings, norms)
     fixed_s: float  # collectives
-    overhead_counts: Array  # multipliers of (o_req, o_chunk, o_step, o_layer, o_op)
+    overhead_counts: Array  # multipliers of (o_req, o_chunk, o_step, o_layer, o_op, o_handoff)
     scale_index: int  # index in ALL_TERMS of the decode overheads' generation factor; -1: none (factor 1)
     eager_s: float  # eager decode cost where cuda_graphs is false (fixed)
     measured_s: float
@@ -170,7 +174,8 @@ def predict(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
     if not m.includes_request_overhead:
         params = replace(params, overhead_s=0.0)
     if m.phase == "prefill":
-        return float(prefill_time(case.arch, case.instance, params, np.asarray([m.tokens])).total_s[0])
+        handoff = params.kv_handoff_s if m.disaggregated else 0.0
+        return float(prefill_time(case.arch, case.instance, params, np.asarray([m.tokens])).total_s[0]) + handoff
     batch = np.asarray([float(m.batch)])
     step = float(decode_step_time(case.arch, case.instance, params, batch, m.tokens).total_s[0])
     share = interleaved_per_step(m)
@@ -191,7 +196,8 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         parts.append((forward_ops(arch, cached=0.0, new=tokens), 1.0))
         chunks = float(prefill_chunks(params, tokens)[0])
         comm = float(communication_s(arch, instance, tokens, params, chunks)[0])
-        counts = np.array([1.0 if m.includes_request_overhead else 0.0, chunks * arch.n_layers, 0.0, 0.0, 0.0])
+        request = 1.0 if m.includes_request_overhead else 0.0
+        counts = np.array([request, chunks * arch.n_layers, 0.0, 0.0, 0.0, 1.0 if m.disaggregated else 0.0])
         eager = 0.0
     else:
         batch = np.asarray([float(m.batch)])
@@ -199,7 +205,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         comm = float(communication_s(arch, instance, batch, params)[0])
         graphs = m.cuda_graphs is not False  # unknown: the engines' default, CUDA graphs on
         kernels = matmul_kernels(arch)
-        counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers), kernels]) if graphs else np.zeros(5)
+        counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers), kernels, 0.0]) if graphs else np.zeros(6)
         eager = 0.0 if graphs else decode_overhead_s(arch, params)
         share = interleaved_per_step(m)
         if share > 0:  # the arriving requests' prefills, without their per-request cost
@@ -207,7 +213,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
             parts.append((forward_ops(arch, cached=0.0, new=lengths), share))
             chunks = float(prefill_chunks(params, lengths)[0])
             comm += share * float(communication_s(arch, instance, lengths, params, chunks)[0])
-            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0, 0.0])
+            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0, 0.0, 0.0])
     rate = instance.bytes_per_s * params.memory_efficiency
     gemm, prior, gemm_mem, att, att_mem = [], [], [], [], []
     other_mem = 0.0
@@ -256,7 +262,7 @@ def _predict_pieces(p: _Pieces, theta: Array) -> float:
     att = np.maximum(p.attention_s / theta[7], p.attention_memory_s).sum() if p.attention_s.size else 0.0
     c = p.overhead_counts
     factor = theta[p.scale_index] if p.scale_index >= 0 else 1.0
-    overhead = float(c[:2] @ theta[1:3]) + factor * float(c[2:] @ theta[3:6])
+    overhead = float(c[:2] @ theta[1:3]) + factor * float(c[2:5] @ theta[3:6]) + float(c[5] * theta[8])
     return float(gemm + att + p.other_memory_s + p.fixed_s + overhead + p.eager_s)
 
 
@@ -303,13 +309,16 @@ def fitted_cases(cases: Sequence[CorpusCase]) -> list[CorpusCase]:
 
 def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
     """Whether ``cases`` carry ``term`` at all: a phase's overheads need a measurement of that phase, a
-    generation's factor a decode measurement on that generation; the GEMM scale always."""
+    generation's factor a decode measurement on that generation, the KV handoff a disaggregated prefill; the GEMM
+    scale a prefill."""
     phases = {c.measurement.phase for c in cases}
     if term == "gemm_efficiency_scale":
         return "prefill" in phases
     if term.startswith("overhead_scale_"):
         generation = term.removeprefix("overhead_scale_")
         return any(c.measurement.phase == "decode" and c.generation == generation for c in cases)
+    if term == "kv_handoff_s":
+        return any(c.measurement.disaggregated for c in cases)
     return _PHASE_OF[term] in phases
 
 
@@ -325,7 +334,7 @@ class _Batch:
     attention_memory_s: Array
     attention_case: NDArray[np.intp]  # the case each attention core belongs to
     constant_s: Array  # per case: other memory, collectives, eager cost (nothing fitted moves them)
-    counts: Array  # per case: overhead multipliers (o_req, o_chunk, o_step, o_layer, o_op)
+    counts: Array  # per case: overhead multipliers (o_req, o_chunk, o_step, o_layer, o_op, o_handoff)
     scale_index: NDArray[np.intp]  # per case: ALL_TERMS index of its decode-overhead factor; -1 for none
 
     @staticmethod
@@ -357,8 +366,9 @@ class _Batch:
         gemm = gemm + np.bincount(ac, weights=attention, minlength=n)
         factor = np.where(self.scale_index >= 0, theta[np.arange(n), np.maximum(self.scale_index, 0)], 1.0)
         prefill = np.einsum("ij,ij->i", self.counts[:, :2], theta[:, 1:3])
-        decode = np.einsum("ij,ij->i", self.counts[:, 2:], theta[:, 3:6])
-        return np.asarray(self.constant_s + gemm + prefill + factor * decode, dtype=np.float64)
+        decode = np.einsum("ij,ij->i", self.counts[:, 2:5], theta[:, 3:6])
+        handoff = self.counts[:, 5] * theta[:, 8]
+        return np.asarray(self.constant_s + gemm + prefill + factor * decode + handoff, dtype=np.float64)
 
 
 def fit_corpus(

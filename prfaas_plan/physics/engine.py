@@ -62,6 +62,7 @@ def engine_params(
         all_reduce_latency_s=engine.all_reduce_latency_s,
         all_to_all_latency_s=engine.all_to_all_latency_s,
         inter_node_latency_s=engine.inter_node_latency_s,
+        kv_handoff_s=engine.kv_handoff_s,
         expert_gemm_half_rows=engine.expert_gemm_half_rows,
         expert_parallel=expert_parallel,
         source=f"engine {engine.key} on {generation}" + ("" if graphs else ", eager decode") + f" ({engine.file})",

@@ -102,7 +102,12 @@ def pool_costs(
         else (
             f"roofline ({params.source}: e_c {params.compute_efficiency:.2f}, e_a {params.attention_efficiency:.2f}, "
             f"e_m {params.memory_efficiency:.2f}, overhead {params.overhead_s:.3f} s + "
-            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk)"
+            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk"
+            + (
+                f"; KV handoff {params.kv_handoff_s:.3f} s per request: in kv's Φ_kv, not in the planned TTFT)"
+                if params.kv_handoff_s
+                else ")"
+            )
         )
     )
     if pool.method == "calibrated":

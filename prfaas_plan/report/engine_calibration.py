@@ -47,6 +47,7 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
         "all_reduce_latency_s",
         "all_to_all_latency_s",
         "inter_node_latency_s",
+        "kv_handoff_s",
         "attention_efficiency",
         "expert_gemm_half_rows",
     ):

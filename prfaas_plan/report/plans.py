@@ -167,7 +167,8 @@ def fit_report_to_dict(report: FitReport) -> dict[str, Any]:
 
 
 def kv_rows_to_dict(model: str, hardware: str, rows: list[KvRow]) -> dict[str, Any]:
-    """The ``kv --json`` object: per length S_kv (bytes), T_prefill (s) and Φ_kv (Gbit/s)."""
+    """The ``kv --json`` object: per length S_kv (bytes), the batch-1 prefill (s, ``prefill_s``), the KV handoff
+    of a disaggregated prefill instance and the two together (s), and Φ_kv over the latter (Gbit/s)."""
     return {
         "model": model,
         "hardware": hardware,
@@ -176,6 +177,8 @@ def kv_rows_to_dict(model: str, hardware: str, rows: list[KvRow]) -> dict[str, A
                 "length_tokens": row.length_tokens,
                 "kv_bytes": row.kv_bytes,
                 "prefill_s": row.prefill_s,
+                "kv_handoff_s": row.handoff_s,
+                "disaggregated_prefill_s": row.disaggregated_prefill_s,
                 "kv_gbit_per_s": row.kv_bytes_per_s / GBIT_PER_S,
                 "source": row.source,
             }

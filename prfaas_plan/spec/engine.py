@@ -54,8 +54,9 @@ class EngineProfile:
     without them). Collectives: alpha of each all-reduce and all-to-all (``RooflineParams``). Kernels:
     ``gemm_efficiency`` maps (generation, dtype) to a prior of the dense GEMMs' fraction of peak, missing dtypes
     falling back to the generation's bf16 figure and missing generations to ``other``, scaled by the fitted
-    ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and
-    ``expert_gemm_half_rows`` as ``RooflineParams``. ``sources`` names a source for every term (key: the
+    ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and ``expert_gemm_half_rows`` as
+    ``RooflineParams``; ``kv_handoff_s`` once per request of a disaggregated prefill instance (a wait until its
+    KV is handed off; not in the aggregated server's time). ``sources`` names a source for every term (key: the
     term's name); ``priors`` the published or assumed value a fitted term started from and is regularised
     towards (``physics.corpus_fit``); ``fitted_on`` lists the corpus measurement ids the fitted terms came
     from."""
@@ -77,6 +78,11 @@ class EngineProfile:
     gemm_efficiency_scale: float = 1.0
     decode_op_overhead_s: float = 0.0
     inter_node_latency_s: float = 0.0
+    #: What a prefill instance of a PD-disaggregated deployment adds per request to the aggregated server's time
+    #: until its KV is handed to the decode side (the bootstrap with the decode instance, the send of the last
+    #: layers): a wait, not GPU time, so ``kv`` adds it to T_prefill in Φ_kv and the planner's prefill curves
+    #: leave it out (``physics.table3``).
+    kv_handoff_s: float = 0.0
     #: Factor on the engine's decode overheads (per step, layer and kernel) by accelerator generation (a
     #: generation not listed: 1), fitted: the platform's launch and runtime cost against NVIDIA's.
     overhead_scale: tuple[tuple[str, float], ...] = ()
@@ -143,3 +149,6 @@ class CorpusMeasurement:
     interleaved_output_tokens: float = 0.0
     #: Why the measurement is kept out of the fit (a physical reason, recorded in the corpus); "" when fitted.
     exclude_from_fit: str = ""
+    #: A prefill timed on a disaggregated prefill instance until its KV was handed off (the paper's Table 3):
+    #: priced with the engine's ``kv_handoff_s`` on top of the aggregated server's time.
+    disaggregated: bool = False

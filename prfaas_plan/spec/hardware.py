@@ -165,6 +165,9 @@ class RooflineParams:
     all_reduce_latency_s: float = 0.0
     all_to_all_latency_s: float = 0.0
     inter_node_latency_s: float = 0.0
+    #: Per request of a disaggregated prefill instance, the wait until its KV is handed off (``EngineProfile``):
+    #: in Φ_kv's T_prefill (``physics.table3``), not in the prefill curve.
+    kv_handoff_s: float = 0.0
     dtype_compute_efficiency: tuple[tuple[str, float], ...] = ()
     expert_gemm_half_rows: float = 0.0
     gemm_half_rows: float = 0.0
@@ -183,6 +186,7 @@ class RooflineParams:
             decode_step_overhead_s=0.0,
             decode_layer_overhead_s=0.0,
             decode_op_overhead_s=0.0,
+            kv_handoff_s=0.0,
             source=f"kernel only ({self.source})",
         )
 

@@ -634,9 +634,9 @@ def test_kv_says_where_a_time_lies_outside_its_error_bands_measurements() -> Non
     big = int(band.decode.batch[1]) * 2
     payload = _kv_json(*flags, "--length", f"{inside:.0f}", "--decode-batch", str(big), "--context", "2000")
     assert f"batch {big:,}" in payload["decode"]["outside_band"]
-    assert "outside_band" not in _kv_json(*flags, "--decode-batch", "2", "--context", "2000", "--length", "900")[
-        "decode"
-    ]
+    assert (
+        "outside_band" not in _kv_json(*flags, "--decode-batch", "2", "--context", "2000", "--length", "900")["decode"]
+    )
 
 
 def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> None:
