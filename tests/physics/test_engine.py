@@ -148,6 +148,25 @@ def test_more_engine_overhead_never_speeds_anything_up(
 
 
 @SETTINGS
+@given(st.sampled_from(("minimax-m2.5", "kimi-linear-48b-a3b")), st.floats(0.0, 2.0), st.floats(1e-4, 1.0))
+def test_a_longer_kv_handoff_never_raises_phi_kv_nor_moves_the_prefill(model: str, handoff: float, extra: float) -> None:
+    """Φ_kv's T_prefill is the batch-1 prefill plus the KV handoff: a longer handoff lowers Φ_kv by exactly that
+    and leaves the prefill (what the planner prices) as it was."""
+    from prfaas_plan.io.names import pool_for
+    from prfaas_plan.physics.table3 import kv_rows
+
+    pool, card = pool_for(model, "h200", 8, "roofline")
+    params = replace(engine_params(SGLANG, "hopper"), kv_handoff_s=handoff)
+    lengths = (1_000.0, 32_000.0)
+    short = kv_rows(replace(pool, roofline=params), card, lengths)
+    long = kv_rows(replace(pool, roofline=replace(params, kv_handoff_s=handoff + extra)), card, lengths)
+    for a, b in zip(short, long, strict=True):
+        assert b.prefill_s == a.prefill_s
+        assert b.kv_bytes_per_s < a.kv_bytes_per_s
+        assert b.kv_bytes / b.kv_bytes_per_s == pytest.approx(a.kv_bytes / a.kv_bytes_per_s + extra)
+
+
+@SETTINGS
 @given(
     architectures(),
     st.lists(st.floats(0.0, 4.0), min_size=len(ADDITIVE), max_size=len(ADDITIVE)),
