@@ -94,7 +94,9 @@ def kv(
     Example: prfaas-plan kv --model minimax-m2.5 --hardware h200 --length 32000 --length 128000
 
     T_prefill is serving time: kernels plus what the serving engine adds (--engine, SGLang's profile unless
-    another is named; hardware_profiles/serving/engines/); --kernel-only drops the overheads. The roofline
+    another is named; hardware_profiles/serving/engines/); --kernel-only drops the overheads. Φ_kv divides S_kv
+    by T_prefill plus the engine's KV handoff (a disaggregated prefill instance's wait until its KV is handed
+    off; not in the planner's prefill curves). The roofline
     options override the engine's figures, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
     """
     from prfaas_plan.io.names import pool_for

@@ -314,7 +314,7 @@ def kv_table(payload: dict[str, Any]) -> DataTable:
     """The paper's Table 3 layout: S_kv, T_prefill (batch-1 prefill, then with the KV handoff of a disaggregated
     prefill instance) and Φ_kv over the latter, per length."""
     table = DataTable(title=f"{payload['model']} on {payload['hardware']}", title_justify="left")
-    columns = ("length (tokens)", "S_kv (MiB)", "T_prefill (s)", "+ KV handoff (s)", "Φ_kv (Gbit/s)")
+    columns = ("length (tokens)", "S_kv (MiB)", "T_prefill (s)", "T_prefill + KV handoff (s)", "Φ_kv (Gbit/s)")
     for col in columns:
         table.add_column(col, justify="right")
     for row in payload["rows"]:

@@ -240,7 +240,8 @@ ATTENTION_SOURCE = (
     "without its source). Not from the public corpus, whose prompts (at most 8K tokens) spend at most about a "
     "quarter of their kernel time in attention and cannot tell it from the GEMM rate. The cells are S_kv / "
     "Phi_kv with the KV dtype (BF16 assumed) and batching unstated, so they are a consistency check of this "
-    "term; the paper's Table 5 (in-house vLLM, another model) is the check it was not fitted on. Prior: "
+    "term (the paper's Table 5, which checks the KV handoff, cannot tell this term: it passes at 0.2 and at the "
+    "prior). Prior: "
     "FlashAttention-3 causal BF16 forward on H100 at long context (hardware_profiles/serving/defaults.yaml "
     "kernel_shapes)"
 )
@@ -252,12 +253,13 @@ NO_ATTENTION_SOURCE = (
 )
 HANDOFF_SOURCE = (
     "fitted with attention_efficiency on the paper's Table 3 (SGLang v0.5.9, 8xH200, five public models), read as "
-    "the times of a PD-disaggregated prefill instance until its KV is handed to the decode side: at 1K and 8K "
-    "they exceed the public aggregated-server benchmarks of the same engine, models and GPUs by about this much "
-    "per request (the SGLang Cookbook's Qwen3.5-397B on 8xH200 at concurrency 1: 0.21 s against 0.43 s). The "
+    "the times of a PD-disaggregated prefill instance until its KV is handed to the decode side: at 1K they "
+    "exceed the public aggregated-server benchmarks of the same engine and models by 0.2-0.3 s per request (the "
+    "SGLang Cookbook's Qwen3.5-397B on 8xH200 at concurrency 1: 0.21 s at 610 tokens against 0.43 s). The "
     "paper does not say how it timed them, so the reading is ours: a wait (bootstrap with the decode instance, "
     "the send of the last layers), which kv adds to T_prefill in Phi_kv and the planner's prefill curves leave "
-    "out. The paper's Table 5 (in-house vLLM, another model, not fitted) shows the same size. Prior: assumed, "
+    "out. The paper's Table 5 (in-house vLLM, another model, not fitted) shows the same size, as the paper-fit "
+    "serving defaults' 0.297 s per request fitted on both tables already did. Prior: assumed, "
     "tens of milliseconds (an RDMA handshake and one layer's send)"
 )
 NO_HANDOFF_SOURCE = (

@@ -577,7 +577,9 @@ def test_a_calibrated_profile_keeps_every_term_it_was_priced_with(tmp_path: Path
     cal = calibrate_files([FIXTURES / file], model=model, hardware=hardware, gpus=gpus, engine=engine)
     back = load_engine_profile(write_calibration(cal, tmp_path / "cal.yaml"))
     assert cal.engine.decode_op_overhead_s > 0 and cal.engine.overhead_scale
-    for term in ("decode_op_overhead_s", "inter_node_latency_s", "decode_step_overhead_s", "request_overhead_s"):
+    assert cal.engine.kv_handoff_s == load_named_engine(engine or "sglang").kv_handoff_s > 0
+    terms = ("decode_op_overhead_s", "inter_node_latency_s", "decode_step_overhead_s", "request_overhead_s")
+    for term in (*terms, "kv_handoff_s"):
         assert getattr(back, term) == pytest.approx(getattr(cal.engine, term), rel=1e-5), term
     assert dict(back.overhead_scale) == pytest.approx(dict(cal.engine.overhead_scale), rel=1e-4)
 

@@ -1,19 +1,19 @@
 """The paper's Table 3 (Φ_kv on one 8xH200 instance, SGLang) from model cards and the H200 datasheet alone.
 
-Two findings are asserted, so that a change to the physics that moves them is noticed:
+Three findings are asserted, so that a change to the physics that moves them is noticed:
 
 1. The kernels alone (the default efficiencies without the serving overheads) are far too fast at short
    prompts: the measured latencies carry a large per-request overhead (digest §3.3 and models.md §4 obs. 2),
    so kernel-only Φ_kv at 1K comes out 5x-70x the paper's. At 128K the gap narrows to within 4.5x.
+2. Carrying the calibration fitted to a *different* model's measurements (the internal 1T hybrid's Table 5
+   on in-house vLLM: e_c and the per-request overhead, the rest at the serving defaults) to these five public
+   models puts every Table 3 cell within a factor 2.5 of the paper, median within 25 %. (The serving
+   defaults themselves are cross-validated in test_serving_fit.py.)
 3. The shipped SGLang engine profile, through ``kv``'s own path (``physics.table3.kv_rows``): its Φ_kv puts
    every Table 3 cell within 2x of the paper, median factor within 1.3x. A consistency check: SGLang's attention
    efficiency and KV handoff are fitted on these 20 cells (tests/benchmarks/corpus_cv.py). The same profile on
    the paper's Table 5 (the 1T model on in-house vLLM, fitted by nothing but the card's KV size) is the check
    it was not fitted on: every cell within 1.3x.
-2. Carrying the calibration fitted to a *different* model's measurements (the internal 1T hybrid's Table 5
-   on in-house vLLM: e_c and the per-request overhead, the rest at the serving defaults) to these five public
-   models puts every Table 3 cell within a factor 2.5 of the paper, median within 25 %. (The serving
-   defaults themselves are cross-validated in test_serving_fit.py.)
 """
 
 from __future__ import annotations
