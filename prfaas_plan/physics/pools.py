@@ -122,7 +122,9 @@ def pool_costs(
             base=params,
             leave_one_out=False,
         )
-        params = fitted.params
+        # The calibration's per-request cost is fitted on the points as they were timed: a handoff in them (the
+        # paper's profiles time disaggregated prefill instances) is in it, so no separate handoff is added.
+        params = replace(fitted.params, kv_handoff_s=0.0)
         label = (
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "

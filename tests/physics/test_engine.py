@@ -166,6 +166,19 @@ def test_a_longer_kv_handoff_lowers_phi_kv_only(model: str, handoff: float, extr
         assert b.kv_bytes / b.kv_bytes_per_s == pytest.approx(a.kv_bytes / a.kv_bytes_per_s + extra)
 
 
+def test_a_calibrated_pool_adds_no_separate_handoff() -> None:
+    """A pool calibrated on a hardware profile's measured prefill points carries whatever per-request time they
+    were timed with in its fitted overhead: kv adds no handoff on top (the paper's H200 points, Table 5)."""
+    from prfaas_plan.io.names import pool_for
+    from prfaas_plan.physics.table3 import kv_rows
+
+    pool, card = pool_for("paper-1t-hybrid", "h200", 8, "calibrated")
+    pool = replace(pool, roofline=engine_params(SGLANG, "hopper"))
+    assert SGLANG.kv_handoff_s > 0
+    for row in kv_rows(pool, card, (1_000.0, 128_000.0)):
+        assert row.handoff_s == 0.0 and row.disaggregated_prefill_s == row.prefill_s
+
+
 @SETTINGS
 @given(
     architectures(),
