@@ -77,6 +77,11 @@ class StageModel:
     interarrival_scv: float = 1.0
     arrival: Arrival = field(default_factory=Arrival)
     ttft_includes_first_decode_step: bool = False
+    #: Each route's KV handoff per request (``PoolCosts.kv_handoff_s`` of its prefill pool), s: the wait of a
+    #: disaggregated prefill until its KV is handed to the decode side; latency only (added to TTFT, holding
+    #: no prefill instance).
+    local_handoff_s: float = 0.0
+    prfaas_handoff_s: float = 0.0
     #: The decode step against the batch, knots (batch, s) interpolated linearly and held flat outside them
     #: (``decode_step_s``): what TPOT follows under load (``latency.tpot``, the simulator). Empty: flat at
     #: ``decode_step_time_s``, today's fixed-step decode.
@@ -182,6 +187,8 @@ def stage_model(scenario: Scenario) -> StageModel:
         interarrival_scv=scenario.traffic.arrival.interarrival_scv,
         arrival=scenario.traffic.arrival,
         ttft_includes_first_decode_step=scenario.slo.ttft_includes_first_decode_step,
+        local_handoff_s=local.kv_handoff_s,
+        prfaas_handoff_s=prfaas.kv_handoff_s,
         decode_step_batches=batches,
         decode_step_times_s=steps,
         tpot_p90_slo_s=scenario.slo.tpot_p90_s,

@@ -256,7 +256,7 @@ def _sojourn_latencies(
     alone = ps_alone_probability(work, *link)
     sojourn, node_weight = sojourn_nodes(mean, var, SOJOURN_NODES, work, atom_probability=alone)
     visible = prefill + sojourn if route.transfer == "after_prefill" else np.maximum(prefill, sojourn)
-    latency = visible + (route.first_decode_step_s + route.link_latency_s)
+    latency = visible + route.offload_fixed_s
     weight = np.broadcast_to(node_weight / work.size, latency.shape)
     return latency.reshape(-1), weight.reshape(-1)
 

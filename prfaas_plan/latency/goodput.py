@@ -71,16 +71,16 @@ def _stretch_inverse(route: RouteLatency, lower: float, upper: float, x_s: float
 
     P(TTFT <= X, offloaded | no wait) depends on the rate only through κ, and only via l*(κ). The largest
     stretch a length tolerates is explicit: κ_max(l) = (X - d - T(l)) / s(l) after the prefill (d the first
-    decode step plus the link's round trips, s(l) = S_kv(l)/B), and X - d over s(l) layer-wise, where lengths
-    with T(l) + d > X never
-    qualify (an exact cap). κ_max is non-increasing in l, so it is tabulated once on a length grid; each
-    candidate's κ is located in its cell by binary search, then Illinois regula falsi on the exact κ_max
-    polishes the answer inside the cell. ``lower - 1`` where no length qualifies.
+    decode step, the link's round trips and the KV handoff: ``RouteLatency.offload_fixed_s``; s(l) =
+    S_kv(l)/B), and X - d over s(l) layer-wise, where lengths with T(l) + d > X never qualify (an exact cap).
+    κ_max is non-increasing in l, so it is tabulated once on a length grid; each candidate's κ is located in its
+    cell by binary search, then Illinois regula falsi on the exact κ_max polishes the answer inside the cell.
+    ``lower - 1`` where no length qualifies.
     """
     assert route.offload_prefill is not None
     prefill_curve = route.offload_prefill
     grid = np.linspace(lower, upper, _STRETCH_TABLE)
-    budget = x_s - (route.first_decode_step_s + route.link_latency_s)
+    budget = x_s - route.offload_fixed_s
     transfer = route.transfer_s(grid)
     prefill = prefill_curve(grid)
     room = budget - prefill if route.transfer == "after_prefill" else np.full_like(grid, budget)
@@ -92,7 +92,7 @@ def _stretch_inverse(route: RouteLatency, lower: float, upper: float, x_s: float
     if route.transfer == "layerwise":
         cap = float(
             largest_length_within(
-                lambda length: prefill_curve(length) + (route.first_decode_step_s + route.link_latency_s),
+                lambda length: prefill_curve(length) + route.offload_fixed_s,
                 np.asarray(x_s),
                 lower,
                 upper,
@@ -209,9 +209,9 @@ def slack_setup(
         stretch = np.where(state.stable, state.link_stretch, 1.0)
         transfer = stretch[..., None] * offload_transfer
         if route.transfer == "after_prefill":
-            offload_latency = offload_prefill + transfer + (route.first_decode_step_s + route.link_latency_s)
+            offload_latency = offload_prefill + transfer + route.offload_fixed_s
         else:
-            offload_latency = np.maximum(offload_prefill, transfer) + (route.first_decode_step_s + route.link_latency_s)
+            offload_latency = np.maximum(offload_prefill, transfer) + route.offload_fixed_s
         atom_local = (1.0 - state.local_wait.p_wait) * (1.0 - state.decode_wait.p_wait)
         atom_offload = (1.0 - state.prfaas_wait.p_wait) * (1.0 - state.decode_wait.p_wait)
         offload_unloaded = zero_wait_offload(stretch) if has_offload else 0.0

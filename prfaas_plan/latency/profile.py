@@ -594,7 +594,7 @@ def profile_ttft(
 
     def offloaded_latency(transfer_s: Array) -> Array:
         visible = prefill_off + transfer_s if model.transfer == "after_prefill" else np.maximum(prefill_off, transfer_s)
-        return np.asarray(visible + (route.first_decode_step_s + route.link_latency_s), dtype=np.float64)
+        return np.asarray(visible + route.offload_fixed_s, dtype=np.float64)
 
     zero_wait = np.empty(n)
     zero_wait[local] = route.local_s(lengths[local])

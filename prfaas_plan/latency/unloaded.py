@@ -14,7 +14,9 @@ Scenario settings change the route curves (the defaults are the paper's, above):
 - ``local_kv_transfer_bytes_per_s`` (b) given: local requests add the intra-cluster transfer S_kv(l)/b;
 - ``ttft_includes_first_decode_step``: both routes add one decode step T_decode;
 - a link with a round trip (``link_latency_s`` = r, ``physics.tcp.transfer_latency_s``): offloaded requests
-  add r after the transfer, in both transfer modes (the last byte still crosses the path after it is sent).
+  add r after the transfer, in both transfer modes (the last byte still crosses the path after it is sent);
+- a prefill pool priced by an engine with a KV handoff (``local_handoff_s``, ``offload_handoff_s``: the wait of
+  a disaggregated prefill until its KV is handed to the decode side): that route's requests add it.
 
 This is NOT a latency under load: no request waits. ``prfaas_plan.latency`` adds the queueing delays to
 these same curves (its ``link_stretch`` argument is how sharing the link lengthens a transfer); every
@@ -89,6 +91,21 @@ class RouteLatency:
     first_decode_step_s: float = 0.0
     #: Added to every offloaded request's TTFT: the round trips its transfer pays (s), holding no link capacity.
     link_latency_s: float = 0.0
+    #: Added to each route's TTFT: its prefill pool's KV handoff (s), holding no prefill instance.
+    local_handoff_s: float = 0.0
+    offload_handoff_s: float = 0.0
+
+    @property
+    def offload_fixed_s(self) -> float:
+        """What every offloaded request's TTFT adds to its prefill and transfer (s): the first decode step when
+        counted, the link's round trips and the PrfaaS pool's KV handoff."""
+        return self.first_decode_step_s + self.link_latency_s + self.offload_handoff_s
+
+    @property
+    def local_fixed_s(self) -> float:
+        """What every local request's TTFT adds to its prefill (and intra-cluster transfer) (s): the first
+        decode step when counted and the local pool's KV handoff."""
+        return self.first_decode_step_s + self.local_handoff_s
 
     def __post_init__(self) -> None:
         if self.transfer not in ("after_prefill", "layerwise"):
@@ -108,7 +125,7 @@ class RouteLatency:
         prefill = self.offload_prefill(length_tokens)
         transfer = self.transfer_s(length_tokens, link_stretch)
         visible = prefill + transfer if self.transfer == "after_prefill" else np.maximum(prefill, transfer)
-        return np.asarray(visible + (self.first_decode_step_s + self.link_latency_s), dtype=np.float64)
+        return np.asarray(visible + self.offload_fixed_s, dtype=np.float64)
 
     def local_s(self, length_tokens: ArrayLike) -> Array:
         """TTFT of a local request with no waiting (s): T_local(l) [+ S_kv(l)/b] [+ the first decode step]."""
@@ -116,7 +133,7 @@ class RouteLatency:
         if self.local_kv_transfer_bytes_per_s is not None:
             assert self.offload_kv_bytes is not None
             total = total + self.offload_kv_bytes(length_tokens) / self.local_kv_transfer_bytes_per_s
-        return np.asarray(total + self.first_decode_step_s, dtype=np.float64)
+        return np.asarray(total + self.local_fixed_s, dtype=np.float64)
 
 
 def route_latency(model: StageModel) -> RouteLatency:
@@ -130,6 +147,8 @@ def route_latency(model: StageModel) -> RouteLatency:
         local_kv_transfer_bytes_per_s=model.local_kv_transfer_bytes_per_s,
         first_decode_step_s=model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0,
         link_latency_s=model.link_latency_s,
+        local_handoff_s=model.local_handoff_s,
+        offload_handoff_s=model.prfaas_handoff_s,
     )
 
 
@@ -192,8 +211,8 @@ def route_mean_s(
             assert route.offload_kv_bytes is not None
             kv_local = float(route.offload_kv_bytes.expect(lengths, below, threshold_tokens))
             local += kv_local / route.local_kv_transfer_bytes_per_s
-        if route.first_decode_step_s:
-            local += route.first_decode_step_s * float(lengths.partial_moment(0, below, threshold_tokens))
+        if route.local_fixed_s:
+            local += route.local_fixed_s * float(lengths.partial_moment(0, below, threshold_tokens))
     offload = 0.0
     if threshold_tokens < hi:
         assert route.offload_prefill is not None and route.offload_kv_bytes is not None
@@ -205,8 +224,8 @@ def route_mean_s(
             )
         else:
             offload += _layerwise_excess_s(lengths, route, t, hi, link_stretch)
-        if route.first_decode_step_s or route.link_latency_s:
-            offload += (route.first_decode_step_s + route.link_latency_s) * float(lengths.partial_moment(0, t, hi))
+        if route.offload_fixed_s:
+            offload += route.offload_fixed_s * float(lengths.partial_moment(0, t, hi))
     return local, offload
 
 

@@ -27,6 +27,10 @@ class PoolCosts:
     roofline: RooflineParams | None = None
     prefill_split: tuple[TimeSplit, ...] = ()
     decode_split: TimeSplit | None = None
+    #: A disaggregated prefill's wait per request until its KV is handed off (``EngineProfile.kv_handoff_s``):
+    #: latency, not prefill-instance time; 0 where the prefill curve was measured or calibrated on times that
+    #: hold it.
+    kv_handoff_s: float = 0.0
 
 
 #: Lengths at which a roofline pool reports how its prefill time splits (the paper's Table 3 lengths).

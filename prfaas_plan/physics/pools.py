@@ -104,7 +104,7 @@ def pool_costs(
             f"e_m {params.memory_efficiency:.2f}, overhead {params.overhead_s:.3f} s + "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk"
             + (
-                f"; KV handoff {params.kv_handoff_s:.3f} s per request: in kv's Φ_kv, not in the planned TTFT)"
+                f"; KV handoff {params.kv_handoff_s:.3f} s per request: in TTFT and Φ_kv, not in capacity)"
                 if params.kv_handoff_s
                 else ")"
             )
@@ -155,6 +155,7 @@ def pool_costs(
         decode_split = time_splits(decode_step_time(arch, instance, params, batch, context_tokens), batch)[0]
     return _time_scaled(
         PoolCosts(
+            kv_handoff_s=params.kv_handoff_s,
             prefill=prefill_curve(arch, instance, params, source=label, cached_tokens=prefix_tokens),
             prefill_source=label + (f", after a cached prefix of {prefix_tokens:,.0f} tokens" if prefix_tokens else ""),
             kv_bytes=kv_transfer_curve(arch, prefix_tokens),

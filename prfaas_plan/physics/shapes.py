@@ -379,6 +379,7 @@ def shaped_pool_costs(
     else:
         decode_source = f"{label}: not one request's cache fits beside the weights" if with_decode else "not computed"
     return PoolCosts(
+        kv_handoff_s=params.kv_handoff_s,
         prefill=shaped_prefill_curve(arch, accelerator, shape, params, label, prefix_tokens),
         prefill_source=label + (f", after a cached prefix of {prefix_tokens:,.0f} tokens" if prefix_tokens else ""),
         kv_bytes=kv_transfer_curve(arch, prefix_tokens),

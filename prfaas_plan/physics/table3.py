@@ -45,7 +45,7 @@ def kv_rows(pool: Pool, card: ModelCard, lengths_tokens: tuple[float, ...]) -> l
     lengths = np.asarray(lengths_tokens, dtype=np.float64)
     kv = costs.kv_bytes(lengths)
     prefill = costs.prefill(lengths)
-    handoff = costs.roofline.kv_handoff_s if costs.roofline is not None else 0.0
+    handoff = costs.kv_handoff_s
     source = f"prefill: {costs.prefill_source}; kv: {costs.kv_source}"
     return [
         KvRow(

@@ -624,8 +624,10 @@ class Cluster:
         if self.rdma_bytes_per_s is not None:
             transfer_start = np.where(offloaded, transfer_start, prefill_end)
         step = model.decode_step_time_s if model.ttft_includes_first_decode_step else 0.0
+        # Each route's KV handoff: a wait before the first token that holds no prefill instance (StageModel).
+        handoff = np.where(offloaded, model.prfaas_handoff_s, model.local_handoff_s)
         with np.errstate(invalid="ignore"):
-            first_token = decode_start + step
+            first_token = decode_start + step + handoff
             finish = decode_start + hold if finished is None else finished
             first_token = np.where(first_token <= end_s, first_token, np.nan)
             finish = np.where(finish <= end_s, finish, np.nan)

@@ -136,6 +136,14 @@ def _sets(n: int) -> list[set[int]]:
     return [set() for _ in range(n)]
 
 
+def _handoff(
+    regions: list[RegionSim], pairs: list[PairSim], pair_of: Mapping[tuple[int, int], int], j: int, k: int
+) -> float:
+    """The KV handoff of a request of region j prefilled at site k (-1: its region's local pool): that pool's
+    ``StageModel.local_handoff_s`` or ``prfaas_handoff_s``, a wait before the first token that holds nothing."""
+    return regions[j].model.local_handoff_s if k < 0 else pairs[pair_of[(j, k)]].model.prfaas_handoff_s
+
+
 def _result(ttft: NDArray[np.float64], n: int, completed: list[int], moved: int, end_s: float) -> TopologyRun:
     """The run's figures: each region's TTFTs (its ``n`` requests, in the order drawn), arrivals, completions."""
     per_region = tuple(ttft[j * n : (j + 1) * n] for j in range(len(completed)))
@@ -226,7 +234,7 @@ def simulate_topology(
 
     def kv_ready(now: float, i: int) -> None:
         j = int(region_of[i])
-        ready[i] = now
+        ready[i] = now + _handoff(regions, pairs, pair_of, j, int(site_of[i]))
         if decode_free[j] > 0:
             start_decode(now, j, i)
         else:
