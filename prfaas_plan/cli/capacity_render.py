@@ -130,6 +130,12 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
         )
     for reason in sizing.reasons:
         out.print(f"infeasible: {reason}", style="yellow")
+    if sizing.prfaas_pd is not None and sizing.prfaas_pd.offload_fraction == 0.0:
+        out.print(
+            "The cheapest PrfaaS-PD deployment offloads nothing (its threshold is above every request): its PrfaaS "
+            "instances sit idle, and it is homogeneous PD with them added.",
+            style="yellow",
+        )
     own = payload["given_deployment"]
     limit = own["largest_rate_within_slo"]
     out.print(

@@ -154,14 +154,17 @@ def _staircase(
 
     For each N_prfaas (ascending, while its cost bound can still win): N_0, the fewest local instances that
     carry at the largest B (galloping from the fluid floor, bounded by the previous N_prfaas's N_0); then for
-    N_local = N_0, N_0 + 1, ... while an extra local instance costs less than the link it could save, the
-    smallest B that carries (bisection over the sizes: carrying is monotone in B). An N_prfaas whose cost
-    floor (``fluid_floors``) is no cheaper than the best is skipped.
+    N_local = N_0, N_0 + 1, ... while an extra local instance costs less than the link it could save (with
+    egress priced per byte, while the GPUs and the cheapest link alone cost less than the best: a local
+    instance more can raise the threshold its plan runs at and ship less), the smallest B that carries
+    (bisection over the sizes: carrying is monotone in B). An N_prfaas whose cost floor (``fluid_floors``) is
+    no cheaper than the best is skipped.
     """
     local_price = prices.local_usd_per_instance_hour or 0.0
     prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
     link_costs = [link_fixed_usd_per_hour(prices.link, b) for b in ascending]
     top, top_cost, cheapest_link = ascending[-1], link_costs[-1], min(link_costs)
+    egress_priced = prices.link.egress_usd_per_gb > 0
     cheapest_floor = floors.cost.min(axis=0)
     best = _Incumbent()
     upper = max_local
@@ -175,7 +178,9 @@ def _staircase(
             continue
         upper = n0
         n_local = n0
-        while n_local <= max_local and (n_local - n0) * local_price < top_cost - cheapest_link + 1e-12:
+        while n_local <= max_local and (
+            egress_priced or (n_local - n0) * local_price < top_cost - cheapest_link + 1e-12
+        ):
             if cheapest_link + n_prfaas * prfaas_price + n_local * local_price >= best.cost:
                 break
             lo, hi = -1, len(ascending) - 1  # ascending[hi] carries (it does at top for n >= n0)
@@ -188,7 +193,7 @@ def _staircase(
             bandwidth = ascending[hi]
             cost = priced_deployment(carrier, prices, n_prfaas, n_local, bandwidth, "", final=False).usd_per_hour
             best.offer(cost, n_prfaas, n_local, bandwidth)
-            if hi == 0:
+            if hi == 0 and not egress_priced:
                 break  # already the cheapest link: more local instances only cost more
             n_local += 1
         if upper <= floors.local[-1].min():

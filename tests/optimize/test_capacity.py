@@ -157,6 +157,64 @@ def test_cheapest_deployment_is_not_beaten_by_any_in_its_search_space(paper_mode
                     assert _carries(paper_model, target, n_prfaas, n_local, b) < rate, (n_prfaas, n_local, b)
 
 
+@pytest.mark.parametrize("rate", [0.6, 1.0, 1.4])
+def test_cheapest_deployment_with_egress_priced_is_not_beaten_in_its_search_space(
+    paper_model: StageModel, rate: float
+) -> None:
+    """Brute force with egress priced per byte: every (N_prfaas, N_local, B) that the search's carrier finds
+    carrying the target (and the full law confirms), priced at its plan's threshold as ``size`` prices, costs at
+    least what ``size`` returns. A local instance more can raise the plan's threshold and ship less KV, so the
+    search may not stop at the fewest local instances that carry."""
+    from prfaas_plan.optimize.carrier import Carrier, priced_deployment
+    from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS
+
+    prices = replace(PRICES, link=replace(PORTS, egress_usd_per_gb=0.02))
+    target = Target(rate_req_per_s=rate, ttft_slo_s=6.0)
+    sized = size(paper_model, prices, target, bandwidths_bytes_per_s=LINKS, homogeneous=False, **SMALL)
+    assert sized.prfaas_pd is not None
+    best = sized.prfaas_pd.usd_per_hour
+    carrier = Carrier(paper_model, target, SIZING_RESOLUTION_TOKENS, 0.0)
+    for n_prfaas in range(1, SMALL["max_prfaas"] + 1):
+        for n_local in range(2, SMALL["max_local"] + 1):
+            for b in LINKS:
+                if not (carrier.carries(n_prfaas, n_local, b) and carrier.verify(n_prfaas, n_local, b)):
+                    continue
+                cost = priced_deployment(carrier, prices, n_prfaas, n_local, b, "", final=False).usd_per_hour
+                assert cost >= best - 1e-9, (n_prfaas, n_local, b, cost, best)
+
+
+def test_a_local_instance_more_that_saves_egress_is_found() -> None:
+    """Qwen3-Next on B200 + H100 (roofline pools, the AWS link's per-byte egress) at 8 req/s, P90 <= 4 s, one
+    PrfaaS instance, 1 or 13 Gbit/s: the fewest local instances that carry (5) need the larger link and ship a
+    twelfth of the traffic's KV; one more lets the plan keep everything local on the small link, and costs less.
+    Brute force over the space confirms ``size`` returns the cheapest (a search that stopped at the fewest local
+    instances returned the 5-instance deployment)."""
+    from prfaas_plan.io.scenario import load_scenario
+    from prfaas_plan.optimize.carrier import Carrier, priced_deployment
+    from prfaas_plan.optimize.cost import unit_prices
+    from prfaas_plan.optimize.sizing import SIZING_RESOLUTION_TOKENS
+    from prfaas_plan.throughput import stage_model
+    from tests.conftest import REPO
+
+    scenario = load_scenario(REPO / "workloads" / "qwen3-next-b200-h100.yaml")
+    model, prices = stage_model(scenario), unit_prices(scenario)
+    assert prices.link.egress_usd_per_gb > 0
+    target = Target(rate_req_per_s=8.0, ttft_slo_s=4.0)
+    links = (1 * GBIT_PER_S, 13 * GBIT_PER_S)
+    sized = size(model, prices, target, bandwidths_bytes_per_s=links, max_prfaas=1, max_local=7, homogeneous=False)
+    assert sized.prfaas_pd is not None
+    carrier = Carrier(model, target, SIZING_RESOLUTION_TOKENS, 0.0)
+    costs = {
+        (n, b): priced_deployment(carrier, prices, 1, n, b, "", final=False).usd_per_hour
+        for n in range(2, 8)
+        for b in links
+        if carrier.carries(1, n, b) and carrier.verify(1, n, b)
+    }
+    assert min(costs.values()) == pytest.approx(sized.prfaas_pd.usd_per_hour)
+    fewest = min(n for n, _ in costs)
+    assert sized.prfaas_pd.n_local > fewest
+
+
 @given(rate=st.sampled_from([0.6, 1.0, 1.4]), egress=st.sampled_from([0.0, 0.02]))
 @settings(max_examples=examples(1), deadline=None)
 def test_fluid_floors_never_exceed_what_a_carrying_deployment_needs(
