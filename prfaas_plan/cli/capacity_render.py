@@ -106,6 +106,11 @@ def _deployment_quantities(spec: Scenario) -> list[Quantity[Deployment | None]]:
     ]
 
 
+def _offloads_nothing(d: Deployment | None) -> bool:
+    """Whether a sized PrfaaS-PD deployment routes no request to its PrfaaS pool (threshold above every one)."""
+    return d is not None and d.n_prfaas > 0 and d.offload_fraction == 0.0
+
+
 def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check: dict[str, Any] | None) -> None:
     """The two sized deployments side by side, the given deployment's limit, the knee and the check."""
     out = console()
@@ -130,7 +135,7 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
         )
     for reason in sizing.reasons:
         out.print(f"infeasible: {reason}", style="yellow")
-    if sizing.prfaas_pd is not None and sizing.prfaas_pd.offload_fraction == 0.0:
+    if _offloads_nothing(sizing.prfaas_pd):
         out.print(
             "The cheapest PrfaaS-PD deployment offloads nothing (its threshold is above every request): its PrfaaS "
             "instances sit idle, and it is homogeneous PD with them added.",
@@ -355,6 +360,14 @@ def print_matrix(spec: Scenario, m: HardwareMatrix) -> None:
             {**_cell_data(c, h), "kind": "homogeneous-pd", "prefill_hardware": None, "prefill_provenance": None}
         )
     out.print(table)
+    idle = [f"{c.prefill} × {c.local}" for c in m.cells if c.sizing and _offloads_nothing(c.sizing.prfaas_pd)]
+    if idle:
+        out.print(
+            "Offloading nothing (the cheapest PrfaaS-PD is homogeneous PD with idle PrfaaS instances): "
+            + ", ".join(idle)
+            + ".",
+            style="yellow",
+        )
     for c in m.cells:  # shape: auto (optimize.shapes): the shapes chosen and the next-best sized pair
         if c.shape:
             cost = "no deployment" if c.next_usd_per_hour is None else f"{_money(c.next_usd_per_hour)}/h"

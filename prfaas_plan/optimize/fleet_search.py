@@ -9,8 +9,9 @@ SLO; they never exceed the truth, so they prune the exact search and bound what 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -141,6 +142,49 @@ class _Incumbent:
             self.cost, self.found = cost, (n_prfaas, n_local, bandwidth)
 
 
+def _carries_at(
+    carrier: Carrier, floors: Floors, ascending: list[float], n_prfaas: int, n_local: int, index: int
+) -> bool:
+    """Whether (``n_prfaas``, ``n_local``, ``ascending[index]``) carries the target (its fluid floor first)."""
+    return bool(floors.local[index, n_prfaas - 1] <= n_local) and carrier.carries(n_prfaas, n_local, ascending[index])
+
+
+def _smallest_carrying(carries: Callable[[int], bool], hi: int, *, gallop: bool) -> int:
+    """The smallest index i <= ``hi`` with ``carries(i)`` (``carries(hi)`` holds, and carrying is monotone in
+    i): by bisection over 0..hi, or, with ``gallop`` (the answer is likely near ``hi``), by steps of 1, 2, 4, ...
+    down from ``hi`` and then bisection in the last step."""
+    lo = -1
+    if gallop:
+        step = 1
+        while hi - step > lo and carries(hi - step):
+            hi, step = hi - step, step * 2
+        lo = max(lo, hi - step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        hi, lo = (mid, lo) if carries(mid) else (hi, mid)
+    return hi
+
+
+def _egress_floors(carrier: Carrier, prices: UnitPrices, max_local: int) -> Array:
+    """Per count m = 0..``max_local`` of local prefill instances, a lower bound on the egress price (USD/h) of
+    any plan that carries the target with them: the local pool is stable only for thresholds t with
+    Λ · E[T_local(L); L <= t] below m, so t stays below the first grid point where it is not, and the egress
+    Λ · E[S_kv(L); L > t] is at least its value there (0 where every threshold is stable)."""
+    model, rate = carrier.model, carrier.target.rate_req_per_s
+    lengths = model.lengths
+    lo, hi = lengths.lower_tokens - 1.0, lengths.upper_tokens
+    inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _FLOOR_CELLS + 1)), dtype=np.float64)
+    t = distinct_sorted(np.clip(np.concatenate(([lo], inner, [hi])), lo, hi))
+    need = local_prefill_floor(rate * np.asarray(model.local_prefill.expect(lengths, np.full_like(t, lo), t)))
+    egress = np.asarray(
+        egress_usd_per_hour(prices.link, rate * np.asarray(model.kv_bytes.expect(lengths, t, np.full_like(t, hi)))),
+        dtype=np.float64,
+    )
+    m = np.arange(max_local + 1, dtype=np.float64)
+    first_unstable = np.searchsorted(need, m, side="right")  # need is non-decreasing in t
+    return np.where(first_unstable < t.size, egress[np.minimum(first_unstable, t.size - 1)], 0.0)
+
+
 def _staircase(
     carrier: Carrier,
     prices: UnitPrices,
@@ -154,10 +198,10 @@ def _staircase(
 
     For each N_prfaas (ascending, while its cost bound can still win): N_0, the fewest local instances that
     carry at the largest B (galloping from the fluid floor, bounded by the previous N_prfaas's N_0); then for
-    N_local = N_0, N_0 + 1, ... while an extra local instance costs less than the link it could save (with
-    egress priced per byte, while the GPUs and the cheapest link alone cost less than the best: a local
-    instance more can raise the threshold its plan runs at and ship less), the smallest B that carries
-    (bisection over the sizes: carrying is monotone in B). An N_prfaas whose cost floor (``fluid_floors``) is
+    N_local = N_0, N_0 + 1, ... while an extra local instance costs less than what it could save (the
+    link's excess over the cheapest size and, with egress priced per byte, the egress: a local instance more
+    can raise the threshold its plan runs at and ship less), the smallest B that carries (bisection over the
+    sizes: carrying is monotone in B). An N_prfaas whose cost floor (``fluid_floors``) is
     no cheaper than the best is skipped.
     """
     local_price = prices.local_usd_per_instance_hour or 0.0
@@ -166,6 +210,10 @@ def _staircase(
     top, top_cost, cheapest_link = ascending[-1], link_costs[-1], min(link_costs)
     egress_priced = prices.link.egress_usd_per_gb > 0
     cheapest_floor = floors.cost.min(axis=0)
+    # What N_local local instances cost at least, the GPUs and the egress their prefill pool allows included.
+    counts = np.arange(max_local + 1)
+    local_floor = counts * local_price + _egress_floors(carrier, prices, max_local)[np.maximum(counts - decode, 0)]
+    local_floor = np.minimum.accumulate(local_floor[::-1])[::-1]  # the least over N_local and more
     best = _Incumbent()
     upper = max_local
     for n_prfaas in range(1, max_prfaas + 1):
@@ -177,24 +225,24 @@ def _staircase(
         if n0 is None:
             continue
         upper = n0
-        n_local = n0
+        n_local, carried_at = n0, len(ascending) - 1
         while n_local <= max_local and (
             egress_priced or (n_local - n0) * local_price < top_cost - cheapest_link + 1e-12
         ):
-            if cheapest_link + n_prfaas * prfaas_price + n_local * local_price >= best.cost:
+            if cheapest_link + n_prfaas * prfaas_price + local_floor[n_local] >= best.cost:
                 break
-            lo, hi = -1, len(ascending) - 1  # ascending[hi] carries (it does at top for n >= n0)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if floors.local[mid, n_prfaas - 1] <= n_local and carrier.carries(n_prfaas, n_local, ascending[mid]):
-                    hi = mid
-                else:
-                    lo = mid
-            bandwidth = ascending[hi]
-            cost = priced_deployment(carrier, prices, n_prfaas, n_local, bandwidth, "", final=False).usd_per_hour
-            best.offer(cost, n_prfaas, n_local, bandwidth)
-            if hi == 0 and not egress_priced:
-                break  # already the cheapest link: more local instances only cost more
+            # ascending[carried_at] carries: the top does for n >= n0, and what carried with fewer local instances
+            # does; the smallest size that carries is at or below it.
+            hi = _smallest_carrying(
+                partial(_carries_at, carrier, floors, ascending, n_prfaas, n_local), carried_at, gallop=n_local > n0
+            )
+            bandwidth, carried_at = ascending[hi], hi
+            priced = priced_deployment(carrier, prices, n_prfaas, n_local, bandwidth, "", final=False).cost_at_target
+            best.offer(priced.total_usd_per_hour, n_prfaas, n_local, bandwidth)
+            # k local instances more cost at least k x the local price and save at most this link's excess over
+            # the cheapest and all of the egress: once one instance costs that much, none beats this deployment.
+            if local_price >= priced.link_usd_per_hour - cheapest_link + priced.egress_usd_per_hour - 1e-12:
+                break
             n_local += 1
         if upper <= floors.local[-1].min():
             break  # more PrfaaS instances cannot save a local instance

@@ -213,6 +213,7 @@ def test_a_local_instance_more_that_saves_egress_is_found() -> None:
     assert min(costs.values()) == pytest.approx(sized.prfaas_pd.usd_per_hour)
     fewest = min(n for n, _ in costs)
     assert sized.prfaas_pd.n_local > fewest
+    assert sized.prfaas_pd.offload_fraction == 0.0  # it keeps every request local: size and matrix say so
 
 
 @given(rate=st.sampled_from([0.6, 1.0, 1.4]), egress=st.sampled_from([0.0, 0.02]))
