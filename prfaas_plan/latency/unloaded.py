@@ -316,17 +316,15 @@ def offload_mass_below(
     shape = np.broadcast_shapes(x.shape, t.shape, stretch.shape)
     if not np.any(t < hi):
         return np.zeros(shape)
-    x_all, stretch_all = np.broadcast_to(x, shape), np.broadcast_to(stretch, shape)
     # Where x is below the latency of the shortest offloaded length, max(t, lo), no length in (t, l*] exists
-    # (the inverse is below t): mass 0, as the inversion would give, without it.
-    below = x_all < route.offload_s(np.maximum(np.broadcast_to(t, shape), lo), stretch_all)
+    # (the inverse is below t): mass 0, as the inversion gives. When that holds everywhere, no inversion.
+    below = np.broadcast_to(x < route.offload_s(np.maximum(t, lo), stretch), shape)
     if np.all(below):
         return np.zeros(shape)
-    l_star = np.full(shape, float(lo) - 1.0)
-    solve = ~below
-    l_star[solve] = largest_length_within(
-        lambda length: route.offload_s(length, stretch_all[solve]), x_all[solve], lo, hi
-    )
+    # The inversion keeps the arguments' own shapes (the curve's table broadcasts them lazily): gathering the
+    # elements to solve into one flat array would tabulate every node for each of them (65 x elements floats).
+    l_star = largest_length_within(lambda length: route.offload_s(length, stretch), np.broadcast_to(x, shape), lo, hi)
+    l_star = np.where(below, float(lo) - 1.0, l_star)
     mass = np.asarray(lengths.cdf(l_star)) - np.asarray(lengths.cdf(t))
     return np.asarray(np.where(l_star > t, mass, 0.0), dtype=np.float64)
 
