@@ -4,7 +4,8 @@ Importing the command line (numpy, typer, rich and the planner) takes a fraction
 window used to end in a KeyboardInterrupt traceback. Until ``cli.app.main`` installs its own handlers (which unwind
 the stack so that cleanups run), nothing has been written, so a signal ends the process at once with one line on
 stderr and status 128 + the signal number, as after the command line is up. A signal the process inherited as
-ignored (SIGHUP under ``nohup``, SIGINT in a background job) stays ignored, here and after.
+ignored (SIGHUP under ``nohup``, SIGINT in a background job) stays ignored, here and after. Once the command has
+returned (or exited), the three are blocked: the run is over, and the exit status stays the command's.
 """
 
 from __future__ import annotations
@@ -31,4 +32,10 @@ def main() -> None:
             signal.signal(sig, _before_start)
     from prfaas_plan.cli.app import main as run
 
-    run()
+    try:
+        run()
+    finally:
+        # The command is over (its own handlers have cleaned up and chosen the exit status). The interpreter's
+        # finalisation then puts the default actions back before it is done, so a signal in that last moment
+        # killed the process with no message and no status of ours: hold the three until the process is gone.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _EARLY_SIGNALS)
