@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -43,6 +43,10 @@ class Floors:
 
     local: NDArray[np.int64]
     cost: Array
+    #: On the threshold grid the floors were taken on (ascending): the fewest local prefill instances stable
+    #: with every request up to the threshold prefilled locally, and the egress price (USD/h) of the rest.
+    grid_local_prefill: Array
+    grid_egress_usd: Array
 
 
 def local_prefill_floor(need: Array) -> Array:
@@ -114,7 +118,10 @@ def fluid_floors(
         cost[i] = (
             np.where(none, np.inf, best_cost[at]) + prfaas_price * n_prfaas + link_fixed_usd_per_hour(prices.link, b)
         )
-    return Floors(local=local, cost=cost)
+    egress_usd = np.asarray(egress_usd_per_hour(prices.link, egress), dtype=np.float64)
+    return Floors(
+        local=local, cost=cost, grid_local_prefill=local_prefill_floor(local_work), grid_egress_usd=egress_usd
+    )
 
 
 #: Search spaces with at most this many PrfaaS instance counts and link sizes are searched exactly
@@ -165,24 +172,14 @@ def _smallest_carrying(carries: Callable[[int], bool], hi: int, *, gallop: bool)
     return hi
 
 
-def _egress_floors(carrier: Carrier, prices: UnitPrices, max_local: int) -> Array:
+def _egress_floors(floors: Floors, max_local: int) -> Array:
     """Per count m = 0..``max_local`` of local prefill instances, a lower bound on the egress price (USD/h) of
     any plan that carries the target with them: the local pool is stable only for thresholds t with
     Λ · E[T_local(L); L <= t] below m, so t stays below the first grid point where it is not, and the egress
     Λ · E[S_kv(L); L > t] is at least its value there (0 where every threshold is stable)."""
-    model, rate = carrier.model, carrier.target.rate_req_per_s
-    lengths = model.lengths
-    lo, hi = lengths.lower_tokens - 1.0, lengths.upper_tokens
-    inner = np.asarray(lengths.quantile(np.linspace(0.0, 1.0, _FLOOR_CELLS + 1)), dtype=np.float64)
-    t = distinct_sorted(np.clip(np.concatenate(([lo], inner, [hi])), lo, hi))
-    need = local_prefill_floor(rate * np.asarray(model.local_prefill.expect(lengths, np.full_like(t, lo), t)))
-    egress = np.asarray(
-        egress_usd_per_hour(prices.link, rate * np.asarray(model.kv_bytes.expect(lengths, t, np.full_like(t, hi)))),
-        dtype=np.float64,
-    )
-    m = np.arange(max_local + 1, dtype=np.float64)
-    first_unstable = np.searchsorted(need, m, side="right")  # need is non-decreasing in t
-    return np.where(first_unstable < t.size, egress[np.minimum(first_unstable, t.size - 1)], 0.0)
+    need, egress = floors.grid_local_prefill, floors.grid_egress_usd
+    first_unstable = np.searchsorted(need, np.arange(max_local + 1, dtype=np.float64), side="right")
+    return np.where(first_unstable < need.size, egress[np.minimum(first_unstable, need.size - 1)], 0.0)
 
 
 def _staircase(
@@ -207,12 +204,11 @@ def _staircase(
     local_price = prices.local_usd_per_instance_hour or 0.0
     prfaas_price = prices.prfaas_usd_per_instance_hour or 0.0
     link_costs = [link_fixed_usd_per_hour(prices.link, b) for b in ascending]
-    top, top_cost, cheapest_link = ascending[-1], link_costs[-1], min(link_costs)
-    egress_priced = prices.link.egress_usd_per_gb > 0
+    top, cheapest_link = ascending[-1], min(link_costs)
     cheapest_floor = floors.cost.min(axis=0)
     # What N_local local instances cost at least, the GPUs and the egress their prefill pool allows included.
     counts = np.arange(max_local + 1)
-    local_floor = counts * local_price + _egress_floors(carrier, prices, max_local)[np.maximum(counts - decode, 0)]
+    local_floor = counts * local_price + _egress_floors(floors, max_local)[np.maximum(counts - decode, 0)]
     local_floor = np.minimum.accumulate(local_floor[::-1])[::-1]  # the least over N_local and more
     best = _Incumbent()
     upper = max_local
@@ -226,9 +222,10 @@ def _staircase(
             continue
         upper = n0
         n_local, carried_at = n0, len(ascending) - 1
-        while n_local <= max_local and (
-            egress_priced or (n_local - n0) * local_price < top_cost - cheapest_link + 1e-12
-        ):
+        # The walk stops on the bound below (GPUs, the cheapest link and the egress floor against the best) or
+        # on the rule after pricing; with no egress priced they stop it where an extra local instance costs more
+        # than the link it could save.
+        while n_local <= max_local:
             if cheapest_link + n_prfaas * prfaas_price + local_floor[n_local] >= best.cost:
                 break
             # ascending[carried_at] carries: the top does for n >= n0, and what carried with fewer local instances
@@ -344,7 +341,7 @@ def cheapest(
         if n_prfaas > FINISH_PRFAAS or n_links > EXACT_LINKS:
             return best.found, float(floors.cost.min())
         if n_prfaas > 0:
-            sub = Floors(local=floors.local[:n_links, :n_prfaas], cost=floors.cost[:n_links, :n_prfaas])
+            sub = replace(floors, local=floors.local[:n_links, :n_prfaas], cost=floors.cost[:n_links, :n_prfaas])
             exact = _staircase(carrier, prices, ascending[:n_links], sub, decode, n_prfaas, max_local)
             if exact.found is not None:
                 best.offer(exact.cost, *exact.found)
