@@ -191,7 +191,10 @@ def _staircase(
     max_prfaas: int,
     max_local: int,
 ) -> _Incumbent:
-    """The exact cheapest (N_prfaas, N_local, B) of the search space whose search goodput carries the target.
+    """The exact cheapest (N_prfaas, N_local, B) of the search space whose search goodput carries the target
+    (each priced at its goodput-maximising plan; with egress priced per byte, each (N_prfaas, N_local) is priced
+    at its smallest carrying link only, and a larger one whose plan shipped less could cost less: not shown
+    impossible).
 
     For each N_prfaas (ascending, while its cost bound can still win): N_0, the fewest local instances that
     carry at the largest B (galloping from the fluid floor, bounded by the previous N_prfaas's N_0); then for

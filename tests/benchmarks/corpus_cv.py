@@ -13,7 +13,8 @@ The paper's Table 3 is predicted and reported beside the corpus but fitted by no
 Read as the times of a disaggregated prefill instance until its KV is handed off, its 20 cells set SGLang's
 attention efficiency (which the corpus, at most 8K tokens, cannot identify) and KV handoff (which no public
 benchmark of an aggregated server carries) alone (``paper_setup_terms``), so those cells are a consistency check;
-the paper's Table 5 (in-house vLLM, another model) checks them (tests/validation/test_table3.py).
+the paper's Table 5 (in-house vLLM, another model, not fitted) checks the handoff, though not the attention
+efficiency, which it cannot tell apart (tests/validation/test_table3.py).
 """
 
 from __future__ import annotations
