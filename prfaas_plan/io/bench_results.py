@@ -9,7 +9,11 @@ Formats (detected from each object's keys; one file holds one format):
 - ``sglang-bench-one-batch``: SGLang ``python -m sglang.bench_one_batch --result-filename``, one line per
   (batch, input, output): ``prefill_latency`` and ``median_decode_latency`` in seconds, no server.
 - ``aiperf``: NVIDIA AIPerf ``profile_export_aiperf.json`` and GenAI-Perf ``profile_export_genai_perf.json``:
-  one object whose metrics (``time_to_first_token``, ``inter_token_latency``, ...) hold ``avg``/``p50``/...
+  one object whose metrics (``time_to_first_token``, ``inter_token_latency``, ...) hold ``avg``/``p50``/...;
+  AIPerf 0.1 nests them under ``records`` and names two by short tags (``ttft``, ``ttst``). Their CSV exports
+  (``profile_export_aiperf.csv``, ``profile_export_genai_perf.csv``) are read too: a ``Metric,avg,min,...``
+  section of per-request metrics and a ``Metric,Value`` section of run totals, each row named
+  ``Label (unit)``, numbers possibly written with thousands separators (GenAI-Perf's ``"1,146.31"``).
 
 What is read (each measurement carries its assumption, in words, for the calibration's report):
 
@@ -29,9 +33,11 @@ problem is one ``InputError`` naming the file, its line and the key.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +63,7 @@ FORMAT_NAMES: dict[str, str] = {
     "vllm-serving": "vLLM serving benchmark JSON (benchmark_serving.py --save-result / vllm bench serve)",
     "sglang-bench-serving": "SGLang bench_serving JSONL (--output-file)",
     "sglang-bench-one-batch": "SGLang bench_one_batch JSONL (--result-filename)",
-    "aiperf": "NVIDIA AIPerf / GenAI-Perf profile export JSON",
+    "aiperf": "NVIDIA AIPerf / GenAI-Perf profile export (JSON, or its CSV)",
 }
 _TIME_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "us": 1e-6, "ns": 1e-9}
 
@@ -93,13 +99,31 @@ class BenchFile:
 
 
 class _Run:
-    """One JSON object of a result file, with typed, located access to its keys."""
+    """One JSON object of a result file, with typed, located access to its keys. ``where`` maps a key of ``data``
+    to the name and line it was read under where those differ (AIPerf 0.1's ``records.ttft``, a CSV row), so a
+    problem names what the file says."""
 
-    def __init__(self, data: Mapping[str, Any], display: str, line: int | None) -> None:
+    def __init__(
+        self,
+        data: Mapping[str, Any],
+        display: str,
+        line: int | None,
+        where: Mapping[str, tuple[str, int | None]] | None = None,
+    ) -> None:
         self.data, self.display, self.line = data, display, line
+        self.where = where or {}
 
     def problem(self, key: str, message: str) -> InputError:
-        return InputError(Problem(file=self.display, line=self.line, field=key, message=message))
+        head, dot, rest = key.partition(".")
+        shown, line = self.where.get(head, (head, self.line))
+        return InputError(
+            Problem(
+                file=self.display,
+                line=line if line is not None else self.line,
+                field=shown + dot + rest,
+                message=message,
+            )
+        )
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -174,12 +198,23 @@ def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
     return [(n, _loads(s, display, n)) for n, s in lines]
 
 
+#: AIPerf 0.1's short tags for metrics that GenAI-Perf (and later AIPerf) name in full.
+_AIPERF_TAGS = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
+
+
+def _aiperf_metrics(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Where an AIPerf/GenAI-Perf object keeps its metric objects: ``records`` (AIPerf 0.1) or the top level."""
+    records = data.get("records")
+    return records if isinstance(records, Mapping) else data
+
+
 def detect_format(data: Mapping[str, Any]) -> Format | None:
     """The benchmark that wrote one result object, from its keys; None when none matches."""
     keys = set(data)
     if {"prefill_latency", "batch_size", "input_len"} <= keys:
         return "sglang-bench-one-batch"
-    if isinstance(data.get("time_to_first_token"), Mapping) or isinstance(data.get("inter_token_latency"), Mapping):
+    metrics = _aiperf_metrics(data)
+    if any(isinstance(metrics.get(k), Mapping) for k in ("time_to_first_token", "ttft", "inter_token_latency")):
         return "aiperf"
     if any(k.endswith("_e2el_ms") for k in keys):
         return "vllm-serving"
@@ -190,8 +225,82 @@ def detect_format(data: Mapping[str, Any]) -> Format | None:
 
 _UNKNOWN = (
     "not a result of a known benchmark: no 'prefill_latency' (SGLang bench_one_batch), 'time_to_first_token' "
-    "(AIPerf/GenAI-Perf), '*_e2el_ms' (vLLM serving) or '*_e2e_latency_ms' (SGLang bench_serving) key"
+    "(AIPerf/GenAI-Perf), '*_e2el_ms' (vLLM serving) or '*_e2e_latency_ms' (SGLang bench_serving) key, and "
+    "not an AIPerf/GenAI-Perf CSV export (first line 'Metric,...')"
 )
+
+
+def _aiperf_run(data: Mapping[str, Any], display: str, line: int | None) -> _Run:
+    """An AIPerf/GenAI-Perf object with its metrics under their GenAI-Perf names at the top level (problems
+    still name ``records.ttft`` where AIPerf 0.1 wrote that)."""
+    metrics = _aiperf_metrics(data)
+    if metrics is data:
+        return _Run(data, display, line)
+    view = dict(data)
+    where: dict[str, tuple[str, int | None]] = {}
+    for key, value in metrics.items():
+        name = _AIPERF_TAGS.get(key, key)
+        view[name] = value
+        where[name] = (f"records.{key}", None)
+    return _Run(view, display, line, where)
+
+
+_CSV_ROW_NAME = re.compile(r"^(?P<label>.*?)\s*(?:\((?P<unit>[^()]*)\))?\s*$")
+#: Longest metric name and number a CSV export's row may hold (AIPerf writes "Output Token Throughput Per User
+#: (tokens/sec/user)", 50 characters, and two-decimal numbers): longer cells are refused or read as text.
+_CSV_MAX_NAME, _CSV_MAX_NUMBER = 200, 64
+_CSV_NUMBER = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d*)(?:\.\d*)?(?:[eE][+-]?\d{1,4})?$")
+
+
+def _csv_run(text: str, display: str) -> _Run:
+    """An AIPerf/GenAI-Perf CSV export as one run whose metric objects are keyed as in their JSON exports: the
+    row ``Time To First Token (ms),120.5,...`` under a ``Metric,avg,...`` header is ``time_to_first_token``
+    with unit ``ms`` and ``avg`` 120.5; a ``Metric,Value`` row's value is its ``avg``."""
+    metrics: dict[str, dict[str, Any]] = {}
+    where: dict[str, tuple[str, int | None]] = {}
+    header: list[str] | None = None
+    reader = csv.reader(text.splitlines())
+    try:
+        for row in reader:
+            at = reader.line_num
+            cells = [c.strip() for c in row]
+            if not any(cells):
+                header = None
+                continue
+            if cells[0] == "Metric":
+                header = ["avg" if c.lower() == "value" else c.lower() for c in cells[1:]]
+                continue
+            if header is None:
+                message = f"row {cells[0][:40]!r} comes before any 'Metric,...' header"
+                raise InputError(Problem(file=display, line=at, message=message))
+            if len(cells[0]) > _CSV_MAX_NAME:
+                message = f"a metric name longer than {_CSV_MAX_NAME} characters"
+                raise InputError(Problem(file=display, line=at, message=message))
+            found = _CSV_ROW_NAME.match(cells[0])
+            label, unit = (found["label"], found["unit"] or "") if found else (cells[0], "")
+            name = re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+            if name in metrics:
+                raise InputError(Problem(file=display, line=at, field=cells[0], message="a second row of this metric"))
+            values: dict[str, Any] = {"unit": unit}
+            for stat, cell in zip(header, cells[1:], strict=False):
+                if not cell:
+                    values[stat] = None
+                elif len(cell) <= _CSV_MAX_NUMBER and _CSV_NUMBER.match(cell) and any(ch.isdigit() for ch in cell):
+                    values[stat] = float(cell.replace(",", ""))
+                else:
+                    values[stat] = cell[:40]  # refused as "expected a number" if the calibration reads it
+            metrics[name] = values
+            where[name] = (cells[0], at)
+    except csv.Error as exc:
+        raise InputError(Problem(file=display, line=reader.line_num, message=f"malformed CSV: {exc}")) from None
+    if not metrics:
+        raise InputError(Problem(file=display, message="a CSV export with no metric rows"))
+    return _Run(metrics, display, None, where)
+
+
+def _is_csv_export(text: str) -> bool:
+    first = next((s for s in text.splitlines() if s.strip()), "")
+    return first.lstrip().startswith("Metric,")
 
 
 def read_bench_file(
@@ -203,6 +312,16 @@ def read_bench_file(
     raw = read_bytes(path, shown, BENCH_LIMITS)
     check_lines(raw, shown, BENCH_LIMITS)
     text = decode_utf8(raw, shown)
+    if _is_csv_export(text):
+        got, why = _aiperf(_csv_run(text, shown), max_prefill_occupancy)
+        return BenchFile(
+            file=shown,
+            format="aiperf",
+            sha256=hashlib.sha256(raw).hexdigest(),
+            runs=1,
+            measurements=tuple(got),
+            skipped=tuple(f"run: {w}" for w in why),
+        )
     objects = _objects(text, shown)
     formats: list[Format] = []
     measurements: list[BenchMeasurement] = []
@@ -224,7 +343,7 @@ def read_bench_file(
         if fmt == "sglang-bench-one-batch":
             got, why = _one_batch(run)
         elif fmt == "aiperf":
-            got, why = _aiperf(run, max_prefill_occupancy)
+            got, why = _aiperf(_aiperf_run(data, shown, line), max_prefill_occupancy)
         else:
             got, why = _serving(run, fmt, max_prefill_occupancy)
         measurements += got
@@ -396,13 +515,27 @@ def _metric(run: _Run, name: str, stats: Sequence[str], *, time: bool) -> tuple[
     stat = next((s for s in stats if obj.get(s) is not None), None)
     if stat is None:
         raise run.problem(f"{name}.{stats[0]}", "missing")
+    shown = run.where.get(name, (name, None))[0]
     value = run.number(stat, owner=obj, field=f"{name}.{stat}", le=1e15)
     if time:
         unit = obj.get("unit", "ms")
         if unit not in _TIME_UNITS:
             raise run.problem(f"{name}.unit", f"unknown time unit {_shown(unit)}; known: {', '.join(_TIME_UNITS)}")
         value *= _TIME_UNITS[unit]
-    return value, f"{name}.{stat}"
+    return value, f"{shown}.{stat}"
+
+
+def _configured_concurrency(config: Any) -> Any:
+    """The concurrency an AIPerf/GenAI-Perf run was set to, where its ``input_config`` says (AIPerf's
+    ``loadgen.concurrency``, GenAI-Perf's ``perf_analyzer.stimulus.concurrency`` or ``concurrency``); else None.
+    A CSV export does not record it."""
+    for path in (("loadgen", "concurrency"), ("perf_analyzer", "stimulus", "concurrency"), ("concurrency",)):
+        node = config
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None:
+            return node
+    return None
 
 
 def _aiperf(run: _Run, max_occupancy: float) -> tuple[list[BenchMeasurement], list[str]]:
@@ -412,11 +545,8 @@ def _aiperf(run: _Run, max_occupancy: float) -> tuple[list[BenchMeasurement], li
     mean_out, _ = _metric(run, "output_sequence_length", ("avg", "p50"), time=False)
     ttft_s, ttft_key = _metric(run, "time_to_first_token", ("avg", "p50"), time=True)
     rate, _ = _metric(run, "request_throughput", ("avg",), time=False)
-    config = run.data.get("input_config")
-    concurrency = None
-    if isinstance(config, Mapping):
-        loadgen = config.get("loadgen")
-        concurrency = (loadgen if isinstance(loadgen, Mapping) else config).get("concurrency")
+    concurrency = _configured_concurrency(run.data.get("input_config"))
+    said = f"concurrency {concurrency}" if concurrency is not None else "concurrency not recorded"
     out: list[BenchMeasurement] = []
     skipped: list[str] = []
     occupancy = rate * ttft_s
@@ -432,7 +562,7 @@ def _aiperf(run: _Run, max_occupancy: float) -> tuple[list[BenchMeasurement], li
                 measured_s=ttft_s,
                 statistic=ttft_key,
                 assumption=f"TTFT ({ttft_key}) as the batch-1 prefill at the mean input length {mean_in:.0f} tokens; "
-                f"{occupancy:.3f} requests in their TTFT on average (Little's law), concurrency {concurrency}; "
+                f"{occupancy:.3f} requests in their TTFT on average (Little's law), {said}; "
                 "includes the engine's per-request cost",
             )
         )
@@ -461,7 +591,7 @@ def _aiperf(run: _Run, max_occupancy: float) -> tuple[list[BenchMeasurement], li
             measured_s=step_s,
             statistic=step_key,
             assumption=f"{step_key} as one decode step at the mean batch {batch:.2f} (Little's law: {tokens_per_s:.4g} "
-            f"output tok/s x {step_s:.4g} s; concurrency {concurrency}) at mean input + half the mean output, "
+            f"output tok/s x {step_s:.4g} s; {said}) at mean input + half the mean output, "
             f"{context:.0f} tokens",
         )
     )

@@ -18,6 +18,25 @@ VLLM = FIXTURES / "vllm-bench-serve-minimax-m2.5-conc4.json"  # real (InferenceX
 SGLANG = FIXTURES / "sglang-bench-serving-llama-3.3-70b-4xh200.jsonl"  # real (datacrunch-research, MIT)
 ONE_BATCH = FIXTURES / "synthetic-sglang-bench-one-batch.jsonl"  # SYNTHETIC: hand-written layout
 AIPERF = FIXTURES / "synthetic-aiperf-profile-export.json"  # SYNTHETIC: hand-written layout
+# real (ai-dynamo/aiperf example artifacts, AIPerf 0.1.1, Apache-2.0): one run exported as JSON and as CSV
+AIPERF_01_JSON = FIXTURES / "aiperf-0.1.1-profile-export-gpt-oss-20b-conc100.json"
+AIPERF_01_CSV = FIXTURES / "aiperf-0.1.1-profile-export-gpt-oss-20b-conc100.csv"
+# GenAI-Perf's CSV layout (its documented output: "Time To First Token", quoted thousands separators, units
+# "per sec"); the figures are this test's, not a measurement.
+GENAI_PERF_CSV = """Metric,avg,min,max,p99,p95,p90,p75,p50,p25
+Time To First Token (ms),"1,146.31",249.48,"3,485.23","3,457.97","3,349.56","3,215.06","1,330.93",640.07,286.52
+Time To Second Token (ms),26.05,0.00,133.51,96.12,36.56,34.88,34.35,33.55,1.78
+Request Latency (ms),"6,406.20","5,371.47","9,608.72","9,436.13","9,046.58","9,028.16","6,549.60","5,690.23","5,493.63"
+Inter Token Latency (ms),30.35,27.59,35.60,35.23,33.88,32.53,31.05,30.13,29.04
+Output Sequence Length (tokens),174.45,164.00,187.00,186.22,183.10,180.10,177.00,174.00,171.75
+Input Sequence Length (tokens),"3,000.05","2,999.00","3,001.00","3,001.00","3,001.00",\
+"3,000.00","3,000.00","3,000.00","3,000.00"
+
+Metric,Value
+Output Token Throughput (per sec),5.77
+Request Throughput (per sec),0.15
+Request Count (count),40.00
+"""
 
 
 def test_vllm_real_file() -> None:
@@ -54,6 +73,37 @@ def test_synthetic_files() -> None:
     assert [m.batch for m in aiperf.measurements if m.phase == "decode"] == [4]
 
 
+def test_aiperf_01_real_files_json_and_csv_agree() -> None:
+    """AIPerf 0.1's JSON (metrics under ``records``, TTFT tagged ``ttft``) and its CSV export of the same real run
+    (concurrency 100) read alike: TTFT refused as a prefill (22 requests in their TTFT), the median ITL as one
+    decode step at batch 2320.7 tok/s x 27.6 ms = 64."""
+    from_json, from_csv = read_bench_file(AIPERF_01_JSON), read_bench_file(AIPERF_01_CSV)
+    for got in (from_json, from_csv):
+        assert got.format == "aiperf" and got.runs == 1 and not got.synthetic
+        (decode,) = got.measurements
+        assert decode.phase == "decode" and decode.batch == 64
+        assert decode.tokens == pytest.approx(550 + 242.97 / 2, abs=0.01)
+        assert decode.measured_s == pytest.approx(0.027615, abs=1e-5)  # the CSV rounds to 0.01 ms
+        assert len(got.skipped) == 1 and "22.38 requests in their TTFT" in got.skipped[0]
+    assert from_json.measurements[0].statistic == "records.inter_token_latency.p50"
+    assert from_csv.measurements[0].statistic == "Inter Token Latency (ms).p50"
+    assert "concurrency 100" in from_json.measurements[0].assumption
+    assert "concurrency not recorded" in from_csv.measurements[0].assumption
+
+
+def test_genai_perf_csv_layout(tmp_path: Path) -> None:
+    """GenAI-Perf's CSV: thousands separators inside quotes, "Time To First Token", "per sec" throughputs. At
+    0.15 req/s x 1.146 s = 0.17 requests in their TTFT the TTFT is read as a prefill of 3,000 tokens."""
+    path = tmp_path / "profile_export_genai_perf.csv"
+    path.write_text(GENAI_PERF_CSV)
+    got = read_bench_file(path)
+    prefill, decode = got.measurements
+    assert prefill.phase == "prefill" and prefill.tokens == pytest.approx(3000.05)
+    assert prefill.measured_s == pytest.approx(1.14631)
+    assert prefill.statistic == "Time To First Token (ms).avg"
+    assert decode.batch == 1 and decode.measured_s == pytest.approx(0.03013)  # 5.77 tok/s x 30.13 ms = 0.17
+
+
 def _vllm(**changes: object) -> str:
     data = json.loads(VLLM.read_text())
     for key, value in changes.items():
@@ -86,6 +136,25 @@ BAD = {
         "median_decode_latency: missing",
     ),
     "deep": ("[" * 100 + "]" * 100, "nested deeper"),
+    "aiperf-01-ttft-not-object": (
+        AIPERF_01_JSON.read_text().replace('"ttft": {', '"ttft": 5, "was_ttft": {'),
+        "records.ttft: expected a metric object",
+    ),
+    "csv-row-before-header": ("Metric,avg\n\nTime To First Token (ms),120\n", "comes before any 'Metric,...' header"),
+    "csv-text-number": (
+        GENAI_PERF_CSV.replace('"1,146.31"', "fast"),
+        ":2 Time To First Token (ms).avg: expected a number, got str",
+    ),
+    "csv-missing-input-length": (
+        "\n".join(line for line in GENAI_PERF_CSV.splitlines() if not line.startswith("Input")),
+        "input_sequence_length: missing",
+    ),
+    "csv-metric-twice": (GENAI_PERF_CSV.replace("Time To Second", "Time To First"), "a second row of this metric"),
+    "csv-long-name": ("Metric,avg\n" + "y" * 5000 + " (ms),1\n", "longer than 200 characters"),
+    "csv-unknown-time-unit": (
+        GENAI_PERF_CSV.replace("Time To First Token (ms)", "Time To First Token (fortnights)"),
+        "unknown time unit",
+    ),
 }
 
 

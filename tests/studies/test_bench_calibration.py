@@ -33,6 +33,11 @@ CASES = {
     "sglang-serving-real": ("sglang-bench-serving-llama-3.3-70b-4xh200.jsonl", "llama-3.1-70b", "h200", 4, "sglang"),
     "sglang-one-batch-synthetic": ("synthetic-sglang-bench-one-batch.jsonl", "llama-3.1-8b", "h100", 1, "sglang"),
     "aiperf-synthetic": ("synthetic-aiperf-profile-export.json", "llama-3.1-8b", "h100", 1, "trtllm"),
+    # AIPerf's own example run (0.1.1, real) names openai/gpt-oss-20b and no GPU; there is no card for that model,
+    # so the round trip runs on the gpt-oss-120b card on one H100: this test's assumption (it checks the format's
+    # path to a profile, not the physics).
+    "aiperf-0.1-real-json": ("aiperf-0.1.1-profile-export-gpt-oss-20b-conc100.json", "gpt-oss-120b", "h100", 1, "vllm"),
+    "aiperf-0.1-real-csv": ("aiperf-0.1.1-profile-export-gpt-oss-20b-conc100.csv", "gpt-oss-120b", "h100", 1, "vllm"),
 }
 
 
