@@ -109,9 +109,12 @@ class _Run:
         display: str,
         line: int | None,
         where: Mapping[str, tuple[str, int | None]] | None = None,
+        *,
+        rows: bool = False,
     ) -> None:
         self.data, self.display, self.line = data, display, line
         self.where = where or {}
+        self.rows = rows  # read from a CSV export's rows
 
     def problem(self, key: str, message: str) -> InputError:
         head, dot, rest = key.partition(".")
@@ -200,6 +203,15 @@ def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
 
 #: AIPerf 0.1's short tags for metrics that GenAI-Perf (and later AIPerf) name in full.
 _AIPERF_TAGS = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
+#: The metrics a calibration reads from an AIPerf/GenAI-Perf export.
+_AIPERF_READ = (
+    "input_sequence_length",
+    "output_sequence_length",
+    "time_to_first_token",
+    "request_throughput",
+    "inter_token_latency",
+    "output_token_throughput",
+)
 
 
 def _aiperf_metrics(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -238,6 +250,9 @@ def _aiperf_run(data: Mapping[str, Any], display: str, line: int | None) -> _Run
         return _Run(data, display, line)
     view = dict(data)
     where: dict[str, tuple[str, int | None]] = {}
+    short = {full: tag for tag, full in _AIPERF_TAGS.items()}
+    for name in _AIPERF_READ:  # a missing one is named where AIPerf 0.1 would have written it
+        where[name] = (f"records.{short.get(name, name)}", None)
     for key, value in metrics.items():
         name = _AIPERF_TAGS.get(key, key)
         view[name] = value
@@ -249,6 +264,8 @@ _CSV_ROW_NAME = re.compile(r"^(?P<label>.*?)\s*(?:\((?P<unit>[^()]*)\))?\s*$")
 #: Longest metric name and number a CSV export's row may hold (AIPerf writes "Output Token Throughput Per User
 #: (tokens/sec/user)", 50 characters, and two-decimal numbers): longer cells are refused or read as text.
 _CSV_MAX_NAME, _CSV_MAX_NUMBER = 200, 64
+#: Most metric rows a CSV export may hold (AIPerf 0.1 writes 22; with GPU telemetry some dozens more).
+_CSV_MAX_ROWS = 10_000
 _CSV_NUMBER = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d*)(?:\.\d*)?(?:[eE][+-]?\d{1,4})?$")
 
 
@@ -279,6 +296,9 @@ def _csv_run(text: str, display: str) -> _Run:
             found = _CSV_ROW_NAME.match(cells[0])
             label, unit = (found["label"], found["unit"] or "") if found else (cells[0], "")
             name = re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+            if len(metrics) >= _CSV_MAX_ROWS:
+                message = f"more than {_CSV_MAX_ROWS:,} metric rows (an export has a few dozen)"
+                raise InputError(Problem(file=display, line=at, message=message))
             if name in metrics:
                 raise InputError(Problem(file=display, line=at, field=cells[0], message="a second row of this metric"))
             values: dict[str, Any] = {"unit": unit}
@@ -295,7 +315,7 @@ def _csv_run(text: str, display: str) -> _Run:
         raise InputError(Problem(file=display, line=reader.line_num, message=f"malformed CSV: {exc}")) from None
     if not metrics:
         raise InputError(Problem(file=display, message="a CSV export with no metric rows"))
-    return _Run(metrics, display, None, where)
+    return _Run(metrics, display, None, where, rows=True)
 
 
 def _is_csv_export(text: str) -> bool:
@@ -509,7 +529,8 @@ def _metric(run: _Run, name: str, stats: Sequence[str], *, time: bool) -> tuple[
     """An AIPerf metric object's first present statistic (a time in seconds when ``time``)."""
     obj = run.data.get(name)
     if obj is None:
-        raise run.problem(name, "missing")
+        csv_row = " (no row named like '" + name.replace("_", " ").capitalize() + " (unit)')" if run.rows else ""
+        raise run.problem(name, "missing" + csv_row)
     if not isinstance(obj, Mapping):
         raise run.problem(name, f"expected a metric object with 'avg', got {_shown(obj)}")
     stat = next((s for s in stats if obj.get(s) is not None), None)

@@ -147,7 +147,15 @@ BAD = {
     ),
     "csv-missing-input-length": (
         "\n".join(line for line in GENAI_PERF_CSV.splitlines() if not line.startswith("Input")),
-        "input_sequence_length: missing",
+        "input_sequence_length: missing (no row named like 'Input sequence length (unit)')",
+    ),
+    "aiperf-01-missing-length": (
+        AIPERF_01_JSON.read_text().replace('"input_sequence_length": {', '"was_isl": {'),
+        "records.input_sequence_length: missing",
+    ),
+    "csv-too-many-rows": (
+        "Metric,avg\n" + "".join(f"M{i} (ms),1\n" for i in range(10_001)),
+        "more than 10,000 metric rows",
     ),
     "csv-metric-twice": (GENAI_PERF_CSV.replace("Time To Second", "Time To First"), "a second row of this metric"),
     "csv-long-name": ("Metric,avg\n" + "y" * 5000 + " (ms),1\n", "longer than 200 characters"),
