@@ -14,7 +14,7 @@ def calibrate(
         list[str],
         typer.Argument(
             help="Result files: vLLM serving benchmark JSON, SGLang bench_serving or bench_one_batch JSONL, "
-            "AIPerf / GenAI-Perf profile export JSON (the format is detected).",
+            "AIPerf / GenAI-Perf profile export JSON or CSV (the format is detected).",
             show_default=False,
         ),
     ],
