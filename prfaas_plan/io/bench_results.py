@@ -232,6 +232,8 @@ def detect_format(data: Mapping[str, Any]) -> Format | None:
         return "vllm-serving"
     if any(k.endswith("_e2e_latency_ms") for k in keys) or "random_input_len" in keys:
         return "sglang-bench-serving"
+    if "completed" in keys and any(k.endswith("_ttft_ms") for k in keys):
+        return "vllm-serving"  # vLLM before 0.6 (summer 2024) wrote no end-to-end latency
     return None
 
 

@@ -91,6 +91,18 @@ def test_aiperf_01_real_files_json_and_csv_agree() -> None:
     assert "concurrency not recorded" in from_csv.measurements[0].assumption
 
 
+def test_vllm_result_without_end_to_end_latency(tmp_path: Path) -> None:
+    """A vLLM serving result from before the end-to-end latency keys (vLLM < 0.6) is still read as one, alike."""
+    data = {k: v for k, v in json.loads(VLLM.read_text()).items() if "e2el" not in k}
+    path = tmp_path / "old-vllm.json"
+    path.write_text(json.dumps(data))
+    old, new = read_bench_file(path), read_bench_file(VLLM)
+    assert old.format == "vllm-serving"
+    assert [(m.phase, m.batch, m.measured_s) for m in old.measurements] == [
+        (m.phase, m.batch, m.measured_s) for m in new.measurements
+    ]
+
+
 def test_genai_perf_csv_layout(tmp_path: Path) -> None:
     """GenAI-Perf's CSV: thousands separators inside quotes, "Time To First Token", "per sec" throughputs. At
     0.15 req/s x 1.146 s = 0.17 requests in their TTFT the TTFT is read as a prefill of 3,000 tokens."""
