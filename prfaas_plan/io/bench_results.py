@@ -244,6 +244,35 @@ _UNKNOWN = (
 )
 
 
+#: Result files of neighbouring tools that hold no aggregate a calibration reads, by a key set that marks them,
+#: with what to give instead.
+_NEAR_MISSES = (
+    (
+        {"metadata", "metrics"},
+        "AIPerf's per-request records (profile_export.jsonl); give its aggregate export, profile_export_aiperf.json "
+        "or .csv, from the same directory",
+    ),
+    (
+        {"avg_latency", "latencies"},
+        "vLLM's benchmark_latency output (whole-request latencies, no TTFT or inter-token latency); give a "
+        "'vllm bench serve --save-result' JSON",
+    ),
+    (
+        {"last_ttft", "input_throughput"},
+        "SGLang's bench_one_batch_server output; give bench_one_batch (--result-filename) or bench_serving "
+        "(--output-file) results",
+    ),
+)
+
+
+def _unknown(data: Mapping[str, Any]) -> str:
+    """Why an object is not a known result, naming the neighbouring tool's file where its keys mark one."""
+    for keys, what in _NEAR_MISSES:
+        if keys <= set(data):
+            return f"{what}: no aggregate this reader takes"
+    return _UNKNOWN
+
+
 def _aiperf_run(data: Mapping[str, Any], display: str, line: int | None) -> _Run:
     """An AIPerf/GenAI-Perf object with its metrics under their GenAI-Perf names at the top level (problems
     still name ``records.ttft`` where AIPerf 0.1 wrote that)."""
@@ -354,7 +383,7 @@ def read_bench_file(
             raise InputError(Problem(file=shown, line=line, message=f"expected a JSON object, got {_shown(data)}"))
         fmt = detect_format(data)
         if fmt is None:
-            raise InputError(Problem(file=shown, line=line, message=_UNKNOWN))
+            raise InputError(Problem(file=shown, line=line, message=_unknown(data)))
         if formats and fmt != formats[0]:
             raise InputError(
                 Problem(file=shown, line=line, message=f"a {fmt} result after {formats[0]} ones: one format per file")

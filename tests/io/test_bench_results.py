@@ -169,6 +169,14 @@ BAD = {
         "Metric,avg\n" + "".join(f"M{i} (ms),1\n" for i in range(10_001)),
         "more than 10,000 metric rows",
     ),
+    "aiperf-per-request-records": (
+        '{"metadata": {"x_request_id": "a"}, "metrics": {"ttft": {"value": 5.0, "unit": "ms"}}, "error": null}\n' * 2,
+        "AIPerf's per-request records (profile_export.jsonl)",
+    ),
+    "vllm-latency-benchmark": (
+        json.dumps({"avg_latency": 1.2, "latencies": [1.2, 1.3], "percentiles": {"50": 1.2}}),
+        "vLLM's benchmark_latency output",
+    ),
     "csv-metric-twice": (GENAI_PERF_CSV.replace("Time To Second", "Time To First"), "a second row of this metric"),
     "csv-long-name": ("Metric,avg\n" + "y" * 5000 + " (ms),1\n", "longer than 200 characters"),
     "csv-unknown-time-unit": (
