@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
+BENCH_FIXTURES = REPO / "tests" / "fixtures" / "bench_results"
 #: A run longer than this is a hang (the CLI starts in about half a second; a refusal is immediate).
 HANG_S = 25.0
 
@@ -81,6 +82,18 @@ READERS = (
         suffix=".yaml",
         valid=lambda: "set:\n  slo.decode_tokens_per_s: [30, 40]\n",
         argv=("sweep", "--grid", "{file}", "-o", "{out}"),
+    ),
+    Reader(
+        name="bench_json",
+        suffix=".json",
+        valid=lambda: (BENCH_FIXTURES / "vllm-bench-serve-minimax-m2.5-conc4.json").read_text(),
+        argv=("calibrate", "{file}", "--model", "minimax-m2.5", "--hardware", "h200", "--gpus", "8"),
+    ),
+    Reader(
+        name="bench_csv",
+        suffix=".csv",
+        valid=lambda: (BENCH_FIXTURES / "aiperf-0.1.1-profile-export-gpt-oss-20b-conc100.csv").read_text(),
+        argv=("calibrate", "{file}", "--model", "gpt-oss-120b", "--hardware", "h100", "--gpus", "1"),
     ),
     Reader(
         name="dynamics",

@@ -60,6 +60,8 @@ def test_every_reader_and_case_is_covered() -> None:
         "trace_csv",
         "sweep_grid",
         "dynamics",
+        "bench_json",
+        "bench_csv",
     }
     assert len(CASES) == 12
     assert all(isinstance(Path(r.suffix).suffix, str) for r in READERS)
