@@ -65,9 +65,11 @@ def test_each_format_calibrates_and_round_trips(tmp_path: Path, name: str) -> No
     assert cal.files[0].sha256 in text and "held_out_ratio" in text
 
 
-def test_written_profile_prices_a_scenario_used_by_optimize(tmp_path: Path) -> None:
-    """A scenario whose pools name the calibrated profile loads (with its band) and optimize answers."""
-    file, model, hardware, gpus, engine = CASES["vllm-real"]
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_written_profile_prices_a_scenario_used_by_optimize(tmp_path: Path, name: str) -> None:
+    """From each format: a scenario whose pools name the calibrated profile loads (with its band) and optimize
+    answers."""
+    file, model, hardware, gpus, engine = CASES[name]
     done = run_cli(
         "calibrate", str(FIXTURES / file), "--model", model, "--hardware", hardware, "--gpus", str(gpus),
         "--engine", engine, "--out", str(tmp_path / "cal.yaml"), "--json",
@@ -78,7 +80,7 @@ def test_written_profile_prices_a_scenario_used_by_optimize(tmp_path: Path) -> N
     scenario = tmp_path / "s.yaml"
     scenario.write_text(text.replace("engine: sglang", "engine: cal.yaml"))
     spec = load_scenario(scenario)
-    assert spec.prfaas.roofline.source.startswith("engine vllm-calibrated")
+    assert spec.prfaas.roofline.source.startswith(f"engine {engine}-calibrated")
     assert spec.prfaas.time_band is not None and spec.prfaas.time_band.source.startswith("prfaas-plan calibrate")
     done = run_cli("optimize", str(scenario), "--json")
     assert done.returncode == 0, done.stderr
