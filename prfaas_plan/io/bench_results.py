@@ -598,7 +598,7 @@ def _aiperf(run: _Run, max_occupancy: float) -> tuple[list[BenchMeasurement], li
     ttft_s, ttft_key = _metric(run, "time_to_first_token", ("avg", "p50"), time=True)
     rate, _ = _metric(run, "request_throughput", ("avg",), time=False)
     concurrency = _configured_concurrency(run.data.get("input_config"))
-    said = f"concurrency {concurrency}" if concurrency is not None else "concurrency not recorded"
+    said = f"concurrency {str(concurrency)[:20]}" if concurrency is not None else "concurrency not recorded"
     out: list[BenchMeasurement] = []
     skipped: list[str] = []
     occupancy = rate * ttft_s
