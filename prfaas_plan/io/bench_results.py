@@ -27,7 +27,8 @@ What is read (each measurement carries its assumption, in words, for the calibra
   plus half the mean output; a ``bench_one_batch`` line's ``median_decode_latency`` at its ``batch_size`` and
   input + output / 2 tokens.
 
-Every file is read through ``io.guard`` (regular files only, bounded bytes, lines and JSON nesting); every
+A JSON file may hold one object, one per line (JSONL), or objects one after another as ``jq .`` pretty-prints
+them. Every file is read through ``io.guard`` (regular files only, bounded bytes, lines and JSON nesting); every
 problem is one ``InputError`` naming the file, its line and the key.
 """
 
@@ -189,7 +190,8 @@ def _loads(text: str, display: str, line: int | None) -> Any:
 
 
 def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
-    """The file's JSON objects: the whole text as one value, else one value per non-empty line (JSONL)."""
+    """The file's JSON objects: the whole text as one value, else one value per non-empty line (JSONL), else a
+    stream of values (``_stream``: JSONL pretty-printed, as ``jq .`` prints it)."""
     if not text.strip():
         raise InputError(Problem(file=display, message="empty: no benchmark result in it"))
     try:
@@ -198,7 +200,40 @@ def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
         lines = [(n, s) for n, s in enumerate(text.splitlines(), start=1) if s.strip()]
         if len(lines) < 2:
             raise
-    return [(n, _loads(s, display, n)) for n, s in lines]
+    try:
+        return [(n, _loads(s, display, n)) for n, s in lines]
+    except InputError:
+        stream = _stream(text)
+        if stream is None:
+            raise
+        return stream
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _stream(text: str) -> list[tuple[int | None, Any]] | None:
+    """The JSON values of ``text`` one after another, separated by nothing but white space, each with the line
+    it starts on; None unless it holds two or more and nothing else (the caller then reports the JSONL error),
+    or where it is beyond the bounds on depth and digits."""
+    if json_bound_problem(text) is not None:
+        return None
+    decoder = json.JSONDecoder(parse_constant=_constant)
+    out: list[tuple[int | None, Any]] = []
+    at, line = 0, 1
+    try:
+        while True:
+            start = _JSON_SPACE.match(text, at).end()  # type: ignore[union-attr]  # matches the empty string
+            if start == len(text):
+                break
+            line += text.count("\n", at, start)
+            value, end = decoder.raw_decode(text, start)
+            out.append((line, value))
+            line += text.count("\n", start, end)
+            at = end
+    except (ValueError, RecursionError):
+        return None
+    return out if len(out) >= 2 else None
 
 
 #: AIPerf 0.1's short tags for metrics that GenAI-Perf (and later AIPerf) name in full.

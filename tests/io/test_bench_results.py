@@ -103,6 +103,23 @@ def test_vllm_result_without_end_to_end_latency(tmp_path: Path) -> None:
     ]
 
 
+def test_pretty_printed_jsonl_reads_alike(tmp_path: Path) -> None:
+    """The real SGLang JSONL pretty-printed (as ``jq .`` prints it: one indented object after another) reads as the
+    JSONL does, each run named by the line it starts on; a stream with anything else in it is still refused."""
+    runs = [json.loads(line) for line in SGLANG.read_text().splitlines() if line.strip()]
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text("".join(json.dumps(run, indent=3) + "\n" for run in runs))
+    want, got = read_bench_file(SGLANG), read_bench_file(pretty)
+    assert got.runs == want.runs == 7
+    assert [(m.phase, m.measured_s) for m in got.measurements] == [(m.phase, m.measured_s) for m in want.measurements]
+    per_run = len(json.dumps(runs[0], indent=3).splitlines())
+    assert got.measurements[0].run == 1 and {m.run for m in got.measurements} >= {1, 1 + per_run}
+    broken = tmp_path / "broken.json"
+    broken.write_text(pretty.read_text() + "not json\n")
+    with pytest.raises(InputError, match="malformed JSON"):
+        read_bench_file(broken)
+
+
 def test_genai_perf_csv_layout(tmp_path: Path) -> None:
     """GenAI-Perf's CSV: thousands separators inside quotes, "Time To First Token", "per sec" throughputs. At
     0.15 req/s x 1.146 s = 0.17 requests in their TTFT the TTFT is read as a prefill of 3,000 tokens."""
