@@ -70,6 +70,7 @@ SLOW = (
     "tests/topology/test_io.py::test_the_command",
     "tests/cli/test_app.py::test_every_command_has_help_with_an_example",
     "tests/latency/test_distribution.py::test_ttft_law_matches_sampling_its_components",
+    "tests/studies/test_bench_calibration.py::test_written_profile_prices_a_scenario_used_by_optimize",
 )
 
 
