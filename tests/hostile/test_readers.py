@@ -60,6 +60,7 @@ def test_every_reader_and_case_is_covered() -> None:
         "trace_csv",
         "sweep_grid",
         "dynamics",
+        "engine_profile",
         "bench_json",
         "bench_csv",
     }
