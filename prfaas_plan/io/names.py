@@ -8,7 +8,7 @@ the command line's vocabulary).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -46,11 +46,34 @@ def candidates(name: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ..
         yield builtin_root() / sub / f"{name}.yaml"
 
 
+def same_name(name: str, known: Iterable[str], *, organisation: bool = False) -> str | None:
+    """The one known name that ``name`` spells in other case (``H100``), or, with ``organisation``, behind a
+    Hugging Face organisation (``Qwen/Qwen3-235B-A22B``: one slash, not a path that starts with ``.``, ``/`` or
+    ``~``); None where there is no such name or more than one."""
+    wanted = name.lower()
+    if organisation and name.count("/") == 1 and not name.startswith((".", "/", "~")):
+        wanted = wanted.split("/")[1]
+    found = [k for k in known if k.lower() == wanted]
+    return found[0] if len(found) == 1 else None
+
+
+def _suggest_name(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)``: the one known name that begins with ``name`` (``a100`` -> ``a100-80gb``) or
+    that ``name`` begins with (a model's ``-instruct`` variant), else the closest spelling (``suggest``)."""
+    known = list(known)
+    wanted = name.rsplit("/", 1)[-1].lower()
+    related = [k for k in known if k.lower().startswith(wanted) or wanted.startswith(k.lower() + "-")]
+    if len(related) == 1:
+        return f" (did you mean '{related[0]}'?)"
+    return suggest(name, known)
+
+
 def resolve_reference(
     sec: Section, key: str, base: Path, dirs: tuple[tuple[str, ...], tuple[str, ...]], what: str
 ) -> Path | None:
     """The file a scenario field names (``key`` in ``sec``): next to the scenario first, then among the
-    built-ins; an unknown name is reported on the field, with a suggestion, and gives None."""
+    built-ins; an unknown name is reported on the field, with a suggestion, and gives None. Exact names only, as
+    the JSON Schema lists them (``named``, for flags, also takes other case)."""
     name = sec.string(key)
     if name is None:
         return None
@@ -61,14 +84,15 @@ def resolve_reference(
     known = sorted({p.stem for d in {c.parent for c in tried} if d.is_dir() for p in d.glob("*.yaml")})
     sec.checker.report(
         (*sec.path, key),
-        f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known) or 'none'}",
+        f"no {what} named '{name}'{_suggest_name(name, known)}; known: {', '.join(known) or 'none'}",
     )
     return None
 
 
-def named(name: str, dirs: tuple[str, ...], what: str, field: str) -> Path:
-    """A file given by path or by built-in name (``DIR/NAME.yaml`` for each of ``dirs``); an unknown name is an
-    InputError on ``field`` (the caller's name for the argument: a YAML field or a command-line flag)."""
+def named(name: str, dirs: tuple[str, ...], what: str, field: str, *, organisation: bool = False) -> Path:
+    """A file given by path or by built-in name (``DIR/NAME.yaml`` for each of ``dirs``; in other case, or behind
+    an organisation with ``organisation``: ``same_name``); an unknown name is an InputError on ``field`` (the
+    caller's name for the argument: a YAML field or a command-line flag)."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or path.is_file():
         return path
@@ -77,14 +101,19 @@ def named(name: str, dirs: tuple[str, ...], what: str, field: str) -> Path:
         if candidate.is_file():
             return candidate
     known = sorted({p.stem for sub in dirs for p in (builtin_root() / sub).glob("*.yaml")})
+    other = same_name(name, known, organisation=organisation)
+    if other is not None:
+        return next(
+            builtin_root() / sub / f"{other}.yaml" for sub in dirs if (builtin_root() / sub / f"{other}.yaml").is_file()
+        )
     raise InputError(
-        Problem(field=field, message=f"no {what} named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
+        Problem(field=field, message=f"no {what} named '{name}'{_suggest_name(name, known)}; known: {', '.join(known)}")
     )
 
 
 def load_named_model(name: str, field: str = "model") -> ModelCard:
     """A model card by file path or built-in name (``workloads/models/NAME.yaml``)."""
-    path = named(name, ("workloads/models",), "model card", field)
+    path = named(name, ("workloads/models",), "model card", field, organisation=True)
     return load_model_card(path, display_path(path))
 
 
