@@ -249,6 +249,19 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
     )
 
 
+def _memo_pieces(
+    case: CorpusCase, engine: EngineProfile, base: RooflineParams | None, memo: dict[tuple[str, str], _Pieces] | None
+) -> _Pieces:
+    """``_pieces``, kept in ``memo`` by (engine, measurement id) where one is given: the folds of one
+    cross-validation price the same cases with the same engine and base many times over."""
+    if memo is None:
+        return _pieces(case, engine, base)
+    key = (engine.key, case.measurement.id)
+    if key not in memo:
+        memo[key] = _pieces(case, engine, base)
+    return memo[key]
+
+
 def _prior_efficiency(engine: EngineProfile, generation: str, dtype: str) -> float:
     """The engine's GEMM efficiency prior for (generation, dtype), before its fitted scale."""
     return replace(engine, gemm_efficiency_scale=1.0).gemm_efficiency_of(generation, dtype)
@@ -379,6 +392,7 @@ def fit_corpus(
     shared: Sequence[str] = SHARED_TERMS,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     base: RooflineParams | None = None,
+    memo: dict[tuple[str, str], _Pieces] | None = None,
 ) -> dict[str, EngineFit]:
     """Fit ``terms`` of every engine of ``engines`` on its measurements among ``cases`` at once, each term of
     ``shared`` one value for all engines (fitted on all their measurements), the others one per engine (module
@@ -409,7 +423,7 @@ def fit_corpus(
     for j, (owner, t) in enumerate(slots):
         for key in by_engine if owner is None else (owner,):
             where[key][index[t]] = j
-    order = [(k, p) for k, mine in by_engine.items() for p in (_pieces(c, engines[k], base) for c in mine)]
+    order = [(k, _memo_pieces(c, engines[k], base, memo)) for k, mine in by_engine.items() for c in mine]
     batch = _Batch.of([p for _, p in order])
     # Row i of ``slot`` maps ALL_TERMS to case i's solver variable (-1: its engine's prior, in ``fixed``).
     slot = np.stack([where[k] for k, _ in order])
@@ -442,6 +456,7 @@ def fit_engine(
     terms: Sequence[str] = FIT_TERMS,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     base: RooflineParams | None = None,
+    memo: dict[tuple[str, str], _Pieces] | None = None,
 ) -> EngineFit:
     """Fit ``terms`` (default ``FIT_TERMS``) of ``engine`` to ``cases`` (all taken as its measurements; module
     docstring); ``engine``'s current terms are the priors. Terms of a phase with no measurement are not fitted
@@ -449,7 +464,9 @@ def fit_engine(
     mine = [replace(c, measurement=replace(c.measurement, engine=engine.key)) for c in cases]
     if not fitted_cases(mine):
         raise ValueError(f"no measurements to fit engine {engine.key} on")
-    fits = fit_corpus(mine, {engine.key: engine}, terms=terms, shared=(), prior_weight=prior_weight, base=base)
+    fits = fit_corpus(
+        mine, {engine.key: engine}, terms=terms, shared=(), prior_weight=prior_weight, base=base, memo=memo
+    )
     return fits[engine.key]
 
 
@@ -488,12 +505,15 @@ def cross_validate_engine(
     """Fit on every case, then leave each source out and predict its cases (module docstring). A source that is
     the engine's only one is predicted by the priors (the profile as given). Excluded measurements are
     predicted (held out by construction) but fitted nowhere."""
-    everything = fit_engine(cases, engine, prior_weight=prior_weight, base=base)
+    memo: dict[tuple[str, str], _Pieces] = {}  # every fold prices the same cases with the same engine
+    everything = fit_engine(cases, engine, prior_weight=prior_weight, base=base, memo=memo)
     fitted = everything.apply(engine)
     points: list[HeldOutPoint] = []
     for source in dict.fromkeys(c.measurement.source for c in cases):
         keep = fitted_cases([c for c in cases if c.measurement.source != source])
-        held = fit_engine(keep, engine, prior_weight=prior_weight, base=base).apply(engine) if keep else engine
+        held = (
+            fit_engine(keep, engine, prior_weight=prior_weight, base=base, memo=memo).apply(engine) if keep else engine
+        )
         for c in cases:
             if c.measurement.source == source:
                 points.append(

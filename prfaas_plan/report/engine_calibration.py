@@ -142,7 +142,8 @@ def calibration_section(cal: Calibration) -> dict[str, Any]:
         "error_band": {
             "coverage": cal.coverage,
             "source": f"prfaas-plan calibrate: the {cal.coverage:.0%} quantile of |log(held-out / measured)| per "
-            "phase (leave-one-out), or the base engine's cross-validated band where a phase has too few points",
+            "phase (leave-one-out; 20-fold cross-validation beyond 40 measurements), or the base engine's "
+            "cross-validated band where a phase has too few points",
             **{
                 phase: {
                     "factor": round(band.factor, 4),

@@ -5,7 +5,9 @@ instance; the engine's fitted terms (``physics.corpus_fit.FIT_TERMS``: the GEMM 
 prefill and decode overheads) are refitted on them by the corpus fit's least squares, with the base engine
 profile's values as the weak priors (a term the measurements cannot identify stays near the base engine's).
 
-How sure: every measurement is also predicted by the terms fitted without it (leave-one-out). The error band of
+How sure: every measurement is also predicted by the terms fitted without it (leave-one-out; beyond
+``MAX_LEAVE_ONE_OUT`` measurements, ``FOLDS``-fold cross-validation, measurement i in fold i mod ``FOLDS``, so
+that the cost stays that of ``FOLDS`` + 1 fits; at most ``MAX_MEASUREMENTS`` are taken). The error band of
 a phase is the ``coverage`` quantile of |log(held-out / measured)| over its measurements when there are at least
 ``MIN_BAND_POINTS`` of them; with fewer, the base engine's cross-validated band (``io.error_bands``) stands.
 """
@@ -31,6 +33,12 @@ from prfaas_plan.spec.uncertainty import PhaseBand
 
 #: Fewest measurements of a phase whose leave-one-out errors make that phase's band.
 MIN_BAND_POINTS = 3
+#: Most measurements cross-validated one at a time; beyond, ``FOLDS`` folds (each fit is a least-squares solve
+#: over every measurement, so leave-one-out costs grow with the square of their number: 400 took 30 s).
+MAX_LEAVE_ONE_OUT = 40
+FOLDS = 20
+#: Most measurements one calibration takes (a sweep of 500 serving runs gives 1,000; this many take about 7 s).
+MAX_MEASUREMENTS = 1000
 #: Default share of held-out errors inside the band (the 80 % quantile of |log ratio|).
 DEFAULT_COVERAGE = 0.8
 
@@ -81,7 +89,9 @@ class Calibration:
     assumptions: tuple[str, ...]
 
 
-def _band(points: Sequence[CalibrationPoint], phase: str, coverage: float, base: EngineProfile) -> PhaseBand:
+def _band(
+    points: Sequence[CalibrationPoint], phase: str, coverage: float, base: EngineProfile, held_out_by: str
+) -> PhaseBand:
     mine = [p for p in points if p.phase == phase]
     if len(mine) >= MIN_BAND_POINTS:
         logs = np.abs(np.log([p.held_out_s / p.measured_s for p in mine]))
@@ -90,8 +100,8 @@ def _band(points: Sequence[CalibrationPoint], phase: str, coverage: float, base:
         return PhaseBand(
             factor=float(np.exp(np.quantile(logs, coverage))),
             points=len(mine),
-            basis=f"leave-one-out over this calibration's {len(mine)} {phase} measurements, {coverage:.0%} quantile "
-            "of |log(predicted / measured)|",
+            basis=f"{held_out_by} over this calibration's {len(mine)} {phase} measurements, {coverage:.0%} "
+            "quantile of |log(predicted / measured)|",
             tokens=(min(tokens), max(tokens)),
             batch=(min(batches), max(batches)) if phase == "decode" else None,
         )
@@ -134,12 +144,19 @@ def calibrate_files(
     generation = load_generations().get(profile.accelerator.key, "other")
     cases: list[CorpusCase] = []
     files_of: dict[str, str] = {}
+    total = sum(len(b.measurements) for b in files)
+    if total > MAX_MEASUREMENTS:
+        message = f"{total:,} measurements read, more than the {MAX_MEASUREMENTS:,} one calibration takes: give fewer"
+        raise InputError(Problem(field="FILES", message=message))
+    one_out = total <= MAX_LEAVE_ONE_OUT
+    held_out_by = "leave-one-out" if one_out else f"{FOLDS}-fold cross-validation (measurement i in fold i mod {FOLDS})"
     for bench in files:
         for k, m in enumerate(bench.measurements, start=1):
             ident = f"{Path(bench.file).name}#{m.run}-{m.phase}-{k}"
             measurement = CorpusMeasurement(
                 id=ident,
-                source=ident,  # each measurement its own source: cross-validation leaves one out at a time
+                # The fold: each measurement its own (cross-validation leaves one out at a time), or FOLDS folds
+                source=ident if one_out else f"fold-{len(cases) % FOLDS + 1}",
                 engine=base.key,
                 engine_version="unknown",
                 model=card.key,
@@ -184,7 +201,7 @@ def calibrate_files(
                 held_out_s=h.held_out_s,
             )
         )
-    bands = {phase: _band(points, phase, coverage, base) for phase in ("prefill", "decode")}
+    bands = {phase: _band(points, phase, coverage, base, held_out_by) for phase in ("prefill", "decode")}
     return Calibration(
         base=base,
         engine=fit.apply(base),

@@ -22,7 +22,13 @@ from prfaas_plan.physics.corpus_fit import CorpusCase, predict
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.report.engine_calibration import write_calibration
 from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
-from prfaas_plan.studies.bench_calibration import MIN_BAND_POINTS, calibrate_files
+from prfaas_plan.studies.bench_calibration import (
+    FOLDS,
+    MAX_LEAVE_ONE_OUT,
+    MAX_MEASUREMENTS,
+    MIN_BAND_POINTS,
+    calibrate_files,
+)
 from tests.conftest import REPO, examples, run_cli
 
 FIXTURES = REPO / "tests" / "fixtures" / "bench_results"
@@ -174,3 +180,19 @@ def test_calibration_refits_its_own_synthetic_measurements(
     assert abs(one_chunk - (request_s + layers * chunk_s)) <= 0.05 * shortest["prefill"]
     decode_fixed = fitted.decode_step_overhead_s + layers * fitted.decode_layer_overhead_s
     assert abs(decode_fixed - (step_s + layers * layer_s)) <= 0.05 * shortest["decode"]
+
+
+def test_many_measurements_are_cross_validated_in_folds_and_too_many_refused(tmp_path: Path) -> None:
+    """Beyond MAX_LEAVE_ONE_OUT measurements the held-out predictions come from FOLDS folds (the cost of FOLDS + 1
+    fits, where leave-one-out grows with the square of the count); beyond MAX_MEASUREMENTS the files are refused."""
+    line = (FIXTURES / "vllm-bench-serve-minimax-m2.5-conc4.json").read_text().strip()
+    many = tmp_path / "sweep.jsonl"
+    many.write_text((line + "\n") * 30)  # 30 runs: 60 measurements
+    cal = calibrate_files([many], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+    assert len(cal.points) == 60 > MAX_LEAVE_ONE_OUT
+    assert all(p.held_out_s > 0 for p in cal.points)
+    assert all(f"{FOLDS}-fold cross-validation" in band.basis for band in cal.bands.values())
+    too_many = tmp_path / "huge-sweep.jsonl"
+    too_many.write_text((line + "\n") * (MAX_MEASUREMENTS // 2 + 1))
+    with pytest.raises(InputError, match=rf"more than the {MAX_MEASUREMENTS:,} one calibration takes"):
+        calibrate_files([too_many], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
