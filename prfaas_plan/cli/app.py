@@ -575,7 +575,13 @@ def fit(scenario: ScenarioArg = None, json_output: JsonOpt = False) -> None:
 
 
 def schema(
-    kind: Annotated[str, typer.Argument(help="scenario, hardware (a hardware profile) or model (a model card).")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="scenario, hardware (a hardware profile), model (a model card), topology, or engine (a serving "
+            "engine's profile, as pools and kv --engine name it)."
+        ),
+    ],
 ) -> None:
     """Print the JSON Schema of a YAML input, generated from the loader's own checks, for an editor to complete
     and check files with (e.g. yaml-language-server: $schema=scenario.schema.json).

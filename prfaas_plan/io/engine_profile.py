@@ -15,7 +15,7 @@ import yaml
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.limits import MAX_GPUS_PER_INSTANCE, MAX_STEP_S, MAX_TOKENS
 from prfaas_plan.io.paths import builtin_root, display_path
-from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml, suggest
+from prfaas_plan.io.yamlsrc import Checker, Document, Section, load_yaml, suggest
 from prfaas_plan.spec.engine import GENERATIONS, CorpusMeasurement, EngineProfile
 
 ENGINES_DIR = ("hardware_profiles", "serving", "engines")
@@ -100,7 +100,11 @@ def load_engine_profile(path: Path) -> EngineProfile:
     """Read one engine profile: every term a ``{value, source}`` pair (a fitted term also its ``prior``), the
     GEMM efficiency table by generation and dtype with its fitted ``scale`` (and ``scale_prior``), and what the
     fit used."""
-    doc = load_yaml(path, display_path(path))
+    return engine_from_document(load_yaml(path, display_path(path)))
+
+
+def engine_from_document(doc: Document) -> EngineProfile:
+    """An engine profile from a parsed document (``load_engine_profile``)."""
     checker = Checker(doc)
     # ``calibration``: what ``prfaas-plan calibrate`` read and how well it fitted (io.error_bands reads its band).
     root = checker.root(
@@ -162,8 +166,8 @@ def load_engine_profile(path: Path) -> EngineProfile:
         fit = root.sub("fit", required=("fitted", "fitted_on", "corpus", "source"))
         fit.string("corpus")
         fit.string("source")
-        fitted = _strings(fit, "fitted")
-        fitted_on = _strings(fit, "fitted_on")
+        fitted = fit.strings("fitted")
+        fitted_on = fit.strings("fitted_on")
         known = {"gemm_efficiency_scale", *(f"overhead_scale_{g}" for g, _ in scales)}
         unknown = [f for f in fitted if f not in values and f not in known]
         if unknown:
@@ -183,16 +187,6 @@ def load_engine_profile(path: Path) -> EngineProfile:
         file=doc.file,
         **values,
     )
-
-
-def _strings(sec: Section, key: str) -> tuple[str, ...]:
-    raw = sec.raw(key)
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
-        sec.checker.report((*sec.path, key), "expected a list of strings")
-        return ()
-    return tuple(raw)
 
 
 def write_engine_fit(

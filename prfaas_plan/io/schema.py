@@ -35,12 +35,18 @@ from prfaas_plan.io.paths import builtin_root
 from prfaas_plan.io.scenario import load_scenario, scenario_from_document
 from prfaas_plan.io.yamlsrc import SCHEMA_RECORD, Document, load_yaml
 
-KINDS = ("scenario", "hardware", "model", "topology")
+KINDS = ("scenario", "hardware", "model", "topology", "engine")
 SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 Record = dict[tuple[str, ...], dict[str, Any]]
 #: The root key that tells each kind's documents apart (a scenario also loads its card and profiles).
-_MARKER = {"scenario": "deployment", "hardware": "profiles", "model": "architecture", "topology": "clusters"}
+_MARKER = {
+    "scenario": "deployment",
+    "hardware": "profiles",
+    "model": "architecture",
+    "topology": "clusters",
+    "engine": "gemm_efficiency",
+}
 
 # Alternatives of the annotated example a single document cannot hold: (dotted path, value) edits.
 _SCENARIO_VARIANTS: tuple[tuple[tuple[str, Any], ...], ...] = (
@@ -132,6 +138,31 @@ def _scenario_loaders() -> list[Callable[[], Any]]:
     for edits in _SCENARIO_VARIANTS:
         variant = Document(file=doc.file, data=_edited(doc.data, edits), lines=doc.lines)
         loaders.append(functools.partial(scenario_from_document, variant, workloads))
+    return loaders
+
+
+def _engine_loaders() -> list[Callable[[], Any]]:
+    """The built-in engine profiles, and one with every optional key a profile may hold (a prior on every term,
+    every generation's row and decode factor, every dtype), so that each is checked once and described."""
+    from prfaas_plan.io.engine_profile import (  # this kind only
+        DTYPES,
+        OPTIONAL_TERMS,
+        TERMS,
+        engine_from_document,
+        load_engine_profile,
+    )
+    from prfaas_plan.spec.engine import GENERATIONS
+
+    files = _builtin_files("hardware_profiles/serving/engines")
+    loaders: list[Callable[[], Any]] = [functools.partial(load_engine_profile, p) for p in files]
+    doc = load_yaml(files[0])
+    data = copy.deepcopy(doc.data)
+    for term, low, _ in (*TERMS, *OPTIONAL_TERMS):
+        entry = data["terms"].setdefault(term, {"value": low, "source": "an example"})
+        entry.setdefault("prior", entry["value"])
+    data["gemm_efficiency"]["prior"] = {g: {d: 0.5 for d in DTYPES} for g in GENERATIONS}
+    data["overhead_scale"] = {"source": "an example", **{g: {"value": 1.0, "prior": 1.0} for g in GENERATIONS}}
+    loaders.append(functools.partial(engine_from_document, Document(file=doc.file, data=data, lines=doc.lines)))
     return loaders
 
 
@@ -274,8 +305,8 @@ def _shape(record: Record, path: tuple[str, ...], only: str | None = None) -> di
 
 
 def schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of one input kind: ``scenario``, ``hardware`` (a hardware profile) or ``model`` (a model
-    card). Raises ValueError for another kind."""
+    """The JSON Schema of one input kind: ``scenario``, ``hardware`` (a hardware profile), ``model`` (a model
+    card), ``topology`` or ``engine`` (a serving engine's profile). Raises ValueError for another kind."""
     if kind == "scenario":
         record = _recorded(kind, _scenario_loaders())
         title = "prfaas-plan scenario"
@@ -290,6 +321,9 @@ def schema(kind: str) -> dict[str, Any]:
     elif kind == "topology":
         record = _recorded(kind, _topology_loaders())
         title = "prfaas-plan topology"
+    elif kind == "engine":
+        record = _recorded(kind, _engine_loaders())
+        title = "prfaas-plan engine profile"
     else:
         raise ValueError(f"unknown input kind {kind!r}; one of {', '.join(KINDS)}")
     body = _node(record, ())
@@ -297,7 +331,7 @@ def schema(kind: str) -> dict[str, Any]:
         _graft_topology(body, schema("scenario"))
         _topology_rules(body)
     _apply_rules(kind, body)
-    description = _DIFFERENCES + (_TOPOLOGY_DIFFERENCES if kind == "topology" else "")
+    description = _DIFFERENCES + {"topology": _TOPOLOGY_DIFFERENCES, "engine": _ENGINE_DIFFERENCES}.get(kind, "")
     return {"$schema": SCHEMA_DRAFT, "title": title, **body, "description": description}
 
 
@@ -318,6 +352,13 @@ _TOPOLOGY_DIFFERENCES = (
     "joins an existing prfaas cluster to an existing pd cluster (one link per pair), every pd cluster has "
     "exactly one traffic entry, there is a cluster of each kind; (5) a scenario file, which the loader reads as "
     "a topology of one of each, is checked by the scenario's schema."
+)
+
+
+_ENGINE_DIFFERENCES = (
+    " In an engine profile, also: (4) the `calibration` section that `prfaas-plan calibrate` writes is read, and "
+    "its error band checked, by the pool that names the profile, not by this loader, so any value is "
+    "described; (5) `fit.fitted` must name terms the profile holds."
 )
 
 

@@ -416,6 +416,15 @@ class Section:
             self.checker.report(path, "must not be empty")
         return [((*path, i), item) for i, item in enumerate(value)]
 
+    def strings(self, key: str) -> tuple[str, ...]:
+        """A non-empty list of strings (``items``); reports an item that is not a string."""
+        items = self.items(key)
+        _record(self.checker.doc.file, (*self.path, key, "[]"), kind="string")
+        bad = [path for path, item in items if not isinstance(item, str) or not item.strip()]
+        for path in bad:
+            self.checker.report(path, "expected a non-blank string")
+        return () if bad else tuple(str(item) for _, item in items)
+
     def string(self, key: str, *, choices: Iterable[str] | None = None, default: str | None = None) -> str | None:
         """A string field, optionally one of ``choices``."""
         _record(

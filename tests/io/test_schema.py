@@ -40,7 +40,12 @@ def _unknown_keys(node: Any, spec: dict[str, Any], path: str = "") -> list[str]:
 
 @pytest.mark.parametrize(
     ("kind", "folder"),
-    [("scenario", "workloads"), ("hardware", "hardware_profiles"), ("model", "workloads/models")],
+    [
+        ("scenario", "workloads"),
+        ("hardware", "hardware_profiles"),
+        ("model", "workloads/models"),
+        ("engine", "hardware_profiles/serving/engines"),
+    ],
 )
 def test_every_builtin_input_is_described_by_its_schema(kind: str, folder: str) -> None:
     spec = schema(kind)
@@ -128,7 +133,12 @@ def _errors(node: Any, spec: dict[str, Any], path: str = "") -> list[str]:
 
 @pytest.mark.parametrize(
     ("kind", "folder"),
-    [("scenario", "workloads"), ("hardware", "hardware_profiles"), ("model", "workloads/models")],
+    [
+        ("scenario", "workloads"),
+        ("hardware", "hardware_profiles"),
+        ("model", "workloads/models"),
+        ("engine", "hardware_profiles/serving/engines"),
+    ],
 )
 def test_schema_validates_every_yaml_input_in_the_repository(kind: str, folder: str) -> None:
     spec = schema(kind)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from prfaas_plan.errors import InputError
+from prfaas_plan.io.engine_profile import load_engine_profile
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.models import load_model_card
 from prfaas_plan.io.scenario import load_scenario
@@ -23,8 +24,14 @@ _LOADERS = {
     "scenario": load_scenario,
     "hardware": load_hardware,
     "model": lambda p: load_model_card(p, str(p)),
+    "engine": load_engine_profile,
 }
-_FOLDERS = {"scenario": "workloads", "hardware": "hardware_profiles", "model": "workloads/models"}
+_FOLDERS = {
+    "scenario": "workloads",
+    "hardware": "hardware_profiles",
+    "model": "workloads/models",
+    "engine": "hardware_profiles/serving/engines",
+}
 
 
 def _loader_accepts(kind: str, path: Path) -> bool:
@@ -141,3 +148,36 @@ def test_every_key_has_a_description_and_numbers_their_unit_where_the_name_says_
     assert link["bandwidth_gbit_per_s"]["x-unit"] == "Gbit/s"
     method = schema("scenario")["properties"]["deployment"]["properties"]["prfaas"]["properties"]["method"]
     assert method["default"] == "measured"
+
+
+@pytest.mark.parametrize(
+    ("what", "edit"),
+    [
+        ("as calibrate writes it", None),
+        ("a value above its bound", ("terms", "attention_efficiency", "value", 1.5)),
+        ("a prior of the wrong type", ("terms", "all_reduce_latency_s", "prior", "fast")),
+        ("an empty fitted_on", ("fit", "fitted_on", [])),
+        ("a blank fitted name", ("fit", "fitted", [""])),
+        ("an unknown key", ("terms", "request_overhead_s", "valeu", 1.0)),
+    ],
+)
+def test_engine_schema_and_loader_agree_on_a_calibrated_profile(tmp_path: Path, what: str, edit: Any) -> None:
+    """A profile written by ``prfaas-plan calibrate`` (with its ``fit`` and ``calibration`` sections), as written
+    and broken one way at a time: the engine schema and the loader accept or refuse it alike."""
+    from prfaas_plan.report.engine_calibration import write_calibration
+    from prfaas_plan.studies.bench_calibration import calibrate_files
+
+    fixture = REPO / "tests" / "fixtures" / "bench_results" / "vllm-bench-serve-minimax-m2.5-conc4.json"
+    cal = calibrate_files([fixture], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+    path = write_calibration(cal, tmp_path / "cal.yaml")
+    if edit is not None:
+        data = yaml.safe_load(path.read_text())
+        *parents, key, value = edit
+        node = data
+        for part in parents:
+            node = node[part]
+        node[key] = value
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    accepted = _loader_accepts("engine", path)
+    assert accepted == (edit is None), what
+    assert _schema_accepts(schema("engine"), path) == accepted, what
