@@ -39,7 +39,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -100,26 +100,26 @@ class BenchFile:
 
 
 class _Run:
-    """One JSON object of a result file, with typed, located access to its keys. ``where`` maps a key of ``data``
-    to the name and line it was read under where those differ (AIPerf 0.1's ``records.ttft``, a CSV row), so a
-    problem names what the file says."""
+    """One JSON object of a result file, with typed, located access to its keys. ``where`` gives, for a key of
+    ``data``, the name and line it was (or would have been) read under where those differ (AIPerf 0.1's
+    ``records.ttft``, a CSV row), so a problem names what the file says."""
 
     def __init__(
         self,
         data: Mapping[str, Any],
         display: str,
         line: int | None,
-        where: Mapping[str, tuple[str, int | None]] | None = None,
+        where: Callable[[str], tuple[str, int | None]] | None = None,
         *,
         rows: bool = False,
     ) -> None:
         self.data, self.display, self.line = data, display, line
-        self.where = where or {}
+        self.where = where or (lambda key: (key, None))
         self.rows = rows  # read from a CSV export's rows
 
     def problem(self, key: str, message: str) -> InputError:
         head, dot, rest = key.partition(".")
-        shown, line = self.where.get(head, (head, self.line))
+        shown, line = self.where(head)
         return InputError(
             Problem(
                 file=self.display,
@@ -238,15 +238,6 @@ def _stream(text: str) -> list[tuple[int | None, Any]] | None:
 
 #: AIPerf 0.1's short tags for metrics that GenAI-Perf (and later AIPerf) name in full.
 _AIPERF_TAGS = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
-#: The metrics a calibration reads from an AIPerf/GenAI-Perf export.
-_AIPERF_READ = (
-    "input_sequence_length",
-    "output_sequence_length",
-    "time_to_first_token",
-    "request_throughput",
-    "inter_token_latency",
-    "output_token_throughput",
-)
 
 
 def _aiperf_metrics(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -314,16 +305,12 @@ def _aiperf_run(data: Mapping[str, Any], display: str, line: int | None) -> _Run
     metrics = _aiperf_metrics(data)
     if metrics is data:
         return _Run(data, display, line)
-    view = dict(data)
-    where: dict[str, tuple[str, int | None]] = {}
-    short = {full: tag for tag, full in _AIPERF_TAGS.items()}
-    for name in _AIPERF_READ:  # a missing one is named where AIPerf 0.1 would have written it
-        where[name] = (f"records.{short.get(name, name)}", None)
-    for key, value in metrics.items():
-        name = _AIPERF_TAGS.get(key, key)
-        view[name] = value
-        where[name] = (f"records.{key}", None)
-    return _Run(view, display, line, where)
+    view = {**data, **{_AIPERF_TAGS.get(key, key): value for key, value in metrics.items()}}
+    # A metric is named as the file wrote it; a missing one as AIPerf 0.1 would have.
+    written = {_AIPERF_TAGS.get(key, key): key for key in metrics} | {
+        full: short for short, full in _AIPERF_TAGS.items() if full not in metrics
+    }
+    return _Run(view, display, line, lambda name: (f"records.{written.get(name, name)}", None))
 
 
 _CSV_ROW_NAME = re.compile(r"^(?P<label>.*?)\s*(?:\((?P<unit>[^()]*)\))?\s*$")
@@ -381,12 +368,11 @@ def _csv_run(text: str, display: str) -> _Run:
         raise InputError(Problem(file=display, line=reader.line_num, message=f"malformed CSV: {exc}")) from None
     if not metrics:
         raise InputError(Problem(file=display, message="a CSV export with no metric rows"))
-    return _Run(metrics, display, None, where, rows=True)
+    return _Run(metrics, display, None, lambda name: where.get(name, (name, None)), rows=True)
 
 
-def _is_csv_export(text: str) -> bool:
-    first = next((s for s in text.splitlines() if s.strip()), "")
-    return first.lstrip().startswith("Metric,")
+#: An AIPerf/GenAI-Perf CSV export's start: its first non-blank line begins ``Metric,``.
+_CSV_EXPORT = re.compile(r"\s*Metric,")
 
 
 def read_bench_file(
@@ -398,7 +384,7 @@ def read_bench_file(
     raw = read_bytes(path, shown, BENCH_LIMITS)
     check_lines(raw, shown, BENCH_LIMITS)
     text = decode_utf8(raw, shown)
-    if _is_csv_export(text):
+    if _CSV_EXPORT.match(text):
         got, why = _aiperf(_csv_run(text, shown), max_prefill_occupancy)
         return BenchFile(
             file=shown,
@@ -602,7 +588,7 @@ def _metric(run: _Run, name: str, stats: Sequence[str], *, time: bool) -> tuple[
     stat = next((s for s in stats if obj.get(s) is not None), None)
     if stat is None:
         raise run.problem(f"{name}.{stats[0]}", "missing")
-    shown = run.where.get(name, (name, None))[0]
+    shown = run.where(name)[0]
     value = run.number(stat, owner=obj, field=f"{name}.{stat}", le=1e15)
     if time:
         unit = obj.get("unit", "ms")

@@ -100,12 +100,11 @@ def named(name: str, dirs: tuple[str, ...], what: str, field: str, *, organisati
         candidate = builtin_root() / sub / f"{name}.yaml"
         if candidate.is_file():
             return candidate
-    known = sorted({p.stem for sub in dirs for p in (builtin_root() / sub).glob("*.yaml")})
+    builtins = {p.stem: p for sub in reversed(dirs) for p in (builtin_root() / sub).glob("*.yaml")}  # first dir wins
+    known = sorted(builtins)
     other = same_name(name, known, organisation=organisation)
     if other is not None:
-        return next(
-            builtin_root() / sub / f"{other}.yaml" for sub in dirs if (builtin_root() / sub / f"{other}.yaml").is_file()
-        )
+        return builtins[other]
     raise InputError(
         Problem(field=field, message=f"no {what} named '{name}'{_suggest_name(name, known)}; known: {', '.join(known)}")
     )

@@ -356,9 +356,9 @@ _TOPOLOGY_DIFFERENCES = (
 
 
 _ENGINE_DIFFERENCES = (
-    " In an engine profile, also: (4) the `calibration` section that `prfaas-plan calibrate` writes is read, and "
-    "its error band checked, by the pool that names the profile, not by this loader, so any value is "
-    "described; (5) `fit.fitted` must name terms the profile holds."
+    " In an engine profile, also: (4) the `calibration` section that `prfaas-plan calibrate` writes is not read "
+    "by this loader, so any value is described: a pool that names the profile reads its `error_band` (checked "
+    "there), and ignores a section without one; (5) `fit.fitted` must name terms the profile holds."
 )
 
 

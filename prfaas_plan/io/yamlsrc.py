@@ -417,7 +417,7 @@ class Section:
         return [((*path, i), item) for i, item in enumerate(value)]
 
     def strings(self, key: str) -> tuple[str, ...]:
-        """A non-empty list of strings (``items``); reports an item that is not a string."""
+        """A non-empty list of non-blank strings (``items``); reports each item that is not one."""
         items = self.items(key)
         _record(self.checker.doc.file, (*self.path, key, "[]"), kind="string")
         bad = [path for path, item in items if not isinstance(item, str) or not item.strip()]

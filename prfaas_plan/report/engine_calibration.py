@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from prfaas_plan.report.files import Owner, write_file
-from prfaas_plan.studies.bench_calibration import Calibration
+from prfaas_plan.studies.bench_calibration import FOLDS, MAX_LEAVE_ONE_OUT, Calibration
 
 HEADER = "# Engine profile calibrated by prfaas-plan calibrate"
 OWNER = Owner(what="an engine profile written by prfaas-plan calibrate", signatures=(HEADER.encode(),))
@@ -142,8 +142,8 @@ def calibration_section(cal: Calibration) -> dict[str, Any]:
         "error_band": {
             "coverage": cal.coverage,
             "source": f"prfaas-plan calibrate: the {cal.coverage:.0%} quantile of |log(held-out / measured)| per "
-            "phase (leave-one-out; 20-fold cross-validation beyond 40 measurements), or the base engine's "
-            "cross-validated band where a phase has too few points",
+            f"phase (leave-one-out; {FOLDS}-fold cross-validation beyond {MAX_LEAVE_ONE_OUT} measurements), or the "
+            "base engine's cross-validated band where a phase has too few points",
             **{
                 phase: {
                     "factor": round(band.factor, 4),
