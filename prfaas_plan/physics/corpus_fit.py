@@ -250,13 +250,17 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
 
 
 def _memo_pieces(
-    case: CorpusCase, engine: EngineProfile, base: RooflineParams | None, memo: dict[tuple[str, str], _Pieces] | None
+    case: CorpusCase,
+    engine: EngineProfile,
+    base: RooflineParams | None,
+    memo: dict[tuple[str, CorpusMeasurement], _Pieces] | None,
 ) -> _Pieces:
-    """``_pieces``, kept in ``memo`` by (engine, measurement id) where one is given: the folds of one
-    cross-validation price the same cases with the same engine and base many times over."""
+    """``_pieces``, kept in ``memo`` by (engine, measurement) where one is given: the folds of one
+    cross-validation price the same cases with the same engine and base many times over. Keyed by the whole
+    measurement, not its id, so two measurements that share an id are never priced as one."""
     if memo is None:
         return _pieces(case, engine, base)
-    key = (engine.key, case.measurement.id)
+    key = (engine.key, case.measurement)
     if key not in memo:
         memo[key] = _pieces(case, engine, base)
     return memo[key]
@@ -392,7 +396,7 @@ def fit_corpus(
     shared: Sequence[str] = SHARED_TERMS,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     base: RooflineParams | None = None,
-    memo: dict[tuple[str, str], _Pieces] | None = None,
+    memo: dict[tuple[str, CorpusMeasurement], _Pieces] | None = None,
 ) -> dict[str, EngineFit]:
     """Fit ``terms`` of every engine of ``engines`` on its measurements among ``cases`` at once, each term of
     ``shared`` one value for all engines (fitted on all their measurements), the others one per engine (module
@@ -456,7 +460,7 @@ def fit_engine(
     terms: Sequence[str] = FIT_TERMS,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     base: RooflineParams | None = None,
-    memo: dict[tuple[str, str], _Pieces] | None = None,
+    memo: dict[tuple[str, CorpusMeasurement], _Pieces] | None = None,
 ) -> EngineFit:
     """Fit ``terms`` (default ``FIT_TERMS``) of ``engine`` to ``cases`` (all taken as its measurements; module
     docstring); ``engine``'s current terms are the priors. Terms of a phase with no measurement are not fitted
@@ -505,7 +509,7 @@ def cross_validate_engine(
     """Fit on every case, then leave each source out and predict its cases (module docstring). A source that is
     the engine's only one is predicted by the priors (the profile as given). Excluded measurements are
     predicted (held out by construction) but fitted nowhere."""
-    memo: dict[tuple[str, str], _Pieces] = {}  # every fold prices the same cases with the same engine
+    memo: dict[tuple[str, CorpusMeasurement], _Pieces] = {}  # every fold prices the same cases with the same engine
     everything = fit_engine(cases, engine, prior_weight=prior_weight, base=base, memo=memo)
     fitted = everything.apply(engine)
     points: list[HeldOutPoint] = []

@@ -116,6 +116,14 @@ def _band(
     )
 
 
+def _labels(files: Sequence[str]) -> list[str]:
+    """Each file's name in its measurements' ids, unique among ``files``: its base name, else (two files of one
+    name in different folders) its path as given, else (one file given twice) that and its position."""
+    names = [Path(f).name for f in files]
+    labels = [n if names.count(n) == 1 else f for n, f in zip(names, files, strict=True)]
+    return [x if labels.count(x) == 1 else f"{x} ({i})" for i, x in enumerate(labels, start=1)]
+
+
 def calibrate_files(
     paths: Sequence[str | Path],
     *,
@@ -150,9 +158,9 @@ def calibrate_files(
         raise InputError(Problem(field="FILES", message=message))
     one_out = total <= MAX_LEAVE_ONE_OUT
     held_out_by = "leave-one-out" if one_out else f"{FOLDS}-fold cross-validation (measurement i in fold i mod {FOLDS})"
-    for bench in files:
+    for bench, label in zip(files, _labels([b.file for b in files]), strict=True):
         for k, m in enumerate(bench.measurements, start=1):
-            ident = f"{Path(bench.file).name}#{m.run}-{m.phase}-{k}"
+            ident = f"{label}#{m.run}-{m.phase}-{k}"
             measurement = CorpusMeasurement(
                 id=ident,
                 # The fold: each measurement its own (cross-validation leaves one out at a time), or FOLDS folds

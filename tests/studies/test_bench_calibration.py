@@ -196,3 +196,20 @@ def test_many_measurements_are_cross_validated_in_folds_and_too_many_refused(tmp
     too_many.write_text((line + "\n") * (MAX_MEASUREMENTS // 2 + 1))
     with pytest.raises(InputError, match=rf"more than the {MAX_MEASUREMENTS:,} one calibration takes"):
         calibrate_files([too_many], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+
+
+def test_files_of_one_name_in_two_folders_stay_apart(tmp_path: Path) -> None:
+    """Two result files named alike in different folders: their measurements keep distinct ids (the file's path
+    stands in for its name) and are fitted as two, so the prefill fit sits between a TTFT and its triple (their
+    fitted ratios straddle 1). When the ids collided, the fit took the first file's pieces for both."""
+    line = json.loads((FIXTURES / "vllm-bench-serve-minimax-m2.5-conc4.json").read_text())
+    for folder, factor in (("a", 1.0), ("b", 3.0)):
+        (tmp_path / folder).mkdir()
+        run = {**line, "mean_ttft_ms": line["mean_ttft_ms"] * factor}
+        (tmp_path / folder / "result.json").write_text(json.dumps(run))
+    files = [tmp_path / "a" / "result.json", tmp_path / "b" / "result.json"]
+    cal = calibrate_files(files, model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+    assert len({p.id for p in cal.points}) == len(cal.points) == 4
+    slow, fast = sorted((p for p in cal.points if p.phase == "prefill"), key=lambda p: p.measured_s, reverse=True)
+    assert fast.fitted_s / fast.measured_s > 1 > slow.fitted_s / slow.measured_s
+    assert 0.8 < float(np.sqrt(fast.fitted_s / fast.measured_s * slow.fitted_s / slow.measured_s)) < 1.25
