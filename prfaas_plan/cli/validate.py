@@ -59,7 +59,7 @@ def kernel(
     """
     import numpy as np
 
-    from prfaas_plan.io.hardware import load_hardware
+    from prfaas_plan.io.hardware import MAX_MEASURED_MEMORY_EFFICIENCY, load_hardware
     from prfaas_plan.reference import checks, machine, timing
     from prfaas_plan.report.profile import write_accelerator_profile
 
@@ -72,6 +72,15 @@ def kernel(
         timed = timing.timing_architecture(base, size)
         peaks = machine.measure_peaks(base, rng, timed=timed)
         routing = machine.measure_routing(timed, rng)
+        if peaks.memory_efficiency > MAX_MEASURED_MEMORY_EFFICIENCY:
+            # Beyond any cache's advantage: the profile would be refused by its own loader; say why instead.
+            typer.echo(
+                f"validate kernel: the timed card's weights read at {peaks.memory_efficiency:.2f} x the dot "
+                f"product's rate (at most {MAX_MEASURED_MEMORY_EFFICIENCY:g} is physical): the measurement was "
+                "disturbed; run again on a quieter machine",
+                err=True,
+            )
+            raise typer.Exit(1)
         out = profile_out or Path(tempfile.mkdtemp(prefix="prfaas-plan-")) / "this-machine.yaml"
         note = "Measured by `prfaas-plan validate kernel`: achieved rates of numpy on this machine."
         written = write_accelerator_profile(

@@ -47,11 +47,13 @@ if TYPE_CHECKING:  # annotations only (engines and serving defaults load where t
 PROVENANCES = ("measured", "derived", "assumed")
 #: The largest weight-read memory efficiency a profile's ``kernel_shapes`` may record. It is a measured rate
 #: over a reference rate (the datasheet HBM figure on a GPU, the timed dot product's read rate on the reference
-#: machine), and a measured read can beat that reference: the datasheet figure is rounded and a part of the
-#: timed weights can stay resident in the last-level cache (50-60 MB on Hopper) between repetitions, as
-#: ``validate kernel`` measured 1.04 on one GPU. A rate a quarter above the reference is not a cache effect
-#: on weights of the sizes timed but a faulty measurement, and is refused.
-MAX_MEASURED_MEMORY_EFFICIENCY = 1.25
+#: machine), and a measured read can beat that reference: the datasheet figure is rounded, and weights that fit
+#: in the last-level cache (50-60 MB on Hopper; up to hundreds of MB on a server CPU) are read from it, at
+#: several times a DRAM stream's rate on one core. ``validate kernel`` measured 1.04 on one GPU, 0.87-0.93 on a
+#: 2-core VM of a 300 MiB-L3 Xeon and 1.29 on the CI machine, whose profile a bound of 1.25 refused. A rate four
+#: times the reference is beyond any cache's advantage over memory on one core, a faulty measurement, and is
+#: refused.
+MAX_MEASURED_MEMORY_EFFICIENCY = 4.0
 
 
 # --------------------------------------------------------------------------------------------- hardware

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from prfaas_plan.cli.validate import kernel_payload
 from prfaas_plan.reference.checks import CountChecks
 from prfaas_plan.reference.machine import MachinePeaks
@@ -82,3 +84,35 @@ def test_validate_gpu_without_a_device_exits_1_naming_why() -> None:
     assert "Traceback" not in result.stderr
     unknown = run_cli("validate", "gpu", "--hardware", "no-such-accelerator")
     assert unknown.returncode == 2 and "--hardware" in unknown.stderr
+
+
+def test_a_disturbed_weight_read_is_refused_before_a_profile_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A weight-read rate beyond io.hardware.MAX_MEASURED_MEMORY_EFFICIENCY times the dot product's is no cache
+    effect: the command exits 1 saying the measurement was disturbed, and writes no profile that its own loader
+    would refuse (the measurement is replaced here by one five times the dot product's rate)."""
+    from typer.testing import CliRunner
+
+    from prfaas_plan.cli.app import app
+    from prfaas_plan.io.hardware import MAX_MEASURED_MEMORY_EFFICIENCY
+    from prfaas_plan.reference import machine
+
+    def disturbed(*args: object, **kwargs: object) -> MachinePeaks:
+        return MachinePeaks(
+            matmul_flop_per_s=1e10,
+            memory_bytes_per_s=1e10,
+            copy_bytes_per_s=1e10,
+            elementwise_flop_per_s=1e9,
+            launch_overhead_s=1e-6,
+            weight_read_bytes_per_s=(MAX_MEASURED_MEMORY_EFFICIENCY + 1) * 1e10,
+            steady=True,
+            source="",
+        )
+
+    monkeypatch.setattr(machine, "measure_peaks", disturbed)
+    out = tmp_path / "this-machine.yaml"
+    result = CliRunner().invoke(app, ["validate", "kernel", "--json", "--profile-out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "disturbed" in result.output and "5.00 x" in result.output
+    assert not out.exists()
