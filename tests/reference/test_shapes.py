@@ -84,7 +84,7 @@ def test_kernel_shapes_survive_a_profile_round_trip(tmp_path: Path) -> None:
         ("moe_load_skew", "-0.5", "must be >= 0"),
         ("moe_load_skew", "lots", "expected a number"),
         ("attention_half_tokens", "3", "unknown key"),
-        ("memory_efficiency", "1.5", "must be <= 1"),
+        ("memory_efficiency", "4.5", "must be <= 4"),
         ("memory_efficiency", "0", "must be > 0"),
     ],
 )
