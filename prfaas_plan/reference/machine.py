@@ -24,12 +24,20 @@ steady conditions (``reference.conditions``):
   weight-read rate / the dot product's rate (above 1 where a card's weights fit in the cache and are read
   from it).
 
-and one shape curve (``RooflineParams.gemm_half_rows``): float32 GEMMs of m = 2 ... 256 rows against a square
-``shape_width`` weight, each timed less one launch overhead, fitted by least squares to
+and one shape curve (``RooflineParams.gemm_half_rows``): float32 GEMMs of m = 2 ... 256 rows against each of
+the timed card's ``x @ W`` weight matrices in turn (against a square ``shape_width`` weight when no card is
+given), each sweep timed less one launch overhead per product, fitted by least squares to
 t(m) = 2·m·k·n / F · (1 + m_half / m) with F the large GEMM's rate: m_half is the row count at which a product
 runs at half of F. On this BLAS the excess is a fixed cost per call proportional to the weight's size (it
 packs the weight panel for every call, which few rows cannot amortise). A single row (m = 1) takes the
 matrix-vector path, which packs nothing and runs at the memory roofline, so the curve starts at two rows.
+The card's matrices are swept, not one weight timed again and again, because a pass reads each weight once,
+after the rest of the card has passed through the cache: one weight reused stays in the core's L2 and runs
+its few-row products at up to twice the rate they reach in a pass. On a 2-core VM of a 300 MiB-L3 Xeon
+(OpenBLAS, 2 MiB L2 per core), a 32-row product against a 512 x 1024 weight ran at 0.68 of F alone and 0.35 of
+F inside a 32-token prefill; over five alternating runs the median prediction / measurement went from 0.82
+(one 1024^2 weight; worst cases, a 32-token prefill and a 16-sequence decode step, 0.59-0.74) to 0.87 (the
+card's matrices; the same cases 0.60-0.84).
 
 and the attention core's context curve (``RooflineParams.attention_efficiency`` and
 ``attention_half_context_tokens``): the products the reference kernel's attention core runs for each query
@@ -169,21 +177,29 @@ def fit_half_rows(rows: tuple[int, ...], seconds: list[float], flops: list[float
 
 
 def measure_gemm_half_rows(
-    rng: np.random.Generator, rate: float, launch_s: float, repeats: int, clock: Callable[[], float], width: int
+    rng: np.random.Generator,
+    rate: float,
+    launch_s: float,
+    repeats: int,
+    clock: Callable[[], float],
+    width: int,
+    weights: list[NDArray[np.float32]] | None = None,
 ) -> float:
-    """Time (m x width) @ (width x width) float32 GEMMs for m in ``SHAPE_ROWS`` (each less one launch) and fit
-    their half-rate row count against ``rate``."""
-    w = rng.standard_normal((width, width)).astype(np.float32)
+    """Time m-row float32 GEMMs for m in ``SHAPE_ROWS`` (each less one launch) and fit their half-rate row count
+    against ``rate``: against each of ``weights`` in turn (the timed card's matrices, as cold in the cache as in
+    a pass), or against one (width x width) weight when None."""
+    mats = weights if weights else [rng.standard_normal((width, width)).astype(np.float32)]
     seconds, flops = [], []
     for m in SHAPE_ROWS:
-        x = rng.standard_normal((m, width)).astype(np.float32)
+        xs = {k: rng.standard_normal((m, k)).astype(np.float32) for k in {w.shape[0] for w in mats}}
 
-        def product(x: NDArray[np.float32] = x) -> None:
-            x @ w
+        def products(xs: dict[int, NDArray[np.float32]] = xs) -> None:
+            for w in mats:
+                xs[w.shape[0]] @ w
 
-        t = best_time_s(product, repeats, clock=clock, budget_s=0.05)
-        seconds.append(max(t - launch_s, 1e-12))
-        flops.append(2.0 * m * width * width)
+        t = best_time_s(products, repeats, clock=clock, budget_s=0.05)
+        seconds.append(max(t - len(mats) * launch_s, t / 2))
+        flops.append(sum(2.0 * m * w.shape[0] * w.shape[1] for w in mats))
     return fit_half_rows(SHAPE_ROWS, seconds, flops, rate)
 
 
@@ -261,10 +277,13 @@ def _weight_matrices(arch: Architecture) -> list[tuple[str, NDArray[np.float32]]
     return mats
 
 
-def weight_reads(arch: Architecture) -> tuple[Callable[[], None], float, int]:
-    """One-row products against each of ``arch``'s weight matrices in turn, in the kernel's orientation (module
-    docstring): the products to time, the bytes they read and their count (one launch each)."""
-    mats = _weight_matrices(arch)
+def weight_reads(
+    arch: Architecture, mats: list[tuple[str, NDArray[np.float32]]] | None = None
+) -> tuple[Callable[[], None], float, int]:
+    """One-row products against each of ``arch``'s weight matrices in turn (``mats``, when already built), in
+    the kernel's orientation (module docstring): the products to time, the bytes they read and their count (one
+    launch each)."""
+    mats = _weight_matrices(arch) if mats is None else mats
     rows = {n: np.ones((1, n), np.float32) for _, w in mats for n in w.shape}
     column = np.ones((arch.hidden_size, 1), np.float32)
 
@@ -344,7 +363,10 @@ def measure_peaks(
     x, y = np.ones(n, dtype=np.float32), np.ones(n, dtype=np.float32)
     gemm_s = read_s = copy_s = overhead = weight_s = math.inf
     elementwise = 0.0
-    reads, read_bytes, products = weight_reads(timed) if timed is not None else (None, 0.0, 0)
+    mats = [] if timed is None else _weight_matrices(timed)
+    reads, read_bytes, products = weight_reads(timed, mats) if timed is not None else (None, 0.0, 0)
+    # The shape curve's weights: the card's own matrices multiplied as x @ W (module docstring).
+    card = [w for how, w in mats if how == "x @ W"] or None
     with steady() as steady_machine:
         clock = clock_for(steady_machine)
         # Rounds of every measurement, interleaved, so that each figure's best is drawn from the same stretch
@@ -358,7 +380,9 @@ def measure_peaks(
             if reads is not None:
                 weight_s = min(weight_s, best_time_s(reads, repeats, clock=clock, budget_s=0.1))
         rate = 2.0 * gemm_size**3 / gemm_s
-        half_rows = min(measure_gemm_half_rows(rng, rate, overhead, repeats, clock, shape_width) for _ in range(rounds))
+        half_rows = min(
+            measure_gemm_half_rows(rng, rate, overhead, repeats, clock, shape_width, card) for _ in range(rounds)
+        )
         # The round whose long-context rate is best (the least disturbed by other processes) gives the curve.
         attention, half_context = max(
             (
@@ -383,8 +407,10 @@ def measure_peaks(
         source=(
             f"measured by prfaas-plan validate kernel: best of {rounds * repeats} float32 GEMMs {gemm_size}^3 (numpy "
             f"matmul), float32 dot of 2 x {stream_mib // 2} MiB (bytes read), copy of {stream_mib // 2} MiB "
-            f"(read + write, reported only); GEMMs of {SHAPE_ROWS[0]}-{SHAPE_ROWS[-1]} rows x {shape_width}^2 "
-            f"for the shape curve; attention-core products at {ATTENTION_CONTEXTS[0]}-{ATTENTION_CONTEXTS[-1]} keys "
+            f"(read + write, reported only); GEMMs of {SHAPE_ROWS[0]}-{SHAPE_ROWS[-1]} rows "
+            + (f"x {shape_width}^2" if card is None else "against each of the timed card's matrices")
+            + " for the shape curve; "
+            f"attention-core products at {ATTENTION_CONTEXTS[0]}-{ATTENTION_CONTEXTS[-1]} keys "
             f"per query (kv_heads, group, head_dim = {attention_core_shape(timed)}) for the context curve"
             + ("" if timed is None else "; one-row products over the timed card's weight matrices (weight reads)")
         ),
