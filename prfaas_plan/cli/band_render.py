@@ -6,6 +6,9 @@ from typing import Any
 
 from prfaas_plan.cli.render import DataTable, console
 
+#: The notes a pool's band carries where the scenario outruns its measurements (``report.uncertainty``).
+_OUTSIDE = ("prompts_outside_band", "contexts_outside_band", "pool_outside_band")
+
 
 def _usd(value: float | None) -> str:
     return "—" if value is None else f"${value:,.2f}"
@@ -20,7 +23,7 @@ def _bands_line(bands: dict[str, Any]) -> str:
             parts.append(
                 f"{role}: prefill x/÷ {b['prefill_factor']:.2f}, decode x/÷ {b['decode_factor']:.2f} "
                 f"({b['coverage']:.0%} of held-out errors; {b['prefill_basis']}; {b['decode_basis']})"
-                + "".join(f"; {b[k]}" for k in ("prompts_outside_band", "contexts_outside_band") if k in b)
+                + "".join(f"; {b[k]}" for k in _OUTSIDE if k in b)
             )
     return "Error bands: " + "; ".join(parts)
 

@@ -220,20 +220,23 @@ def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: M
     (``outside_band``): the band does not cover it."""
     from pathlib import Path
 
-    from prfaas_plan.io.engine_profile import engine_choice
+    from prfaas_plan.io.engine_profile import engine_choice, load_generations
     from prfaas_plan.io.error_bands import pool_band
+    from prfaas_plan.spec.uncertainty import model_kind
     from prfaas_plan.studies.uncertainty import calibrated_band
 
     band = pool_band(engine_choice(engine), Path.cwd())
     if pool.method == "calibrated":
         band = calibrated_band(pool, card, band)
+    kind = "" if card.architecture is None else model_kind(card.architecture)
+    generation = load_generations().get(pool.hardware_key, "other")
     for row in payload["rows"]:
-        note = band.prefill.beyond("prefill", row["length_tokens"])
+        note = band.prefill.beyond("prefill", row["length_tokens"], kind=kind, generation=generation)
         if note:
             row["outside_band"] = note
     if "decode" in payload:
         d = payload["decode"]
-        note = band.decode.beyond("decode", d["context_tokens"], d["batch"])
+        note = band.decode.beyond("decode", d["context_tokens"], d["batch"], kind=kind, generation=generation)
         if note:
             d["outside_band"] = note
 

@@ -37,11 +37,39 @@ def _phase(sec: Section, phase: str) -> PhaseBand | None:
     batch = _span(sec, "batch")
     if factor is None or points is None or basis is None:
         return None
+    kinds = _counts(sec, "kinds")
+    generations = _counts(sec, "generations")
     if tokens is not None:
         basis += f", on {span_words(phase, tokens)}"
     if batch is not None:
         basis += f" and batches of {batch[0]:,.0f}-{batch[1]:,.0f}"
-    return PhaseBand(factor=float(factor), points=int(points), basis=basis, tokens=tokens, batch=batch)
+    return PhaseBand(
+        factor=float(factor),
+        points=int(points),
+        basis=basis,
+        tokens=tokens,
+        batch=batch,
+        kinds=kinds,
+        generations=generations,
+    )
+
+
+def _counts(sec: Section, key: str) -> tuple[tuple[str, int], ...]:
+    """An optional map of names to how many of the band's measurements each holds (model kinds, GPU
+    generations); () when absent."""
+    if not sec.has(key):
+        return ()
+    raw = sec.raw(key)
+    if (
+        not isinstance(raw, dict)
+        or not raw
+        or len(raw) > 64
+        or not all(isinstance(k, str) and 0 < len(k) <= 64 for k in raw)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1e9 for v in raw.values())
+    ):
+        sec.checker.report((*sec.path, key), "expected a map of names to counts (whole numbers >= 0)")
+        return ()
+    return tuple((str(k), int(v)) for k, v in raw.items())
 
 
 def _span(sec: Section, key: str) -> tuple[float, float] | None:
@@ -79,7 +107,7 @@ def load_error_bands(path: Path | None = None) -> tuple[float, str, dict[str, di
             sec = phases.sub(
                 phase,
                 required=("factor", "points", "basis"),
-                optional=("sources", "median_factor", "median_ratio", "tokens", "batch"),
+                optional=("sources", "median_factor", "median_ratio", "tokens", "batch", "kinds", "generations"),
             )
             band = _phase(sec, phase)
             if band is not None:
@@ -103,6 +131,8 @@ def engine_band(key: str, phase: str) -> PhaseBand:
         basis=f"no cross-validation of '{key}': the widest built-in engine band ({widest_key}: {widest.basis})",
         tokens=widest.tokens,
         batch=widest.batch,
+        kinds=widest.kinds,
+        generations=widest.generations,
     )
 
 

@@ -8,7 +8,12 @@ from typing import Any
 from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.uncertainty import EdgeSizing, band_of
 from prfaas_plan.spec.scenario import Scenario
-from prfaas_plan.studies.uncertainty import MatrixBand, contexts_outside_band, prompts_outside_band
+from prfaas_plan.studies.uncertainty import (
+    MatrixBand,
+    contexts_outside_band,
+    pool_outside_band,
+    prompts_outside_band,
+)
 from prfaas_plan.units import GBIT_PER_S
 
 
@@ -35,6 +40,9 @@ def bands_to_dict(scenario: Scenario) -> dict[str, Any]:
         contexts = contexts_outside_band(scenario) if role == "local" else ""
         if contexts:
             out[role]["contexts_outside_band"] = contexts
+        population = pool_outside_band(scenario, role)
+        if population:
+            out[role]["pool_outside_band"] = population
     return out
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prfaas_plan.spec.model import Architecture
 
 
 def span_words(phase: str, tokens: tuple[float, float]) -> str:
@@ -23,24 +27,64 @@ class PhaseBand:
     tokens: tuple[float, float] | None = None
     batch: tuple[float, float] | None = None
 
-    def beyond(self, phase: str, tokens: float, batch: float | None = None) -> str:
-        """A sentence saying that a time at ``tokens`` (and ``batch``) lies outside the range the band was
-        measured on; "" inside it, or where the range is unknown."""
+    #: How many of its measurements were of each model kind (``model_kind``) and on each GPU generation
+    #: (``hardware_profiles/serving/generations.yaml``); () where its source does not say.
+    kinds: tuple[tuple[str, int], ...] = ()
+    generations: tuple[tuple[str, int], ...] = ()
+
+    def beyond(
+        self, phase: str, tokens: float | None, batch: float | None = None, *, kind: str = "", generation: str = ""
+    ) -> str:
+        """A sentence saying that a time at ``tokens`` (and ``batch``; None: not checked), of a model of
+        ``kind`` on a GPU of ``generation``, lies outside what the band was measured on: beyond its range of
+        tokens or batches, or a kind or generation of which it holds fewer than ``MIN_POINTS_OF_A_KIND``
+        measurements; "" inside it, or where its source does not say."""
         what = "prompt" if phase == "prefill" else "context"
-        out = []
-        if self.tokens is not None and not self.tokens[0] <= tokens <= self.tokens[1]:
-            out.append(f"{tokens:,.0f} {what} tokens")
+        at, checked = [], []
+        if tokens is not None and self.tokens is not None and not self.tokens[0] <= tokens <= self.tokens[1]:
+            at.append(f"{tokens:,.0f} {what} tokens")
         if batch is not None and self.batch is not None and not self.batch[0] <= batch <= self.batch[1]:
-            out.append(f"batch {batch:,.0f}")
-        if not out:
+            at.append(f"batch {batch:,.0f}")
+        if at:
+            checked = [span_words(phase, self.tokens)] if self.tokens else []
+            if self.batch is not None:
+                checked.append(f"batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}")
+        of = ""
+        kinds = dict(self.kinds)
+        if kind and kinds and kinds.get(kind, 0) < MIN_POINTS_OF_A_KIND:
+            of = f" of {KIND_WORDS.get(kind, kind)}"
+            checked.append(
+                f"{KIND_PLURAL.get(kind, kind)}: {_count(kinds.get(kind, 0))} of its {sum(kinds.values())} points"
+            )
+        on = ""
+        if generation and self.generations and dict(self.generations).get(generation, 0) < MIN_POINTS_OF_A_KIND:
+            on = f" on {generation}"
+            known = ", ".join(f"{g} {n}" for g, n in self.generations)
+            checked.append(f"{generation}: {_count(dict(self.generations).get(generation, 0))} of its points ({known})")
+        if not (at or of or on):
             return ""
-        checked = [span_words(phase, self.tokens)] if self.tokens else []
-        if self.batch is not None:
-            checked.append(f"batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}")
+        where = f" at {' and '.join(at)}" if at else ""
         return (
-            f"{phase} at {' and '.join(out)} is outside what its error band ({self.factor:.2f}x) was measured on "
-            f"({', '.join(checked)}): the band does not cover it"
+            f"{phase}{of}{on}{where} is outside what its error band ({self.factor:.2f}x) was measured on "
+            f"({'; '.join(checked)}): the band does not cover it"
         )
+
+
+#: Fewer measurements than this of a model kind or a GPU generation, and a band's quantile says nothing of it.
+MIN_POINTS_OF_A_KIND = 3
+#: The model kinds a band counts (``model_kind``), in words.
+KIND_WORDS = {"dense": "a dense model", "moe": "a mixture-of-experts model"}
+KIND_PLURAL = {"dense": "dense models", "moe": "mixture-of-experts models"}
+
+
+def model_kind(arch: Architecture) -> str:
+    """The kind of model a band counts: ``moe`` when any layer routes to experts, else ``dense`` (attention
+    kinds aside: every hybrid-attention model in the corpus is also a mixture of experts)."""
+    return "dense" if all(group.ffn.kind == "dense" for group in arch.layers) else "moe"
+
+
+def _count(n: int) -> str:
+    return "none" if n == 0 else f"{n}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

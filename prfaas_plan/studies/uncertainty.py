@@ -22,7 +22,7 @@ from prfaas_plan.optimize.uncertainty import EDGES, at_edge, band_of
 from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import ModelCard, Pool, Scenario
-from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand, span_words
+from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand, model_kind, span_words
 from prfaas_plan.studies.matrix_inputs import matrix_cells
 from prfaas_plan.throughput import stage_model
 
@@ -165,6 +165,29 @@ def prompts_outside_band(scenario: Scenario, role: str) -> str:
     return "" if found is None else prompts_sentence(*found, f"{role} pool's")
 
 
+def pool_outside_band(scenario: Scenario, role: str) -> str:
+    """The sentence when the ``role`` pool's band holds too few measurements (``spec.uncertainty.
+    MIN_POINTS_OF_A_KIND``) of the scenario's kind of model or of the pool's GPU generation, in a phase the
+    pool serves (a PrfaaS pool prefills; a local pool prefills and decodes); "" otherwise."""
+    return "; ".join(f"the {role} pool's {note}" for note in pool_notes(scenario, role))
+
+
+def pool_notes(scenario: Scenario, role: str) -> list[str]:
+    """``PhaseBand.beyond``'s sentences for the ``role`` pool's model kind and GPU generation, per phase it
+    serves (``pool_outside_band``)."""
+    from prfaas_plan.io.engine_profile import load_generations
+
+    pool = scenario.prfaas if role == "prfaas" else scenario.local
+    band = band_of(pool)
+    arch = scenario.model.architecture
+    if band is None or arch is None:
+        return []
+    kind, generation = model_kind(arch), load_generations().get(pool.hardware_key, "other")
+    phases = ("prefill",) if role == "prfaas" else ("prefill", "decode")
+    found = [getattr(band, p).beyond(p, None, kind=kind, generation=generation) for p in phases]
+    return [note for note in found if note]
+
+
 def contexts_outside_band(scenario: Scenario) -> str:
     """The sentence when a noted share of the requests decode at contexts longer than any the local pool's decode
     band was measured on; "" otherwise."""
@@ -238,6 +261,7 @@ def matrix_band(
     bands: dict[str, dict[str, float]] = {}
     # (kind, longest measured, share) -> the pools it holds for (a dict as an ordered set)
     notes: dict[tuple[str, int, float], dict[str, None]] = {}
+    population: dict[str, None] = {}  # pools whose band holds too few points of the model's kind or generation
     for cell in matrix_cells(spec, list(prefill), list(local)):
         key = (cell.prefill, cell.local)
         if cell.scenario is not None:
@@ -255,6 +279,9 @@ def matrix_band(
                 if found is not None:
                     pools = notes.setdefault((kind, round(found[0]), round(found[1], 2)), {})
                     pools[f"{name} {role}"] = None
+            for role, name in (("prfaas", cell.prefill), ("local", cell.local)):
+                for note in pool_notes(b, role):
+                    population[f"{name} as {'PrfaaS' if role == 'prfaas' else 'local'} pool: {note}"] = None
         per = {name: costs[name].get(key, (None, None)) for name in costs}
         cells.append(
             CellVerdict(
@@ -274,5 +301,6 @@ def matrix_band(
         notes=tuple(
             (prompts_sentence if kind == "prompts" else contexts_sentence)(longest, share, ", ".join(pools) + " pools'")
             for (kind, longest, share), pools in notes.items()
-        ),
+        )
+        + tuple(population),
     )

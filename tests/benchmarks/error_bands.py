@@ -27,6 +27,7 @@ from prfaas_plan.io.engine_profile import load_corpus, load_generations  # noqa:
 from prfaas_plan.physics.decode import decode_step_time  # noqa: E402
 from prfaas_plan.physics.prefill import prefill_time  # noqa: E402
 from prfaas_plan.spec.hardware import RooflineParams  # noqa: E402
+from prfaas_plan.spec.uncertainty import model_kind  # noqa: E402
 from tests.benchmarks.corpus_cv import CORPUS, Results, case_of, study  # noqa: E402
 
 COVERAGE = 0.8
@@ -49,19 +50,30 @@ def _entry(ratios: list[float], sources: int, basis: str) -> dict[str, Any]:
     }
 
 
-def checked_ranges() -> dict[str, dict[str, dict[str, list[float]]]]:
-    """Per engine (and ``defaults``: every point) and phase, the range the counted measurements span: prompt
-    tokens of the prefills, context tokens and batch of the decode steps (``PhaseBand.beyond`` reads them)."""
-    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
+    """Per engine (and ``defaults``: every point) and phase, what the counted measurements span: the range of
+    prompt tokens of the prefills, of context tokens and batch of the decode steps, and how many were of each
+    model kind and on each GPU generation (``PhaseBand.beyond`` reads them)."""
+    generations = load_generations()
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for m in load_corpus(CORPUS):
         if m.exclude_from_fit:
             continue
+        kind = model_kind(case_of(m, generations).arch)
+        generation = generations.get(m.hardware, "other")
         for key in (m.engine, "defaults"):
             spans = out.setdefault(key, {}).setdefault(m.phase, {})
             values = {"tokens": m.tokens} | ({"batch": float(m.batch)} if m.phase == "decode" else {})
             for name, v in values.items():
                 lo, hi = spans.get(name, [v, v])
                 spans[name] = [min(lo, v), max(hi, v)]
+            for name, value in (("kinds", kind), ("generations", generation)):
+                counts = spans.setdefault(name, {})
+                counts[value] = counts.get(value, 0) + 1
+    for phases in out.values():
+        for spans in phases.values():
+            for name in ("kinds", "generations"):
+                spans[name] = dict(sorted(spans[name].items()))
     return out
 
 
@@ -119,7 +131,9 @@ def bands(results: Results | None = None) -> dict[str, Any]:
     for key, phases in checked_ranges().items():
         for phase, spans in phases.items():
             if key in table and phase in table[key] and not table[key][phase]["basis"].startswith("no held-out"):
-                table[key][phase].update({k: [round(v, 1) for v in span] for k, span in spans.items()})
+                table[key][phase].update(
+                    {k: span if isinstance(span, dict) else [round(v, 1) for v in span] for k, span in spans.items()}
+                )
     return {
         "source": "tests/benchmarks/error_bands.py over hardware_profiles/serving/corpus/public-measurements.yaml "
         "(the paper's Table 3 and the excluded points counted nowhere): "

@@ -117,3 +117,37 @@ def test_matrix_names_every_pool_whose_band_the_traffic_outruns() -> None:
         word = "prompts are longer" if kind == "prompts" else "decode at contexts"
         (note,) = [n for n in notes if n.startswith(share) and word in n]
         assert all(f"{pool}," in note or f"{pool} pools'" in note for pool in pools), (note, pools)
+
+
+def test_a_pool_whose_band_holds_too_few_points_of_its_model_kind_or_generation_is_named() -> None:
+    """`size`, `review` and `matrix` name a pool whose band holds fewer than MIN_POINTS_OF_A_KIND measurements of
+    the scenario's kind of model (here a mixture of experts) or of the pool's GPU generation, per phase it
+    serves (a PrfaaS pool prefills; the local pool prefills and decodes), and say nothing where it holds
+    enough (the shipped SGLang band on Hopper for Qwen3.5)."""
+    from dataclasses import replace
+
+    from prfaas_plan.report.uncertainty import bands_to_dict
+    from prfaas_plan.spec.uncertainty import MIN_POINTS_OF_A_KIND
+    from prfaas_plan.studies.uncertainty import pool_outside_band
+
+    scenario = load_scenario(REPO / "workloads" / "qwen3.5-capacity.yaml")
+    assert scenario.prfaas.time_band is not None and scenario.local.time_band is not None
+    assert pool_outside_band(scenario, "prfaas") == "" and pool_outside_band(scenario, "local") == ""
+    assert "pool_outside_band" not in bands_to_dict(scenario)["prfaas"]
+    band = scenario.prfaas.time_band
+    few = MIN_POINTS_OF_A_KIND - 1
+    dense_only = replace(band, prefill=replace(band.prefill, kinds=(("dense", 9), ("moe", few))))
+    odd = replace(
+        scenario,
+        prfaas=replace(scenario.prfaas, time_band=dense_only),
+        local=replace(
+            scenario.local, time_band=replace(band, decode=replace(band.decode, generations=(("blackwell", 9),)))
+        ),
+    )
+    prfaas_note, local_note = pool_outside_band(odd, "prfaas"), pool_outside_band(odd, "local")
+    assert prfaas_note.startswith("the prfaas pool's prefill of a mixture-of-experts model is outside")
+    assert f"mixture-of-experts models: {few} of its {9 + few} points" in prfaas_note
+    assert local_note.startswith("the local pool's decode on hopper is outside")
+    assert "hopper: none of its points (blackwell 9)" in local_note
+    doc = bands_to_dict(odd)
+    assert doc["prfaas"]["pool_outside_band"] == prfaas_note and doc["local"]["pool_outside_band"] == local_note
