@@ -216,8 +216,9 @@ def _served(
 
 def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: ModelCard) -> None:
     """Where a row's prompt (or the decode step's context or batch) lies outside the range of the measurements
-    behind the pricing's error band (a calibrated pool's prefill: its calibration points), say so on that row
-    (``outside_band``): the band does not cover it."""
+    behind the pricing's error band (a calibrated pool's prefill: its calibration points), or the band holds too
+    few of the model's kind or the GPU's generation (``PhaseBand.beyond``), say so on that row (``outside_band``):
+    the band does not cover it."""
     from pathlib import Path
 
     from prfaas_plan.io.engine_profile import engine_choice, load_generations
@@ -231,12 +232,14 @@ def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: M
     kind = "" if card.architecture is None else model_kind(card.architecture)
     generation = load_generations().get(pool.hardware_key, "other")
     for row in payload["rows"]:
-        note = band.prefill.beyond("prefill", row["length_tokens"], kind=kind, generation=generation)
+        note = band.prefill.beyond("prefill", row["length_tokens"], kind=kind, model=card.key, generation=generation)
         if note:
             row["outside_band"] = note
     if "decode" in payload:
         d = payload["decode"]
-        note = band.decode.beyond("decode", d["context_tokens"], d["batch"], kind=kind, generation=generation)
+        note = band.decode.beyond(
+            "decode", d["context_tokens"], d["batch"], kind=kind, model=card.key, generation=generation
+        )
         if note:
             d["outside_band"] = note
 

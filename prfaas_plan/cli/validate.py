@@ -73,11 +73,11 @@ def kernel(
         peaks = machine.measure_peaks(base, rng, timed=timed)
         routing = machine.measure_routing(timed, rng)
         if peaks.memory_efficiency > MAX_MEASURED_MEMORY_EFFICIENCY:
-            # Beyond any cache's advantage: the profile would be refused by its own loader; say why instead.
+            # Past the loader's sanity bound: the profile would be refused by its own loader; say why instead.
             typer.echo(
                 f"validate kernel: the timed card's weights read at {peaks.memory_efficiency:.2f} x the dot "
-                f"product's rate (at most {MAX_MEASURED_MEMORY_EFFICIENCY:g} is physical): the measurement was "
-                "disturbed; run again on a quieter machine",
+                f"product's rate, above the bound of {MAX_MEASURED_MEMORY_EFFICIENCY:g} this tool accepts: the "
+                "measurement was likely disturbed; run again on a quieter machine",
                 err=True,
             )
             raise typer.Exit(1)

@@ -18,7 +18,7 @@ from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.engine_profile import engine_path, engines_dir
 from prfaas_plan.io.paths import builtin_root, display_path
 from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml
-from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand, span_words
+from prfaas_plan.spec.uncertainty import KIND_WORDS, PhaseBand, TimeBand, span_words
 
 BANDS_FILE = ("hardware_profiles", "serving", "error_bands.yaml")
 #: The key of the serving defaults' band (a pool with no ``engine:``).
@@ -37,8 +37,11 @@ def _phase(sec: Section, phase: str) -> PhaseBand | None:
     batch = _span(sec, "batch")
     if factor is None or points is None or basis is None:
         return None
-    kinds = _counts(sec, "kinds")
+    kinds = _models(sec)
     generations = _counts(sec, "generations")
+    for name, counted in (("kinds", sum(n for _, _, n in kinds)), ("generations", sum(n for _, n in generations))):
+        if counted and counted != points:
+            sec.checker.report((*sec.path, name), f"counts {counted} measurements, but points is {points}")
     if tokens is not None:
         basis += f", on {span_words(phase, tokens)}"
     if batch is not None:
@@ -55,21 +58,46 @@ def _phase(sec: Section, phase: str) -> PhaseBand | None:
 
 
 def _counts(sec: Section, key: str) -> tuple[tuple[str, int], ...]:
-    """An optional map of names to how many of the band's measurements each holds (model kinds, GPU
-    generations); () when absent."""
+    """An optional map of names to how many of the band's measurements each holds (GPU generations); () when
+    absent."""
     if not sec.has(key):
         return ()
     raw = sec.raw(key)
-    if (
-        not isinstance(raw, dict)
-        or not raw
-        or len(raw) > 64
-        or not all(isinstance(k, str) and 0 < len(k) <= 64 for k in raw)
-        or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1e9 for v in raw.values())
-    ):
+    if not isinstance(raw, dict) or not raw or len(raw) > 64 or not all(_is_count(k, v) for k, v in raw.items()):
         sec.checker.report((*sec.path, key), "expected a map of names to counts (whole numbers >= 0)")
         return ()
     return tuple((str(k), int(v)) for k, v in raw.items())
+
+
+def _models(sec: Section) -> tuple[tuple[str, str, int], ...]:
+    """The optional ``kinds``: per model kind (``spec.uncertainty.KIND_WORDS``), a map of models to how many of
+    the band's measurements were of each; () when absent."""
+    if not sec.has("kinds"):
+        return ()
+    raw = sec.raw("kinds")
+    if (
+        not isinstance(raw, dict)
+        or not raw
+        or not all(k in KIND_WORDS for k in raw)
+        or not all(
+            isinstance(v, dict) and v and len(v) <= 1000 and all(_is_count(m, n) for m, n in v.items())
+            for v in raw.values()
+        )
+    ):
+        kinds = ", ".join(KIND_WORDS)
+        sec.checker.report((*sec.path, "kinds"), f"expected {kinds}, each a map of models to counts (whole numbers)")
+        return ()
+    return tuple((str(k), str(m), int(n)) for k, v in raw.items() for m, n in v.items())
+
+
+def _is_count(name: object, value: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 64
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and 0 <= value < 1e9
+    )
 
 
 def _span(sec: Section, key: str) -> tuple[float, float] | None:

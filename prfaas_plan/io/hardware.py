@@ -45,14 +45,14 @@ if TYPE_CHECKING:  # annotations only (engines and serving defaults load where t
     from prfaas_plan.spec.engine import ServingDefaults, ServingPoints
 
 PROVENANCES = ("measured", "derived", "assumed")
-#: The largest weight-read memory efficiency a profile's ``kernel_shapes`` may record. It is a measured rate
-#: over a reference rate (the datasheet HBM figure on a GPU, the timed dot product's read rate on the reference
-#: machine), and a measured read can beat that reference: the datasheet figure is rounded, and weights that fit
-#: in the last-level cache (50-60 MB on Hopper; up to hundreds of MB on a server CPU) are read from it, at
-#: several times a DRAM stream's rate on one core. ``validate kernel`` measured 1.04 on one GPU, 0.87-0.93 on a
-#: 2-core VM of a 300 MiB-L3 Xeon and 1.29 on the CI machine, whose profile a bound of 1.25 refused. A rate four
-#: times the reference is beyond any cache's advantage over memory on one core, a faulty measurement, and is
-#: refused.
+#: The largest weight-read memory efficiency a profile's ``kernel_shapes`` may record: a sanity bound, not a
+#: physical law. It is a measured rate over a reference rate (the datasheet HBM figure on a GPU, the timed dot
+#: product's read rate on the reference machine), and a measured read can beat that reference: the datasheet
+#: figure is rounded, and weights that fit in a cache are read from it. ``validate kernel`` (numpy, on a CPU)
+#: measured 1.04 on the machine issue 20 names, 0.76-0.93 on a 2-core VM of a 300 MiB-L3 Xeon and 1.29 on the CI
+#: machine, whose profile an earlier bound of 1.25 refused. A figure four times the reference is taken for a
+#: disturbed measurement and refused; it also admits a hand-written GPU profile claiming more than its HBM
+#: delivers, which no measurement here supports.
 MAX_MEASURED_MEMORY_EFFICIENCY = 4.0
 
 

@@ -35,9 +35,12 @@ The card's matrices are swept, not one weight timed again and again, because a p
 after the rest of the card has passed through the cache: one weight reused stays in the core's L2 and runs
 its few-row products at up to twice the rate they reach in a pass. On a 2-core VM of a 300 MiB-L3 Xeon
 (OpenBLAS, 2 MiB L2 per core), a 32-row product against a 512 x 1024 weight ran at 0.68 of F alone and 0.35 of
-F inside a 32-token prefill; over five alternating runs the median prediction / measurement went from 0.82
+F inside a 32-token prefill. Over five alternating runs the median prediction / measurement went from 0.82
 (one 1024^2 weight; worst cases, a 32-token prefill and a 16-sequence decode step, 0.59-0.74) to 0.87 (the
-card's matrices; the same cases 0.60-0.84).
+card's matrices; the same cases 0.60-0.84): within the spread between runs on that machine (0.60-0.96), so
+the mechanism above, not those medians, is the reason for the change. It costs time: a round of the curve
+takes 1.3 s for the small card (0.4 s with one weight) and 6.1 s for the large one, three rounds a run.
+Each sweep's time less its launches is floored at half the sweep, as the weight reads are.
 
 and the attention core's context curve (``RooflineParams.attention_efficiency`` and
 ``attention_half_context_tokens``): the products the reference kernel's attention core runs for each query

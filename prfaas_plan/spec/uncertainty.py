@@ -27,18 +27,26 @@ class PhaseBand:
     tokens: tuple[float, float] | None = None
     batch: tuple[float, float] | None = None
 
-    #: How many of its measurements were of each model kind (``model_kind``) and on each GPU generation
+    #: Its measurements per model (``(kind, model, points)``, kind by ``model_kind``) and per GPU generation
     #: (``hardware_profiles/serving/generations.yaml``); () where its source does not say.
-    kinds: tuple[tuple[str, int], ...] = ()
+    kinds: tuple[tuple[str, str, int], ...] = ()
     generations: tuple[tuple[str, int], ...] = ()
 
     def beyond(
-        self, phase: str, tokens: float | None, batch: float | None = None, *, kind: str = "", generation: str = ""
+        self,
+        phase: str,
+        tokens: float | None,
+        batch: float | None = None,
+        *,
+        kind: str = "",
+        model: str = "",
+        generation: str = "",
     ) -> str:
-        """A sentence saying that a time at ``tokens`` (and ``batch``; None: not checked), of a model of
-        ``kind`` on a GPU of ``generation``, lies outside what the band was measured on: beyond its range of
-        tokens or batches, or a kind or generation of which it holds fewer than ``MIN_POINTS_OF_A_KIND``
-        measurements; "" inside it, or where its source does not say."""
+        """A sentence saying that a time at ``tokens`` (and ``batch``; None: not checked), of ``model`` (of
+        ``kind``) on a GPU of ``generation``, lies outside what the band was measured on: beyond its range of
+        tokens or batches; of a kind it holds fewer than ``MIN_POINTS_OF_A_KIND`` measurements of, or whose
+        measurements are all of one other model; or of a generation it holds fewer than
+        ``MIN_POINTS_OF_A_KIND`` of. "" inside it, or where its source does not say."""
         what = "prompt" if phase == "prefill" else "context"
         at, checked = [], []
         if tokens is not None and self.tokens is not None and not self.tokens[0] <= tokens <= self.tokens[1]:
@@ -50,17 +58,27 @@ class PhaseBand:
             if self.batch is not None:
                 checked.append(f"batches {self.batch[0]:,.0f}-{self.batch[1]:,.0f}")
         of = ""
-        kinds = dict(self.kinds)
-        if kind and kinds and kinds.get(kind, 0) < MIN_POINTS_OF_A_KIND:
-            of = f" of {KIND_WORDS.get(kind, kind)}"
-            checked.append(
-                f"{KIND_PLURAL.get(kind, kind)}: {_count(kinds.get(kind, 0))} of its {sum(kinds.values())} points"
-            )
+        if kind and self.kinds:
+            mine = {m: n for k, m, n in self.kinds if k == kind}
+            total = sum(n for _, _, n in self.kinds)
+            words = KIND_PLURAL.get(kind, kind)
+            if sum(mine.values()) < MIN_POINTS_OF_A_KIND:
+                named = f" ({', '.join(mine)})" if mine else ""
+                of = f" of {KIND_WORDS.get(kind, kind)}"
+                checked.append(f"{words}: {_count(sum(mine.values()))} of its {total} points{named}")
+            elif len(mine) == 1 and model not in mine:
+                (only,) = mine
+                of = f" of {KIND_WORDS.get(kind, kind)} other than {only}"
+                checked.append(f"{words}: its {mine[only]} points of that kind are all of {only}")
         on = ""
-        if generation and self.generations and dict(self.generations).get(generation, 0) < MIN_POINTS_OF_A_KIND:
-            on = f" on {generation}"
-            known = ", ".join(f"{g} {n}" for g, n in self.generations)
-            checked.append(f"{generation}: {_count(dict(self.generations).get(generation, 0))} of its points ({known})")
+        counts = dict(self.generations)
+        if generation and counts and counts.get(generation, 0) < MIN_POINTS_OF_A_KIND:
+            gpus = "GPUs of no listed generation" if generation == "other" else f"{generation} GPUs"
+            on = f" on {gpus}"
+            others = ", ".join(f"{g} {n}" for g, n in self.generations if g != generation)
+            checked.append(
+                f"{gpus}: {_count(counts.get(generation, 0))} of its {sum(counts.values())} points (others: {others})"
+            )
         if not (at or of or on):
             return ""
         where = f" at {' and '.join(at)}" if at else ""
@@ -78,8 +96,9 @@ KIND_PLURAL = {"dense": "dense models", "moe": "mixture-of-experts models"}
 
 
 def model_kind(arch: Architecture) -> str:
-    """The kind of model a band counts: ``moe`` when any layer routes to experts, else ``dense`` (attention
-    kinds aside: every hybrid-attention model in the corpus is also a mixture of experts)."""
+    """The kind of model a band counts: ``moe`` when any layer routes to experts, else ``dense``. Attention kinds
+    are not counted apart (every hybrid-attention model in the corpus is also a mixture of experts, and its MoE
+    points mix MLA, GQA, sliding-window and linear attention)."""
     return "dense" if all(group.ffn.kind == "dense" for group in arch.layers) else "moe"
 
 

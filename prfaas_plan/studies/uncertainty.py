@@ -184,7 +184,9 @@ def pool_notes(scenario: Scenario, role: str) -> list[str]:
         return []
     kind, generation = model_kind(arch), load_generations().get(pool.hardware_key, "other")
     phases = ("prefill",) if role == "prfaas" else ("prefill", "decode")
-    found = [getattr(band, p).beyond(p, None, kind=kind, generation=generation) for p in phases]
+    found = [
+        getattr(band, p).beyond(p, None, kind=kind, model=scenario.model.key, generation=generation) for p in phases
+    ]
     return [note for note in found if note]
 
 
@@ -261,7 +263,8 @@ def matrix_band(
     bands: dict[str, dict[str, float]] = {}
     # (kind, longest measured, share) -> the pools it holds for (a dict as an ordered set)
     notes: dict[tuple[str, int, float], dict[str, None]] = {}
-    population: dict[str, None] = {}  # pools whose band holds too few points of the model's kind or generation
+    # note -> the pools whose band holds too few points of the model's kind or the GPU's generation
+    population: dict[str, dict[str, None]] = {}
     for cell in matrix_cells(spec, list(prefill), list(local)):
         key = (cell.prefill, cell.local)
         if cell.scenario is not None:
@@ -281,7 +284,7 @@ def matrix_band(
                     pools[f"{name} {role}"] = None
             for role, name in (("prfaas", cell.prefill), ("local", cell.local)):
                 for note in pool_notes(b, role):
-                    population[f"{name} as {'PrfaaS' if role == 'prfaas' else 'local'} pool: {note}"] = None
+                    population.setdefault(note, {})[f"{name} {'PrfaaS' if role == 'prfaas' else 'local'}"] = None
         per = {name: costs[name].get(key, (None, None)) for name in costs}
         cells.append(
             CellVerdict(
@@ -302,5 +305,5 @@ def matrix_band(
             (prompts_sentence if kind == "prompts" else contexts_sentence)(longest, share, ", ".join(pools) + " pools'")
             for (kind, longest, share), pools in notes.items()
         )
-        + tuple(population),
+        + tuple(f"{', '.join(pools)} pools: {note}" for note, pools in population.items()),
     )

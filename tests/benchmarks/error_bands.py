@@ -52,8 +52,8 @@ def _entry(ratios: list[float], sources: int, basis: str) -> dict[str, Any]:
 
 def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
     """Per engine (and ``defaults``: every point) and phase, what the counted measurements span: the range of
-    prompt tokens of the prefills, of context tokens and batch of the decode steps, and how many were of each
-    model kind and on each GPU generation (``PhaseBand.beyond`` reads them)."""
+    prompt tokens of the prefills, of context tokens and batch of the decode steps, how many were of each model
+    (by model kind) and on each GPU generation (``PhaseBand.beyond`` reads them)."""
     generations = load_generations()
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for m in load_corpus(CORPUS):
@@ -67,13 +67,14 @@ def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
             for name, v in values.items():
                 lo, hi = spans.get(name, [v, v])
                 spans[name] = [min(lo, v), max(hi, v)]
-            for name, value in (("kinds", kind), ("generations", generation)):
-                counts = spans.setdefault(name, {})
-                counts[value] = counts.get(value, 0) + 1
+            models = spans.setdefault("kinds", {}).setdefault(kind, {})
+            models[m.model] = models.get(m.model, 0) + 1
+            counts = spans.setdefault("generations", {})
+            counts[generation] = counts.get(generation, 0) + 1
     for phases in out.values():
         for spans in phases.values():
-            for name in ("kinds", "generations"):
-                spans[name] = dict(sorted(spans[name].items()))
+            spans["kinds"] = {k: dict(sorted(v.items())) for k, v in sorted(spans["kinds"].items())}
+            spans["generations"] = dict(sorted(spans["generations"].items()))
     return out
 
 

@@ -699,56 +699,84 @@ def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> 
 
 
 def test_kv_says_when_the_band_holds_too_few_points_of_the_models_kind_or_the_gpus_generation() -> None:
-    """The shipped bands count their measurements per model kind and GPU generation; `kv` says so where a time
-    is of a kind or generation the band holds fewer than MIN_POINTS_OF_A_KIND of (a dense model on vLLM's
-    prefill band, a mixture of experts on TensorRT-LLM's, a decode step on Ampere for TensorRT-LLM), and says
-    nothing where it holds enough (a mixture of experts on Hopper for SGLang)."""
+    """The shipped bands count their measurements per model (by kind) and GPU generation; `kv` says so where a
+    time is of a kind the band holds fewer than MIN_POINTS_OF_A_KIND of (a dense model on vLLM's prefill band, a
+    mixture of experts on TensorRT-LLM's), of a kind all of whose points are one other model (DeepSeek-V3 on
+    vLLM's prefill band, all gpt-oss-120b), or of a generation it holds too few of (TensorRT-LLM's decode on
+    Ampere); and nothing where it holds enough (a mixture of experts on Hopper for SGLang, gpt-oss-120b itself on
+    vLLM)."""
     from prfaas_plan.io.error_bands import builtin_band
     from prfaas_plan.spec.uncertainty import MIN_POINTS_OF_A_KIND
 
+    def of(band: Any, kind: str) -> dict[str, int]:
+        return {m: n for k, m, n in band.kinds if k == kind}
+
     vllm, trt, sglang = builtin_band("vllm"), builtin_band("trtllm"), builtin_band("sglang")
-    assert dict(vllm.prefill.kinds).get("dense", 0) < MIN_POINTS_OF_A_KIND
-    assert dict(trt.prefill.kinds).get("moe", 0) < MIN_POINTS_OF_A_KIND
+    assert sum(of(vllm.prefill, "dense").values()) < MIN_POINTS_OF_A_KIND
+    assert list(of(vllm.prefill, "moe")) == ["gpt-oss-120b"]
+    assert sum(of(trt.prefill, "moe").values()) < MIN_POINTS_OF_A_KIND
     assert dict(trt.decode.generations).get("ampere", 0) < MIN_POINTS_OF_A_KIND
-    assert dict(sglang.prefill.kinds)["moe"] >= MIN_POINTS_OF_A_KIND
+    assert sum(of(sglang.prefill, "moe").values()) >= MIN_POINTS_OF_A_KIND and len(of(sglang.prefill, "moe")) > 1
     assert dict(sglang.prefill.generations)["hopper"] >= MIN_POINTS_OF_A_KIND
-    dense = _kv_json("--model", "llama-3.1-8b", "--hardware", "h100", "--engine", "vllm", "--length", "1024")
+    one = ("--gpus", "1", "--length", "1024")
+    dense = _kv_json("--model", "llama-3.1-8b", "--hardware", "h100", "--engine", "vllm", *one)
     assert "prefill of a dense model is outside" in dense["rows"][0]["outside_band"]
-    assert f"dense models: {dict(vllm.prefill.kinds).get('dense', 0)} of its" in dense["rows"][0]["outside_band"]
+    count = sum(of(vllm.prefill, "dense").values())
+    assert f"dense models: {count} of its {vllm.prefill.points} points" in dense["rows"][0]["outside_band"]
+    other = _kv_json("--model", "deepseek-v3", "--hardware", "h200", "--engine", "vllm", "--length", "1024")
+    assert "mixture-of-experts model other than gpt-oss-120b is outside" in other["rows"][0]["outside_band"]
+    assert (
+        "outside_band"
+        not in _kv_json("--model", "gpt-oss-120b", "--hardware", "h200", "--engine", "vllm", *one)["rows"][0]
+    )
     moe = _kv_json("--model", "deepseek-v3", "--hardware", "h200", "--engine", "trtllm", "--length", "1024")
     assert "prefill of a mixture-of-experts model is outside" in moe["rows"][0]["outside_band"]
-    flags = ("--model", "llama-3.1-8b", "--hardware", "a100-80gb", "--engine", "trtllm", "--length", "1024")
+    flags = ("--model", "llama-3.1-8b", "--hardware", "a100-80gb", "--engine", "trtllm", *one)
     ampere = _kv_json(*flags, "--decode-batch", "8", "--context", "2000")
     assert "outside_band" not in ampere["rows"][0]  # TensorRT-LLM's prefill band holds Ampere points
-    assert "decode on ampere is outside" in ampere["decode"]["outside_band"]
+    assert "on ampere GPUs is outside" in ampere["decode"]["outside_band"]
     fine = _kv_json("--model", "qwen3-next-80b-a3b", "--hardware", "h200", "--engine", "sglang", "--length", "1024")
     assert "outside_band" not in fine["rows"][0]
 
 
 def test_a_bands_counts_are_read_and_checked(tmp_path: Path) -> None:
-    """An error band's counts per model kind and generation are read into the band; a malformed map is refused
-    naming the field; a band that does not count says nothing of kinds or generations."""
+    """An error band's counts per model (by kind) and generation are read into the band; a malformed map, an
+    unknown kind, or counts that do not add up to its points are refused naming the field; a band that does not
+    count says nothing of kinds or generations."""
     from prfaas_plan.io.error_bands import load_error_bands
     from prfaas_plan.spec.uncertainty import PhaseBand
 
-    def bands(kinds: str) -> Path:
+    def bands(kinds: str, generations: str = "{hopper: 3}") -> Path:
         path = tmp_path / f"bands-{len(list(tmp_path.iterdir()))}.yaml"
-        phase = "{factor: 1.5, points: 3, basis: b, kinds: " + kinds + ", generations: {hopper: 3}}"
+        phase = "{factor: 1.5, points: 3, basis: b, kinds: " + kinds + ", generations: " + generations + "}"
         path.write_text(
             "source: s\ncoverage: 0.8\nbands:\n  defaults:\n"
             f"    prefill: {phase}\n    decode: {{factor: 1.2, points: 3, basis: b}}\n"
         )
         return path
 
-    _, _, table = load_error_bands(bands("{dense: 1, moe: 2}"))
+    _, _, table = load_error_bands(bands("{dense: {a: 1}, moe: {b: 2}}"))
     prefill = table["defaults"]["prefill"]
-    assert prefill.kinds == (("dense", 1), ("moe", 2)) and prefill.generations == (("hopper", 3),)
-    assert "ampere: none of its points (hopper 3)" in prefill.beyond("prefill", None, kind="moe", generation="ampere")
-    assert prefill.beyond("prefill", None, kind="dense", generation="hopper").startswith("prefill of a dense model is")
+    assert prefill.kinds == (("dense", "a", 1), ("moe", "b", 2)) and prefill.generations == (("hopper", 3),)
+    note = prefill.beyond("prefill", None, kind="moe", model="c", generation="ampere")
+    assert note.startswith("prefill of a mixture-of-experts model on ampere GPUs is outside")
+    assert "ampere GPUs: none of its 3 points (others: hopper 3)" in note
+    assert prefill.beyond("prefill", None, kind="dense", model="a", generation="hopper").startswith(
+        "prefill of a dense model is"
+    )
+    assert "GPUs of no listed generation" in prefill.beyond("prefill", None, kind="moe", generation="other")
+    _, _, table = load_error_bands(bands("{moe: {b: 3}}"))
+    one_model = table["defaults"]["prefill"]
+    assert one_model.beyond("prefill", None, kind="moe", model="b", generation="hopper") == ""
+    assert "all of b" in one_model.beyond("prefill", None, kind="moe", model="c", generation="hopper")
     assert table["defaults"]["decode"].beyond("decode", None, kind="dense", generation="ampere") == ""
-    for bad in ("{dense: -1}", "{dense: 1.5}", "[dense]", "{}", "{dense: true}"):
+    for bad in ("{dense: {a: -1}}", "{dense: {a: 1.5}}", "[dense]", "{}", "{dense: 3}", "{Dense: {a: 3}}"):
         with pytest.raises(InputError, match=r"bands\.defaults\.prefill\.kinds"):
             load_error_bands(bands(bad))
+    with pytest.raises(InputError, match=r"prefill\.kinds: counts 2 measurements, but points is 3"):
+        load_error_bands(bands("{dense: {a: 2}}"))
+    with pytest.raises(InputError, match=r"prefill\.generations: counts 4 measurements"):
+        load_error_bands(bands("{dense: {a: 3}}", "{hopper: 4}"))
     assert PhaseBand(factor=2.0, points=1, basis="b").beyond("prefill", None, kind="dense", generation="x") == ""
 
 

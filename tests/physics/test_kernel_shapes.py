@@ -175,15 +175,15 @@ def test_expert_parallel_waits_for_the_busiest_gpu() -> None:
 
 
 def test_a_measured_weight_read_above_the_reference_rate_round_trips(tmp_path: Path) -> None:
-    """`validate kernel --profile-out` may measure a weight-read efficiency above 1 (1.04 and 1.29 seen:
-    cache-resident weights, a rounded datasheet figure); what it writes loads back as written. Beyond the
+    """`validate kernel --profile-out` may measure a weight-read efficiency above 1 (1.04 and 1.29 seen on two
+    machines: cache-resident weights); what it writes loads back as written. Beyond the
     documented bound (io.hardware.MAX_MEASURED_MEMORY_EFFICIENCY) the loader refuses it with the field named."""
     from prfaas_plan.errors import InputError
     from prfaas_plan.io.hardware import MAX_MEASURED_MEMORY_EFFICIENCY, load_hardware
     from prfaas_plan.report.profile import write_accelerator_profile
     from prfaas_plan.spec.hardware import KernelShapes
 
-    # 1.04: one GPU; 1.29: the CI machine's CPU, whose profile the earlier bound of 1.25 refused.
+    # 1.04: the machine issue 20 names; 1.29: the CI machine, whose profile the earlier bound of 1.25 refused.
     for measured in (1.04, 1.29):
         shapes = KernelShapes(gemm_half_rows=4.0, memory_efficiency=measured, source="measured")
         path = write_accelerator_profile(ACCELERATOR, tmp_path / "fast.yaml", "", shapes)

@@ -142,3 +142,24 @@ def test_decode_contexts_longer_than_the_bands_measurements_are_named(banded_rev
     assert contexts_outside_band(replace(scenario, traffic=short)) == ""
     long = replace(scenario.traffic, input_length=Fixed(tokens=longest))
     assert contexts_outside_band(replace(scenario, traffic=long)).startswith("100% of the requests decode")
+
+
+def test_a_pool_whose_band_holds_too_few_points_of_its_models_kind_is_named_in_the_review(banded_review: Any) -> None:
+    """The review's summary line and its band JSON name a pool whose band holds too few measurements of the
+    scenario's kind of model (``studies.uncertainty.pool_outside_band``); the shipped SGLang band on Hopper
+    holds enough of Qwen3.5's kind, and nothing is said."""
+    from dataclasses import replace
+
+    from prfaas_plan.studies.uncertainty import pool_outside_band
+
+    r = banded_review
+    assert "pool_outside_band" not in review_to_dict(r)["error_band"]["bands"]["prfaas"]
+    scenario = r.error_band.scenario
+    band = scenario.prfaas.time_band
+    thin = replace(band, prefill=replace(band.prefill, kinds=(("dense", "x", band.prefill.points),)))
+    odd = replace(scenario, prfaas=replace(scenario.prfaas, time_band=thin))
+    changed = replace(r, error_band=replace(r.error_band, scenario=odd))
+    note = pool_outside_band(odd, "prfaas")
+    assert note.startswith("the prfaas pool's prefill of a mixture-of-experts model is outside")
+    assert f"Note: {note}." in (band_line(changed) or "")
+    assert review_to_dict(changed)["error_band"]["bands"]["prfaas"]["pool_outside_band"] == note

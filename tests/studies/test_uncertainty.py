@@ -136,7 +136,9 @@ def test_a_pool_whose_band_holds_too_few_points_of_its_model_kind_or_generation_
     assert "pool_outside_band" not in bands_to_dict(scenario)["prfaas"]
     band = scenario.prfaas.time_band
     few = MIN_POINTS_OF_A_KIND - 1
-    dense_only = replace(band, prefill=replace(band.prefill, kinds=(("dense", 9), ("moe", few))))
+    dense_only = replace(
+        band, prefill=replace(band.prefill, kinds=(("dense", "a", 9), ("moe", "b", few)), generations=(("hopper", 11),))
+    )
     odd = replace(
         scenario,
         prfaas=replace(scenario.prfaas, time_band=dense_only),
@@ -147,7 +149,7 @@ def test_a_pool_whose_band_holds_too_few_points_of_its_model_kind_or_generation_
     prfaas_note, local_note = pool_outside_band(odd, "prfaas"), pool_outside_band(odd, "local")
     assert prfaas_note.startswith("the prfaas pool's prefill of a mixture-of-experts model is outside")
     assert f"mixture-of-experts models: {few} of its {9 + few} points" in prfaas_note
-    assert local_note.startswith("the local pool's decode on hopper is outside")
-    assert "hopper: none of its points (blackwell 9)" in local_note
+    assert local_note.startswith("the local pool's decode on hopper GPUs is outside")
+    assert "hopper GPUs: none of its 9 points (others: blackwell 9)" in local_note
     doc = bands_to_dict(odd)
     assert doc["prfaas"]["pool_outside_band"] == prfaas_note and doc["local"]["pool_outside_band"] == local_note
