@@ -673,6 +673,17 @@ def test_kv_says_where_a_time_lies_outside_its_error_bands_measurements() -> Non
     )
 
 
+def _bands_file(tmp_path: Path, prefill_fields: str) -> Path:
+    """A new error-bands file in ``tmp_path`` whose defaults' prefill band (3 points) adds ``prefill_fields``."""
+    path = tmp_path / f"bands-{len(list(tmp_path.iterdir()))}.yaml"
+    phase = "{factor: 1.5, points: 3, basis: b, " + prefill_fields + "}"
+    path.write_text(
+        "source: s\ncoverage: 0.8\nbands:\n  defaults:\n"
+        f"    prefill: {phase}\n    decode: {{factor: 1.2, points: 3, basis: b}}\n"
+    )
+    return path
+
+
 def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> None:
     """An error band's measured range (``tokens``, ``batch``) is read into the band and its basis; a range that
     is not two ascending positive numbers is refused naming the field."""
@@ -680,13 +691,7 @@ def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> 
     from prfaas_plan.spec.uncertainty import PhaseBand
 
     def bands(tokens: str) -> Path:
-        path = tmp_path / f"bands-{len(list(tmp_path.iterdir()))}.yaml"
-        phase = "{factor: 1.5, points: 3, basis: b, tokens: " + tokens + "}"
-        path.write_text(
-            "source: s\ncoverage: 0.8\nbands:\n  defaults:\n"
-            f"    prefill: {phase}\n    decode: {{factor: 1.2, points: 3, basis: b}}\n"
-        )
-        return path
+        return _bands_file(tmp_path, "tokens: " + tokens)
 
     _, _, table = load_error_bands(bands("[100, 8000]"))
     prefill = table["defaults"]["prefill"]
@@ -747,13 +752,7 @@ def test_a_bands_counts_are_read_and_checked(tmp_path: Path) -> None:
     from prfaas_plan.spec.uncertainty import PhaseBand
 
     def bands(kinds: str, generations: str = "{hopper: 3}") -> Path:
-        path = tmp_path / f"bands-{len(list(tmp_path.iterdir()))}.yaml"
-        phase = "{factor: 1.5, points: 3, basis: b, kinds: " + kinds + ", generations: " + generations + "}"
-        path.write_text(
-            "source: s\ncoverage: 0.8\nbands:\n  defaults:\n"
-            f"    prefill: {phase}\n    decode: {{factor: 1.2, points: 3, basis: b}}\n"
-        )
-        return path
+        return _bands_file(tmp_path, "kinds: " + kinds + ", generations: " + generations)
 
     _, _, table = load_error_bands(bands("{dense: {a: 1}, moe: {b: 2}}"))
     prefill = table["defaults"]["prefill"]
