@@ -24,6 +24,8 @@ BANDS_FILE = ("hardware_profiles", "serving", "error_bands.yaml")
 #: The key of the serving defaults' band (a pool with no ``engine:``).
 DEFAULTS = "defaults"
 PHASES = ("prefill", "decode")
+#: A calibration band's optional keys: the range its measurements spanned, and what they were of.
+PHASE_OPTIONAL = ("tokens", "batch", "kinds", "generations")
 #: Largest band factor a file may state (a factor of 1,000 is already no information).
 MAX_FACTOR = 1e3
 
@@ -201,7 +203,7 @@ def profile_band(path: Path) -> TimeBand:
     coverage = band.number("coverage", gt=0, le=0.999)
     source = band.string("source")
     phases = {
-        p: _phase(band.sub(p, required=("factor", "points", "basis"), optional=("tokens", "batch")), p) for p in PHASES
+        p: _phase(band.sub(p, required=("factor", "points", "basis"), optional=PHASE_OPTIONAL), p) for p in PHASES
     }
     checker.raise_if_any()
     if coverage is None or source is None or phases["prefill"] is None or phases["decode"] is None:

@@ -151,11 +151,21 @@ def calibration_section(cal: Calibration) -> dict[str, Any]:
                     "basis": band.basis,
                     **({} if band.tokens is None else {"tokens": [_number(v) for v in band.tokens]}),
                     **({} if band.batch is None else {"batch": [_number(v) for v in band.batch]}),
+                    **({} if not band.kinds else {"kinds": _kinds(band.kinds)}),
+                    **({} if not band.generations else {"generations": dict(band.generations)}),
                 }
                 for phase, band in cal.bands.items()
             },
         },
     }
+
+
+def _kinds(kinds: tuple[tuple[str, str, int], ...]) -> dict[str, dict[str, int]]:
+    """A band's counts per model, by kind, as the error-bands file writes them."""
+    out: dict[str, dict[str, int]] = {}
+    for kind, model, n in kinds:
+        out.setdefault(kind, {})[model] = n
+    return out
 
 
 def write_calibration(cal: Calibration, path: str | Path, *, force: bool = False) -> Path:

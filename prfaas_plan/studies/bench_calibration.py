@@ -29,7 +29,7 @@ from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate
 from prfaas_plan.physics.engine import with_dtypes
 from prfaas_plan.physics.roofline import Instance, missing_peak
 from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
-from prfaas_plan.spec.uncertainty import PhaseBand
+from prfaas_plan.spec.uncertainty import PhaseBand, model_kind
 
 #: Fewest measurements of a phase whose leave-one-out errors make that phase's band.
 MIN_BAND_POINTS = 3
@@ -90,9 +90,18 @@ class Calibration:
 
 
 def _band(
-    points: Sequence[CalibrationPoint], phase: str, coverage: float, base: EngineProfile, held_out_by: str
+    points: Sequence[CalibrationPoint],
+    phase: str,
+    coverage: float,
+    base: EngineProfile,
+    held_out_by: str,
+    measured: tuple[str, str, str],
 ) -> PhaseBand:
+    """The phase's band from the held-out errors of its measurements (the base engine's band where there are
+    too few), counting them as of ``measured`` = (model kind, model, GPU generation): a pool that prices
+    another model or generation with this profile is outside a band calibrated on one."""
     mine = [p for p in points if p.phase == phase]
+    kind, model, generation = measured
     if len(mine) >= MIN_BAND_POINTS:
         logs = np.abs(np.log([p.held_out_s / p.measured_s for p in mine]))
         tokens = [float(p.tokens) for p in mine]
@@ -104,6 +113,8 @@ def _band(
             "quantile of |log(predicted / measured)|",
             tokens=(min(tokens), max(tokens)),
             batch=(min(batches), max(batches)) if phase == "decode" else None,
+            kinds=((kind, model, len(mine)),),
+            generations=((generation, len(mine)),),
         )
     inherited = engine_band(base.key, phase)
     return PhaseBand(
@@ -113,6 +124,8 @@ def _band(
         f"{base.key}'s band ({inherited.basis})",
         tokens=inherited.tokens,
         batch=inherited.batch,
+        kinds=inherited.kinds,
+        generations=inherited.generations,
     )
 
 
@@ -209,7 +222,8 @@ def calibrate_files(
                 held_out_s=h.held_out_s,
             )
         )
-    bands = {phase: _band(points, phase, coverage, base, held_out_by) for phase in ("prefill", "decode")}
+    measured = (model_kind(arch), card.key, generation)
+    bands = {phase: _band(points, phase, coverage, base, held_out_by, measured) for phase in ("prefill", "decode")}
     return Calibration(
         base=base,
         engine=fit.apply(base),

@@ -64,6 +64,7 @@ def test_each_format_calibrates_and_round_trips(tmp_path: Path, name: str) -> No
     assert band.decode.factor == pytest.approx(cal.bands["decode"].factor, rel=1e-3)
     for phase, written in (("prefill", band.prefill), ("decode", band.decode)):  # the range survives too
         assert written.tokens == pytest.approx(cal.bands[phase].tokens, rel=1e-5)
+        assert written.kinds == cal.bands[phase].kinds and written.generations == cal.bands[phase].generations
         mine = [p.tokens for p in cal.points if p.phase == phase]
         if len(mine) >= MIN_BAND_POINTS and "leave-one-out over this calibration" in cal.bands[phase].basis:
             assert cal.bands[phase].tokens == (min(mine), max(mine))
@@ -213,3 +214,22 @@ def test_files_of_one_name_in_two_folders_stay_apart(tmp_path: Path) -> None:
     slow, fast = sorted((p for p in cal.points if p.phase == "prefill"), key=lambda p: p.measured_s, reverse=True)
     assert fast.fitted_s / fast.measured_s > 1 > slow.fitted_s / slow.measured_s
     assert 0.8 < float(np.sqrt(fast.fitted_s / fast.measured_s * slow.fitted_s / slow.measured_s)) < 1.25
+
+
+def test_a_calibrated_band_covers_the_model_and_generation_it_was_measured_on(tmp_path: Path) -> None:
+    """A phase calibrated on the user's own measurements counts them as of the calibrated model and its GPU
+    generation: the written profile's band says nothing of that model on that generation, and calls another
+    model (of the same kind) or another generation outside it."""
+    file, model, hardware, gpus, engine = CASES["sglang-serving-real"]  # 9 runs: enough for a band of its own
+    cal = calibrate_files([FIXTURES / file], model=model, hardware=hardware, gpus=gpus, engine=engine)
+    calibrated = [p for p, b in cal.bands.items() if "over this calibration" in b.basis]
+    assert calibrated
+    band = pool_band(str(write_calibration(cal, tmp_path / "cal.yaml")), tmp_path)
+    for phase in calibrated:
+        mine = getattr(band, phase)
+        n = mine.points
+        assert mine.kinds == (("dense", model, n),) and mine.generations == (("hopper", n),)
+        assert mine.beyond(phase, None, kind="dense", model=model, generation="hopper") == ""
+        other = mine.beyond(phase, None, kind="dense", model="llama-3.1-8b", generation="hopper")
+        assert f"of a dense model other than {model}" in other
+        assert "on blackwell GPUs" in mine.beyond(phase, None, kind="dense", model=model, generation="blackwell")
