@@ -179,7 +179,7 @@ def _served(
     from dataclasses import replace
 
     from prfaas_plan.errors import InputError, Problem
-    from prfaas_plan.io.engine_profile import engine_choice, load_generations, load_named_engine
+    from prfaas_plan.io.engine_profile import engine_choice, generation_of, load_named_engine
     from prfaas_plan.physics.engine import engine_params, with_dtypes
     from prfaas_plan.spec.model import DTYPE_BYTES
 
@@ -201,7 +201,7 @@ def _served(
     if chosen is None:
         return pool, card, "paper-fit: serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3, 5)"
     profile = load_named_engine(chosen, "--engine")
-    generation = load_generations().get(pool.hardware_key, "other")
+    generation = generation_of(pool.hardware_key)
     params = engine_params(profile, generation, base=pool.roofline)
     if kernel_only:
         params = params.kernel_only
@@ -221,7 +221,7 @@ def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: M
     the band does not cover it."""
     from pathlib import Path
 
-    from prfaas_plan.io.engine_profile import engine_choice, load_generations
+    from prfaas_plan.io.engine_profile import engine_choice, generation_of
     from prfaas_plan.io.error_bands import pool_band
     from prfaas_plan.spec.uncertainty import model_kind
     from prfaas_plan.studies.uncertainty import calibrated_band
@@ -230,7 +230,7 @@ def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: M
     if pool.method == "calibrated":
         band = calibrated_band(pool, card, band)
     kind = "" if card.architecture is None else model_kind(card.architecture)
-    generation = load_generations().get(pool.hardware_key, "other")
+    generation = generation_of(pool.hardware_key)
     for row in payload["rows"]:
         note = band.prefill.beyond("prefill", row["length_tokens"], kind=kind, model=card.key, generation=generation)
         if note:

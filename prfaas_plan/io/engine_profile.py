@@ -229,6 +229,12 @@ def load_generations(path: Path | None = None) -> dict[str, str]:
     return _read_generations(path)
 
 
+def generation_of(hardware_key: str) -> str:
+    """The generation of built-in accelerator ``hardware_key`` (``load_generations``), ``other`` where the table
+    does not list it."""
+    return _builtin_generations().get(hardware_key, "other")
+
+
 @cache
 def _builtin_generations() -> dict[str, str]:
     return _read_generations(builtin_root().joinpath(*GENERATIONS_FILE))

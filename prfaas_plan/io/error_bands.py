@@ -24,7 +24,7 @@ BANDS_FILE = ("hardware_profiles", "serving", "error_bands.yaml")
 #: The key of the serving defaults' band (a pool with no ``engine:``).
 DEFAULTS = "defaults"
 PHASES = ("prefill", "decode")
-#: A calibration band's optional keys: the range its measurements spanned, and what they were of.
+#: A phase band's optional keys: the range its measurements spanned, and what they were of.
 PHASE_OPTIONAL = ("tokens", "batch", "kinds", "generations")
 #: Largest band factor a file may state (a factor of 1,000 is already no information).
 MAX_FACTOR = 1e3
@@ -137,7 +137,7 @@ def load_error_bands(path: Path | None = None) -> tuple[float, str, dict[str, di
             sec = phases.sub(
                 phase,
                 required=("factor", "points", "basis"),
-                optional=("sources", "median_factor", "median_ratio", "tokens", "batch", "kinds", "generations"),
+                optional=("sources", "median_factor", "median_ratio", *PHASE_OPTIONAL),
             )
             band = _phase(sec, phase)
             if band is not None:

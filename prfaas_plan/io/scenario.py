@@ -232,7 +232,7 @@ def _engine_base(
     serving defaults apply) or after reporting a problem."""
     if name is None or hardware is None:
         return None
-    from prfaas_plan.io.engine_profile import engine_path, load_engine_profile, load_generations
+    from prfaas_plan.io.engine_profile import engine_path, generation_of, load_engine_profile
 
     local = base / name
     try:
@@ -244,7 +244,7 @@ def _engine_base(
         return None
     from prfaas_plan.physics.engine import engine_params
 
-    generation = load_generations().get(hardware.accelerator.key, "other")
+    generation = generation_of(hardware.accelerator.key)
     return engine_params(profile, generation), profile
 
 

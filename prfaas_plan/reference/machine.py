@@ -188,9 +188,9 @@ def measure_gemm_half_rows(
     width: int,
     weights: list[NDArray[np.float32]] | None = None,
 ) -> float:
-    """Time m-row float32 GEMMs for m in ``SHAPE_ROWS`` (each less one launch) and fit their half-rate row count
-    against ``rate``: against each of ``weights`` in turn (the timed card's matrices, as cold in the cache as in
-    a pass), or against one (width x width) weight when None."""
+    """Time m-row float32 GEMMs for m in ``SHAPE_ROWS`` (each sweep less one launch per product) and fit their
+    half-rate row count against ``rate``: against each of ``weights`` in turn (the timed card's matrices, as
+    cold in the cache as in a pass), or against one (width x width) weight when None."""
     mats = weights if weights else [rng.standard_normal((width, width)).astype(np.float32)]
     seconds, flops = [], []
     for m in SHAPE_ROWS:
@@ -281,12 +281,11 @@ def _weight_matrices(arch: Architecture) -> list[tuple[str, NDArray[np.float32]]
 
 
 def weight_reads(
-    arch: Architecture, mats: list[tuple[str, NDArray[np.float32]]] | None = None
+    arch: Architecture, mats: list[tuple[str, NDArray[np.float32]]]
 ) -> tuple[Callable[[], None], float, int]:
-    """One-row products against each of ``arch``'s weight matrices in turn (``mats``, when already built), in
+    """One-row products against each of ``arch``'s weight matrices in turn (``mats``: ``_weight_matrices``), in
     the kernel's orientation (module docstring): the products to time, the bytes they read and their count (one
     launch each)."""
-    mats = _weight_matrices(arch) if mats is None else mats
     rows = {n: np.ones((1, n), np.float32) for _, w in mats for n in w.shape}
     column = np.ones((arch.hidden_size, 1), np.float32)
 

@@ -88,7 +88,8 @@ class PhaseBand:
         )
 
 
-#: Fewer measurements than this of a model kind or a GPU generation, and a band's quantile says nothing of it.
+#: Fewer measurements than this of a model kind or a GPU generation, and a band's quantile says nothing of it: a
+#: design bound, not a fitted one (the 80 % quantile of two errors is all but the larger of them).
 MIN_POINTS_OF_A_KIND = 3
 #: The model kinds a band counts (``model_kind``), in words.
 KIND_WORDS = {"dense": "a dense model", "moe": "a mixture-of-experts model"}

@@ -22,7 +22,7 @@ import numpy as np
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, read_bench_file
-from prfaas_plan.io.engine_profile import load_generations, load_named_engine
+from prfaas_plan.io.engine_profile import generation_of, load_named_engine
 from prfaas_plan.io.error_bands import engine_band
 from prfaas_plan.io.names import load_named_hardware, load_named_model
 from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate_engine
@@ -162,7 +162,7 @@ def calibrate_files(
         raise InputError(Problem(field="--hardware", message=why))
     arch = with_dtypes(card.architecture, weights_dtype, kv_dtype)
     instance = Instance(accelerator=profile.accelerator, gpus=gpus)
-    generation = load_generations().get(profile.accelerator.key, "other")
+    generation = generation_of(profile.accelerator.key)
     cases: list[CorpusCase] = []
     files_of: dict[str, str] = {}
     total = sum(len(b.measurements) for b in files)

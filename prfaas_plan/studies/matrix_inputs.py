@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
-from prfaas_plan.io.engine_profile import DEFAULT_ENGINE, load_generations, load_named_engine
+from prfaas_plan.io.engine_profile import DEFAULT_ENGINE, generation_of, load_named_engine
 from prfaas_plan.io.error_bands import builtin_band
 from prfaas_plan.io.hardware import load_hardware
 from prfaas_plan.io.names import load_named_hardware
@@ -83,7 +83,7 @@ def _pool(
         engine = default_engine
         base = replace(base, time_band=builtin_band(engine.key))
     if engine is not None:  # the engine's terms on this accelerator's generation, not the template's
-        generation = load_generations().get(hw.accelerator.key, "other")
+        generation = generation_of(hw.accelerator.key)
         params = engine_params(
             engine, generation, expert_parallel=template.roofline.expert_parallel, base=template.roofline
         )

@@ -175,14 +175,14 @@ def pool_outside_band(scenario: Scenario, role: str) -> str:
 def pool_notes(scenario: Scenario, role: str) -> list[str]:
     """``PhaseBand.beyond``'s sentences for the ``role`` pool's model kind and GPU generation, per phase it
     serves (``pool_outside_band``)."""
-    from prfaas_plan.io.engine_profile import load_generations
+    from prfaas_plan.io.engine_profile import generation_of
 
     pool = scenario.prfaas if role == "prfaas" else scenario.local
     band = band_of(pool)
     arch = scenario.model.architecture
     if band is None or arch is None:
         return []
-    kind, generation = model_kind(arch), load_generations().get(pool.hardware_key, "other")
+    kind, generation = model_kind(arch), generation_of(pool.hardware_key)
     phases = ("prefill",) if role == "prfaas" else ("prefill", "decode")
     found = [
         getattr(band, p).beyond(p, None, kind=kind, model=scenario.model.key, generation=generation) for p in phases
