@@ -8,14 +8,14 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from prfaas_plan._frozen import frozen
 
 
 class PlanError(Exception):
     """Base class of every expected prfaas-plan error."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Problem:
     """One problem with an input: where it is (file, line, dotted field path) and what is wrong."""
 

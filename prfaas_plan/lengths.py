@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import numpy.typing as npt
+
+from prfaas_plan._frozen import frozen
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -290,7 +292,7 @@ class LengthDistribution(ABC):
         return self._quantile(q_arr)[()]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TruncatedLogNormal(LengthDistribution):
     """ln L ~ N(mu, sigma²) truncated to lower_tokens <= L <= upper_tokens (paper §4.1 workload).
 
@@ -406,7 +408,7 @@ def _scalar_moment(dist: TruncatedLogNormal, k: int, a: float, b: float) -> floa
     return float(dist._moment_of_arrays(k, np.array(a), np.array(b)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Fixed(LengthDistribution):
     """Every request has exactly ``tokens`` tokens (a point mass; the paper's fixed 1024-token output)."""
 
@@ -447,7 +449,7 @@ class Fixed(LengthDistribution):
         return f"fixed({self.tokens:g})"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Uniform(LengthDistribution):
     """L ~ Uniform[lower_tokens, upper_tokens] (continuous)."""
 
@@ -483,7 +485,7 @@ class Uniform(LengthDistribution):
         return f"uniform([{self.lower_tokens:g}, {self.upper_tokens:g}])"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class Empirical(LengthDistribution):
     """The empirical distribution of observed lengths: each of the n values has probability 1/n.
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.pools import pool_costs
@@ -39,7 +40,7 @@ STAGES = ("prfaas_compute", "prfaas_link", "pd_prefill", "pd_decode")
 Array = NDArray[np.float64]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class StageModel:
     """Everything Eqs. 1-8 need (and the latency models after them), with the profile curves fitted once.
 
@@ -223,7 +224,7 @@ def decode_step_knots(
     return tuple(batches.tolist()), tuple(float(v) for v in steps)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Routing:
     """The routing split at thresholds t (arrays of one shape): p, l_long, l_short."""
 
@@ -244,7 +245,7 @@ def routing(lengths: LengthDistribution, threshold_tokens: ArrayLike) -> Routing
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class StageThroughputs:
     """Θ of every stage (Eqs. 3-5) in req/s of the stage's own traffic; NaN where a stage gets no traffic."""
 

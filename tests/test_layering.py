@@ -10,6 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prfaas_plan"
 
 # Lower index = higher layer. A module may import only from layers with a smaller or equal index.
 LAYERS = [
+    "_frozen",
     "units",
     "errors",
     "_lazy",

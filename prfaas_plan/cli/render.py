@@ -6,13 +6,13 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.units import GBIT_PER_S
 
@@ -47,7 +47,7 @@ class DataTable(Table):
         self.data_rows.append(list(record.values()))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Quantity(Generic[T]):
     """One row of a table whose columns are plans or deployments: the row's label and cell for people, and
     the values it stands for as data (keys with units: one cell may show two figures, e.g. mean / P90)."""

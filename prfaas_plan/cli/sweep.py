@@ -10,12 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.cli.common import INTERRUPTS, check_finite, emit, handled, on_interrupt
 from prfaas_plan.errors import InputError, Problem
 
@@ -191,7 +191,7 @@ def sweep(
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _Plan:
     """A checked sweep: the points still to run as tasks, and where their rows go."""
 

@@ -40,10 +40,10 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.guard import Limits, check_lines, decode_utf8, json_bound_problem, read_bytes
 from prfaas_plan.io.limits import MAX_STEP_S, MAX_TOKENS
@@ -69,7 +69,7 @@ FORMAT_NAMES: dict[str, str] = {
 _TIME_UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "us": 1e-6, "ns": 1e-9}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class BenchMeasurement:
     """One time read from a result file: a batch-1 prefill of ``tokens`` input tokens or a decode step of
     ``batch`` sequences at ``tokens`` of context, seconds; ``run`` is the object's line (JSONL) or 1."""
@@ -86,7 +86,7 @@ class BenchMeasurement:
     includes_request_overhead: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class BenchFile:
     """One result file: its format, SHA-256, how many runs it holds, what was read and what was not (why)."""
 

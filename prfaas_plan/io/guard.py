@@ -26,15 +26,15 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 
 _MIB = 1 << 20
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Limits:
     """Bounds on one kind of input file: what it is (for messages), the most bytes, lines and bytes per line."""
 

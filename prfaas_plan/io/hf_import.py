@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.hf_config import ConfigContext, ConfigFields, compact_value, read_config_json
 from prfaas_plan.io.hf_families import FAMILIES, FAMILY_LAYERS, FAMILY_NOTES, Layer
@@ -97,7 +97,7 @@ _UNKNOWN = "not recognised by the importer"
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Unmapped:
     """A config field the card cannot express: its dotted name, its value (compact JSON) and why."""
 
@@ -106,7 +106,7 @@ class Unmapped:
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ImportedCard:
     """A card built from a config.json: the card, the 0-based layers of each group, the judgement calls made and
     the fields not mapped."""

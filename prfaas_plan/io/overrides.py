@@ -12,10 +12,10 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.paths import display_path
 from prfaas_plan.io.yamlsrc import Document, KeyPath, dotted, load_yaml
@@ -24,7 +24,7 @@ from prfaas_plan.spec.scenario import Scenario
 _INT = re.compile(r"[+-]?\d+")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class BaseScenario:
     """The scenario an edit changes: its file (references resolve next to it) and its parsed document."""
 
@@ -37,7 +37,7 @@ class BaseScenario:
         return self.document.file
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Override:
     """One edit: the field's key path in the scenario document, its new value, and who asked for it
     (``origin``: the caller's name for it, e.g. ``--n-prfaas``), which problems with the value name."""

@@ -14,10 +14,10 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 
 # The document edits are io.overrides' (shared with the commands' flags); named here too for the sweep's callers.
@@ -48,7 +48,7 @@ _PART = re.compile(rf"({_KEY})|\[(\d+)\]")
 # --------------------------------------------------------------------------------------------------- grid
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Axis:
     """One swept field: its key path in the scenario document, its values, and where it was given (for
     messages: ``origin``, the caller's name for the field, or the sweep file's line)."""
@@ -75,7 +75,7 @@ class Axis:
         return Problem(file=self.file, line=line, field=f"set.{self.name}[{index}]", message="")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Grid:
     """The Cartesian product of the axes; a point is one value per axis."""
 

@@ -19,12 +19,13 @@ import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.guard import YAML_LIMITS, read_text
 
@@ -186,7 +187,7 @@ def dotted(path: KeyPath) -> str:
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Document:
     """A parsed YAML file: its plain data and the 1-based line of every key and item."""
 

@@ -22,11 +22,11 @@ closed form: E[g_r(L); r] from ``unloaded.route_mean_s`` plus the mean waits.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import (
     RouteMoments,
@@ -102,7 +102,7 @@ def positive_wait_cdf(y: Array, first: Wait, second: Wait) -> Array:
     return np.asarray(np.where(y > 0, np.maximum(positive - survival, 0.0), 0.0), dtype=np.float64)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RouteSpread:
     """E[G(x - g(L)); route] / P(route) for one plan: the weighted mean of G(x - g_i) over the route's zero-wait
     latencies g_i (weights w_i summing to 1: equal on the length grid, or grid × link-sojourn nodes).
@@ -182,7 +182,7 @@ def _spread(g: Array, w: Array, first: Wait, second: Wait) -> RouteSpread:
     return RouteSpread(latency_s=g, weight=w, cumulative_weight=np.cumsum(w), first=first, second=second, prefix=prefix)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TtftLaw:
     """The loaded TTFT law of one plan at one arrival rate (see the module docstring).
 
@@ -261,7 +261,7 @@ def _sojourn_latencies(
     return latency.reshape(-1), weight.reshape(-1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _RateFree:
     """The parts of one plan's TTFT law that do not depend on the arrival rate (route curves on the length
     grids), computed once so that a search over rates (``goodput._with_link_spread``) evaluates only what
@@ -374,7 +374,7 @@ def ttft_law(model: StageModel, moments: RouteMoments, state: StageState, grid_p
 # --------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TtftSummary:
     """Mean and percentiles of TTFT over requests (s)."""
 
@@ -384,7 +384,7 @@ class TtftSummary:
     p99_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LoadedTtft:
     """TTFT of one plan at arrival rate Λ, with every stage's utilisation.
 

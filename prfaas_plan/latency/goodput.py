@@ -15,11 +15,12 @@ The search over plans that uses these laws lives in ``optimize.goodput_search``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.distribution import GRID_POINTS, length_grid, positive_wait_cdf
 from prfaas_plan.latency.stages import route_moments, stability_limit_req_per_s, stage_state
 from prfaas_plan.latency.tpot import tpot_rate_limit
@@ -49,7 +50,7 @@ _STRETCH_TABLE = 4097
 _STRETCH_POLISH = 4
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Goodput:
     """The largest Λ (req/s) at which the ``quantile`` of TTFT is <= ``ttft_slo_s``.
 

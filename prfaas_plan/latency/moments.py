@@ -9,17 +9,16 @@ prefill pool saturates slightly *before* the paper's Λ_max (Eqs. 3-4 use T at t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.throughput import STAGES, StageModel
 
 Array = NDArray[np.float64]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RouteMoments:
     """Per threshold (arrays of the thresholds' shape): the routing split and each stage's service moments.
 

@@ -46,11 +46,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.distribution import ROUTES, LoadedTtft, TtftSummary, positive_wait_cdf
 from prfaas_plan.latency.link_spread import ps_alone_probability, ps_sojourn, sojourn_nodes
 from prfaas_plan.latency.stages import Wait, ggc_wait
@@ -120,7 +121,7 @@ _GRID_TOLERANCE = 0.02
 _GRID_STRAYS = 0.01
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PoolProfile:
     """One queue driven by its own requests: per request (arrays of the pool's requests, in input order) the
     fluid delay and the stochastic wait law, and what the pool looked like.
@@ -346,7 +347,7 @@ def _unit_profile(arrival_s: Array, service_s: Array, servers: float, span_s: fl
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LinkProfile:
     """The link driven by the offloaded transfers: per transfer its window's load and the fluid delay of any
     overload; plus what the link looked like (fields as ``PoolProfile``)."""
@@ -380,7 +381,7 @@ def link_profile(start_s: Array, work_s: Array, span_s: float) -> LinkProfile:
     return LinkProfile(fluid_delay_s=pool.fluid_delay_s, pool=pool, utilization=rho[index])
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Validity:
     """Whether a closed-form figure lies inside the domain where the model was checked against the
     simulator; ``reasons`` says why not (empty when inside)."""
@@ -389,7 +390,7 @@ class Validity:
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ProfileTtft:
     """TTFT of one plan on a given stream of requests (``loaded`` has the usual fields), the per-stage
     profiles behind it, and its validity."""

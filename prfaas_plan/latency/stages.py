@@ -47,13 +47,13 @@ plan needs without its queues; re-exported here).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.moments import RouteMoments as RouteMoments
 from prfaas_plan.latency.moments import route_moments as route_moments
 from prfaas_plan.latency.moments import stability_limit_req_per_s as stability_limit_req_per_s
@@ -180,7 +180,7 @@ def whitt_factor(servers: ArrayLike, utilization: ArrayLike, arrival_scv: ArrayL
     return np.where(valid, numerator / denominator, 1.0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Wait:
     """Waiting time in queue: an atom 1 - p_wait at zero and, given W > 0, an exponential of mean
     ``conditional_mean_s`` (arrays over candidates; both 0 where nothing waits)."""
@@ -233,7 +233,7 @@ def ggc_wait(
 # --------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class StageState:
     """Every stage of candidate plans at their arrival rates (arrays broadcast over candidates).
 

@@ -34,12 +34,12 @@ linear in the batch over the spread). TPOT never falls as Λ rises (the batch la
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.throughput import StageModel
 
@@ -53,7 +53,7 @@ TPOT_LEVELS = (0.5, 0.9, 0.99)
 _BISECTIONS = 60
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TpotUnderLoad:
     """The decode stage at one arrival rate: load, batch and TPOT (s) with its percentiles."""
 
@@ -75,7 +75,7 @@ class TpotUnderLoad:
         return 1.0 / self.tpot_mean_s
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class DecodeStage:
     """What TPOT under load needs of a stage model (hashable, so that rate limits are cached): the step
     curve's knots, BS_max and the mean output tokens O."""

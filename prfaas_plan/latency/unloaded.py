@@ -26,12 +26,12 @@ output labels the figures here "unloaded".
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.scenario import TransferMode
 from prfaas_plan.throughput import StageModel
@@ -59,7 +59,7 @@ _QUANTILE_PASSES = 7
 TTFT_LEVELS = (0.5, 0.9, 0.99)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class UnloadedTtft:
     """Mean and percentiles (P50, P90, P99) of TTFT over requests with no queueing, seconds."""
 
@@ -69,7 +69,7 @@ class UnloadedTtft:
     p99_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RouteLatency:
     """The zero-load TTFT curves of the two routes, seconds as a function of the uncached length (tokens).
 

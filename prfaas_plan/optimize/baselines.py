@@ -4,11 +4,12 @@ and the comparisons that set a plan beside them."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.optimize.plans import Comparison, PlanEvaluation, evaluate
 from prfaas_plan.optimize.throughput_search import search
@@ -93,7 +94,7 @@ def plan_comparison(
     return _with_baselines(model, evaluate_given(model, plan), prfaas_gpus, local_gpus_per_instance)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class HomogeneousShape:
     """What a homogeneous-PD baseline is made of: ``instances`` local-type instances of ``gpus_per_instance``
     GPUs, and on what basis it was sized ("equal GPU count" or "equal cost")."""
@@ -122,7 +123,7 @@ def homogeneous_at(model: StageModel, instances: int) -> PlanEvaluation:
     return best_split_without_offload(replace(model, n_prfaas=0, n_local=instances), label="homogeneous-pd")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RatioPoint:
     """Equal-cost homogeneous PD at one price ratio r = (PrfaaS GPU-hour) / (local GPU-hour), GPUs only.
 

@@ -11,11 +11,12 @@ the target rate and at its goodput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency import TtftSummary, loaded_ttft
 from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.optimize.cost import (
@@ -33,7 +34,7 @@ from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing, with
 Array = NDArray[np.float64]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Carried:
     """The goodput-optimal plan of one deployment: its threshold, split and goodput (req/s)."""
 
@@ -44,7 +45,7 @@ class Carried:
     limited_by: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Deployment:
     """A sized deployment and its goodput-optimal plan, priced at the target rate and at its goodput."""
 

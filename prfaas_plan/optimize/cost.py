@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.cost import HOURS_PER_MONTH, CostInputs, LinkPricing
 from prfaas_plan.spec.hardware import Accelerator
 from prfaas_plan.spec.scenario import Pool, Scenario
@@ -35,7 +36,7 @@ _SECONDS_PER_HOUR = 3600.0
 _W_PER_KW = 1000.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class UnitPrices:
     """Price of one instance-hour of each pool and the link's pricing; None where no price is known."""
 
@@ -139,7 +140,7 @@ def link_options(link: LinkPricing, low_bytes_per_s: float, high_bytes_per_s: fl
     return keep
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CostBreakdown:
     """USD per hour of a deployment at a given rate, by component."""
 
@@ -177,7 +178,7 @@ def deployment_cost(
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TokenCost:
     """Cost per million tokens at ``rate_req_per_s`` (USD); NaN at a zero rate."""
 

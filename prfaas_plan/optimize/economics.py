@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.optimize.baselines import (
     HomogeneousShape,
     RatioPoint,
@@ -20,7 +21,7 @@ from prfaas_plan.optimize.plans import PlanEvaluation
 from prfaas_plan.throughput import StageModel, link_bought_bytes_per_s
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PlanCost:
     """A deployment's hourly cost when it carries ``tokens.rate_req_per_s`` and its cost per million tokens."""
 
@@ -49,7 +50,7 @@ def plan_cost(
     return PlanCost(n_prfaas=n_prfaas, n_local=n_local, breakdown=breakdown, tokens=tokens)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Priced:
     """One homogeneous baseline: its shape, best plan, cost at its Λ_max, and the plan's gain over it."""
 
@@ -59,7 +60,7 @@ class Priced:
     gain: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CostComparison:
     """The PrfaaS-PD plan priced, beside homogeneous PD at equal GPU count and at equal cost.
 

@@ -16,6 +16,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.unloaded import local_mass_below, offload_mass_below, route_latency
 from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.optimize.carrier import Carrier, priced_deployment, smallest_local
@@ -36,7 +37,7 @@ _NO_PLAN = 2**62
 _FLOOR_RTOL = 1e-9
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Floors:
     """For every (link size, N_prfaas): the fewest local instances any plan can carry the target with, and a
     lower bound on the cost per hour (arrays of shape (len(bandwidths), max_prfaas), N_prfaas = column + 1)."""

@@ -10,11 +10,11 @@ best cells.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.goodput import (
     SEARCH_GRID_POINTS,
     goodput_brackets,
@@ -64,7 +64,7 @@ def _coarse_thresholds(model: StageModel) -> Array:
 _FEASIBLE_SCAN = 257
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ThresholdScan:
     """The fine threshold scan of a fixed-rate search (``threshold_scan``): everything in it that depends on
     neither the instance counts nor the rate, for one deployment's curves, link bandwidth and SLO, so that a

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency import loaded_ttft
 from prfaas_plan.lengths import TruncatedLogNormal
 from prfaas_plan.optimize.carrier import Carried
@@ -80,7 +81,7 @@ PERTURBATIONS: dict[str, Perturbation] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Bar:
     """One input's bar: Λ_max, goodput and USD per million tokens (at goodput) at the low and high ends."""
 
@@ -92,7 +93,7 @@ class Bar:
     usd_per_million_tokens: tuple[float, float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Tornado:
     """The base figures and one bar per input, widest goodput swing first; ``skipped`` names inputs that do
     not apply (e.g. σ for non-lognormal traffic)."""
@@ -185,7 +186,7 @@ def tornado(
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Failure:
     """The deployment with one thing failed, re-optimised for goodput."""
 

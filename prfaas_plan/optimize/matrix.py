@@ -10,8 +10,9 @@ less and carries no less). Homogeneous PD on each local accelerator is sized too
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.cost import UnitPrices
@@ -21,7 +22,7 @@ from prfaas_plan.spec.cost import Target
 from prfaas_plan.throughput import StageModel, with_link_rate
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CellInput:
     """One pair to size: its stage model and prices, or why it cannot be (weights that do not fit, ...)."""
 
@@ -39,7 +40,7 @@ class CellInput:
     ruled_out: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class MatrixPoint:
     """One deployment on the cost plane: which cell, which kind, its cost, goodput and Λ_max."""
 
@@ -51,7 +52,7 @@ class MatrixPoint:
     throughput_req_per_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CellResult:
     """A sized cell: its sizing (None with a reason when it could not be sized)."""
 
@@ -69,7 +70,7 @@ class CellResult:
     ruled_out: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class HardwareMatrix:
     """Every cell, the points on the cost plane and the frontiers (indices into ``points``)."""
 

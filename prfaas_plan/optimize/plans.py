@@ -4,12 +4,13 @@ the two baselines."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import (
     route_moments,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # annotations only: ``plan_of`` loads it (start-up time)
 CO_BINDING_RTOL = 0.01
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PlanEvaluation:
     """One plan scored by the stage model, with its unloaded TTFT. Rates in req/s, sizes in bytes."""
 
@@ -74,7 +75,7 @@ class PlanEvaluation:
         return self.egress_bytes_per_s / self.link_bandwidth_bytes_per_s
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Comparison:
     """The optimised PrfaaS-PD plan beside the paper's two baselines."""
 

@@ -14,9 +14,9 @@ below an outage's share of time would be 0: no plan carries anything).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from statistics import NormalDist
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.optimize.carrier import Carried
 from prfaas_plan.optimize.sizing import max_rate
@@ -71,7 +71,7 @@ def bandwidth_quantile(profile: BandwidthProfile, q: float) -> tuple[float, floa
     return _quantile_of(weighted, q), _mean_of(weighted)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RobustPlan:
     """The goodput-optimal plan at the bandwidth quantile and at the mean, each scored at both bandwidths."""
 

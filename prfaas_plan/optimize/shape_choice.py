@@ -15,9 +15,9 @@ A pool that keeps its shape (no ``shape: auto``, or a measured pool) has one sha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.cost import unit_prices
 from prfaas_plan.optimize.throughput_search import search
@@ -39,7 +39,7 @@ THROUGHPUT_CRITERION = "highest Λ_max per USD/h of GPUs (req/s per USD/h)"
 THROUGHPUT_CRITERION_UNPRICED = "highest Λ_max per GPU (req/s per GPU; a pool is unpriced)"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ScoredShape:
     """One shape pair and its figure under the criterion (None with ``reason`` when it has none)."""
 
@@ -50,7 +50,7 @@ class ScoredShape:
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ShapeChoice:
     """The shape pair chosen, the scenario in it, and every pair priced, best first.
 

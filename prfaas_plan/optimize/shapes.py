@@ -19,8 +19,9 @@ beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.cost import unit_prices
 from prfaas_plan.physics.pools import pool_costs
@@ -32,7 +33,7 @@ SCREENED_PER_POOL = 2
 _SECONDS_PER_HOUR = 3600.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ScreenedShape:
     """One shape of one pool: the pool in that shape and the screen's cost of a request on it, USD."""
 
@@ -41,7 +42,7 @@ class ScreenedShape:
     usd_per_request: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PoolShapes:
     """A pool's shapes after the memory check, in the screen's order, and those ruled out (with why)."""
 
@@ -50,7 +51,7 @@ class PoolShapes:
     ruled_out: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ShapeVariant:
     """A scenario with both pools in chosen shapes (the pools' ``shape`` set, ``choose_shape`` cleared)."""
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency.goodput import plans_goodput
 from prfaas_plan.latency.tpot import check_tpot_slo, tpot_decode_floor
@@ -62,7 +63,7 @@ Array = NDArray[np.float64]
 SIZING_RESOLUTION_TOKENS = 1024.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Sizing:
     """The cheapest PrfaaS-PD deployment and the cheapest homogeneous-PD one for one target.
 
@@ -222,7 +223,7 @@ def max_rate(
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class KneePoint:
     """One bandwidth of the knee table: Λ_max and its binding stage (and goodput when an SLO is given)."""
 
@@ -233,7 +234,7 @@ class KneePoint:
     link_usd_per_hour: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class BandwidthKnee:
     """Λ_max (and goodput) against bandwidth for a fixed deployment. ``knee_bytes_per_s`` is the smallest
     bandwidth of the table at which the link no longer binds the Λ_max-optimal plan and Λ_max is within
@@ -296,7 +297,7 @@ INSTANCE_HEADROOM = 2.0
 MAX_SIZED_INSTANCES = 10_000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SearchSpace:
     """Link sizes and instance caps a sizing searches."""
 

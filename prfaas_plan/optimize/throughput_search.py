@@ -20,10 +20,9 @@ are bounded and discarded by a second branch and bound (``_best_splits``), searc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import Empirical, distinct_sorted
 from prfaas_plan.optimize.plans import PlanEvaluation, evaluate
@@ -94,7 +93,7 @@ def _coarse_grid(model: StageModel) -> np.ndarray:
     return distinct_sorted(np.concatenate(([below_all], inner, [lengths.upper_tokens])))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ThresholdSearch:
     """For each N_p asked for: the best threshold found (tokens), the prefill side F there, and a proven
     upper bound on F over every threshold from 0 to the longest length (req/s)."""

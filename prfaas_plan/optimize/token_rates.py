@@ -4,15 +4,16 @@ with the decode stage's TPOT under load there (``latency.tpot``) — the trade a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.tpot import decode_capacity_req_per_s, tpot_under_load
 from prfaas_plan.optimize.plans import PlanEvaluation
 from prfaas_plan.optimize.under_load import GoodputComparison, GoodputEvaluation
 from prfaas_plan.throughput import StageModel
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TokenRates:
     """One plan at one rate: output tokens/s per GPU of the whole plan and per user (1 / mean TPOT)."""
 

@@ -34,12 +34,13 @@ tests/topology/test_exact.py for how closely the two agree on the paper's scenar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.optimize.topology_lp import RoutingLP
@@ -61,7 +62,7 @@ BOUND_LP_COLUMNS = 20_000
 GOLDEN_STEPS = 30
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyModel:
     """What the global plan needs of a topology, priced once: per region (PD cluster, index j) its stage model
     and rate, per linked pair (index p) the PrfaaS site's stage model, and the capacities as arrays.
@@ -140,7 +141,7 @@ def topology_model(topology: Topology) -> TopologyModel:
 # ------------------------------------------------------------------------------------------ region terms
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RegionTerms:
     """One region's side of the LP at thresholds t (arrays over t): offload fraction p, the local pool's
     bound Λ_local (req/s of the region's whole traffic, best integer split) and that split N_p, and per
@@ -209,7 +210,7 @@ def region_grid(lengths: LengthDistribution, points: int = GRID_POINTS) -> Array
 # --------------------------------------------------------------------------------------------- the LP
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Routing:
     """The LP's optimum at fixed thresholds: λ, and per linked pair the long requests per second (at λ)."""
 
@@ -257,7 +258,7 @@ def routing_at(tm: TopologyModel, thresholds: Array) -> tuple[Routing, list[Regi
 # ---------------------------------------------------------------------------------- coordinate search
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SearchResult:
     """A threshold per region and the LP's λ there, with the number of LPs solved."""
 
@@ -430,7 +431,7 @@ def coordinate_search(
 # ---------------------------------------------------------------------------------------- the bound
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Bound:
     """The relaxation's optimum: the bound on λ, and per region the two ends of the grid cell carrying the
     most of its traffic there (seeds for the search)."""
@@ -551,7 +552,7 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
 # ------------------------------------------------------------------------------------ plans and views
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RegionPlan:
     """One PD cluster's part of a plan: threshold, split, the rate it carries at λ and where its long
     requests go (site -> req/s)."""
@@ -572,7 +573,7 @@ class RegionPlan:
         return {k: (v / total if total > 0 else 0.0) for k, v in self.long_req_per_s_by_site.items()}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LinkLoad:
     """A link's load at λ: long requests per second over it, KV bytes per second and utilisation."""
 
@@ -588,7 +589,7 @@ class LinkLoad:
         return self.kv_bytes_per_s / self.bandwidth_bytes_per_s
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyPlan:
     """A plan for the whole topology at its common scale factor λ (every region carries λ · r_j)."""
 
@@ -686,7 +687,7 @@ def upper_thresholds(tm: TopologyModel) -> Array:
     return np.array([m.lengths.upper_tokens for m in tm.local], dtype=np.float64)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class GlobalSearch:
     """The best thresholds found, λ there, the proven bound and the LPs solved."""
 

@@ -16,11 +16,12 @@ below either (tests/topology/test_properties.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.topology import (
     GRID_POINTS,
@@ -59,7 +60,7 @@ def nearest_pairs(tm: TopologyModel) -> NDArray[np.bool_]:
     return keep
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Alternative:
     """An alternative's plan, its thresholds (one per region) and the LPs its search solved."""
 
@@ -166,7 +167,7 @@ def _with_all_links(tm: TopologyModel, plan: TopologyPlan) -> TopologyPlan:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyComparison:
     """The global plan, its proven bound, and the two alternatives."""
 

@@ -14,11 +14,12 @@ Each loss reports the common scale factor λ and every remaining region's carrie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.optimize.topology import (
     GRID_POINTS,
     Array,
@@ -31,7 +32,7 @@ from prfaas_plan.optimize.topology import (
 from prfaas_plan.throughput import routing
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class FaultResult:
     """One loss: what it is, λ after it, and the rate every region carries (0 for a drained one)."""
 

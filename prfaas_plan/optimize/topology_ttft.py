@@ -26,10 +26,10 @@ single pair's: prefill waits + decode-slot wait + zero-wait route latency.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency.distribution import TtftLaw, TtftSummary, ttft_law
 from prfaas_plan.latency.stages import RouteMoments, StageState, Wait, ggc_wait, route_moments, stage_state
 from prfaas_plan.latency.unloaded import TTFT_LEVELS, route_mean_s, solve_quantiles, ttft_bracket
@@ -40,7 +40,7 @@ from prfaas_plan.throughput import STAGES
 _WAIT_BOUND_LEVEL = 1.0 - 1e-9
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RegionLoadedTtft:
     """One region's loaded TTFT (None when a stage it uses is unstable, then ``unstable`` names it)."""
 
@@ -54,7 +54,7 @@ class RegionLoadedTtft:
     utilization: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyLoadedTtft:
     """Every region's loaded TTFT at ``load`` x the plan's λ, and every site's utilisation."""
 
@@ -63,7 +63,7 @@ class TopologyLoadedTtft:
     site_utilization: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _SiteState:
     wait: Wait
     utilization: float

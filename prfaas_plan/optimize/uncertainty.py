@@ -13,8 +13,9 @@ the margin). A verdict (PrfaaS-PD or homogeneous PD cheapest) holds when it is t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.carrier import Carrier, Deployment
 from prfaas_plan.optimize.cost import UnitPrices
@@ -60,7 +61,7 @@ def verdict(sizing: Sizing | None) -> str:
     return "prfaas-pd" if sizing.cheapest is sizing.prfaas_pd else "homogeneous-pd"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class EdgeSizing:
     """The target sized again at one edge, and the nominal deployments' goodput there (req/s; None where the
     nominal kind had no deployment or the edge has no stage model)."""

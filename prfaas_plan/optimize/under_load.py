@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.latency import Goodput, LoadedTtft, loaded_ttft, plan_goodput, plans_goodput, stage_utilization
 from prfaas_plan.latency.tpot import check_tpot_slo
@@ -81,7 +82,7 @@ def ttft_curve(
     return [loaded_plan(model, plan, f * plan.throughput_req_per_s, decode_service_scv) for f in fractions]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class GoodputEvaluation:
     """A scored plan with its goodput and every stage's utilisation at that rate."""
 
@@ -90,7 +91,7 @@ class GoodputEvaluation:
     utilization_at_goodput: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class GoodputComparison:
     """The goodput-optimal PrfaaS-PD plan beside the throughput-optimal one and the two baselines, each with
     its goodput under the same TTFT SLO."""

@@ -5,11 +5,12 @@ across models)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.prefill import prefill_seconds, serving_overhead_s
 from prfaas_plan.physics.roofline import ATTENTION_OPS, Instance, op_peak_flop_per_s, roofline_time, shape_factor
@@ -17,7 +18,7 @@ from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Calibration:
     """Roofline parameters fitted to measured prefill points, with in-sample and leave-one-out errors."""
 

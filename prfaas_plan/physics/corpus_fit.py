@@ -44,12 +44,13 @@ physical reason) is predicted and reported but never fitted.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.decode import decode_overhead_s, decode_step_time
 from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.ops import Op, forward_ops, matmul_kernels
@@ -118,7 +119,7 @@ _SCALED = {"cdna3": 6}  # generation -> index of its decode-overhead factor in A
 DEFAULT_PRIOR_WEIGHT = 0.1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CorpusCase:
     """One measurement with what pricing it needs: the card (dtypes as served), the instance and the
     accelerator's generation."""
@@ -129,7 +130,7 @@ class CorpusCase:
     generation: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _Pieces:
     unit_gemm_s: Array  # GEMM ops: FLOPs x shape / peak
     gemm_prior: Array  # their prior efficiency
@@ -294,7 +295,7 @@ def _term(engine: EngineProfile, term: str) -> float:
     return float(getattr(engine, term))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class EngineFit:
     """Fitted terms of one engine (term of ``ALL_TERMS`` -> value), the ids fitted on and the phases they
     covered."""
@@ -339,7 +340,7 @@ def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
     return _PHASE_OF[term] in phases
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _Batch:
     """Many cases' pieces laid out as arrays, so a fit prices them all at once (``predict``)."""
 
@@ -474,7 +475,7 @@ def fit_engine(
     return fits[engine.key]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class HeldOutPoint:
     """One measurement predicted by the engine's terms fitted without its source, and in-sample."""
 

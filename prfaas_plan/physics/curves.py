@@ -8,12 +8,12 @@ fitted by ordinary least squares, and carry their residuals so that every report
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan._lazy import lazy_getattr
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.hardware import ProfilePoints, Provenance
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 _SCALE_TOKENS = 1e4
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PolyCurve:
     """y(l) = sum_k c_k * l^k, l in tokens, y in SI units (s or bytes); ``coefficients`` ascending in k."""
 

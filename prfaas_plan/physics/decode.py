@@ -3,11 +3,10 @@ step time meets the TPOT SLO."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.memory import cache_bytes, weight_bytes
 from prfaas_plan.physics.ops import forward_ops, matmul_kernels
 from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
@@ -15,7 +14,7 @@ from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class DecodeCapacity:
     """The largest decode batch of one instance and its step time; ``limited_by`` names the binding limit."""
 

@@ -10,8 +10,9 @@ W = weight bytes (``memory.weight_bytes``), C = one request's cache at the decod
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.memory import cache_bytes, weight_bytes
 from prfaas_plan.physics.roofline import Instance
 from prfaas_plan.spec.hardware import Accelerator
@@ -23,7 +24,7 @@ _WEIGHT_DTYPES = ("bf16", "fp8", "int4")
 _GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 72)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class MemoryFit:
     """Weights and one request's cache against an instance's usable memory (bytes)."""
 

@@ -5,16 +5,17 @@ predictions for calibrated pools. Apart from ``physics.pools`` so that pricing a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.curves import fit_profile
 from prfaas_plan.spec.hardware import ProfilePoints
 from prfaas_plan.spec.scenario import ModelCard, Pool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class FitReport:
     """How well one pool's cost curve matches its points: a polynomial fit's residuals, or a roofline
     calibration's residuals with leave-one-out predictions. Values in ``unit`` (s or bytes)."""

@@ -41,18 +41,19 @@ of a grid at once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.model import Architecture, Attention, Ffn
 
 Array = NDArray[np.float64]
 ACTIVATION_BYTES = 2.0  # activations flow in bf16 (vLLM/SGLang default for bf16 and fp8 checkpoints)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Routing:
     """What a routed-experts operation routes: ``tokens`` tokens (per layer) to ``active`` of ``experts``."""
 
@@ -61,7 +62,7 @@ class Routing:
     active: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Op:
     """One priced operation of a forward pass (summed over the layers of a group)."""
 

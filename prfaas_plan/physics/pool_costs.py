@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.hardware import RooflineParams
 
 if TYPE_CHECKING:  # annotations only (a measured pool never loads the roofline)
@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # annotations only (a measured pool never loads the roofline)
     from prfaas_plan.physics.roofline import TimeSplit
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PoolCosts:
     """What the stage model needs of one pool, with a line saying where each number came from."""
 

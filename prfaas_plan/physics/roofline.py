@@ -25,11 +25,10 @@ measured points exist they are fitted by least squares (``calibrate``, ``physics
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.moe_load import imbalance_factor
 from prfaas_plan.physics.ops import ACTIVATION_BYTES, Op
 from prfaas_plan.spec.hardware import Accelerator, RooflineParams
@@ -38,7 +37,7 @@ from prfaas_plan.spec.model import Architecture
 Array = NDArray[np.float64]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Instance:
     """``gpus`` accelerators serving one model replica with tensor parallelism across all of them."""
 
@@ -180,7 +179,7 @@ def missing_peak(arch: Architecture, accelerator: Accelerator) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RooflineTime:
     """A priced forward pass, seconds (arrays when the ops were vectorised over lengths).
 
@@ -203,7 +202,7 @@ class RooflineTime:
         return np.asarray(self.total_s - self.overhead_s, dtype=np.float64)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TimeSplit:
     """One priced pass split into parts that add up to its total, seconds: ``compute_s`` and ``memory_s`` (each
     operation counted where its roofline binds), ``communication_s`` (all-reduces) and ``overhead_s``

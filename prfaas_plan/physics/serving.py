@@ -17,11 +17,12 @@ the planner has never seen; the in-sample residuals of the fit on all models are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.prefill import prefill_chunks, prefill_seconds
@@ -46,7 +47,7 @@ _STARTS = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ServingObservation:
     """Measured single-request prefill latencies of one model on one instance (no cached prefix)."""
 
@@ -74,7 +75,7 @@ def observation(points: ServingPoints, arch: Architecture, instance: Instance) -
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _Priced:
     """One observation's roofline pieces at unit efficiency (lengths on the last axis)."""
 
@@ -150,7 +151,7 @@ def fit_serving(observations: tuple[ServingObservation, ...], base: RooflinePara
     return _params(base, theta, f"least squares on log ratios over {models}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class HeldOut:
     """One model's points predicted by parameters fitted without it, beside the all-model fit."""
 
@@ -168,7 +169,7 @@ class HeldOut:
         return tuple(p / m for p, m in zip(self.held_out_s, self.measured_s, strict=True))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CrossValidation:
     """The all-model fit and each model's held-out predictions."""
 

@@ -30,11 +30,12 @@ g, TPg; and for a model with routed experts and g > 1, TPg EPg and DPg EPg.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.physics.decode import DecodeCapacity, decode_capacity, decode_overhead_s, decode_step_time
 from prfaas_plan.physics.memory import cache_bytes, expert_parameter_count, weight_bytes
@@ -88,7 +89,7 @@ def candidate_shapes(arch: Architecture, accelerator: Accelerator) -> tuple[Inst
     return tuple(s for g in gpu_counts(accelerator.scale_up_gpus) for s in shapes_of(g, arch))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ShapeMemory:
     """What one shape holds, bytes: its HBM, the usable part, the weights it stores and what is left."""
 

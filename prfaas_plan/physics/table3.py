@@ -8,15 +8,14 @@ time, which the planner's prefill curves leave out)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.spec.scenario import ModelCard, Pool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class KvRow:
     """One row of the paper's Table 3 layout: S_kv, prefill time and Φ_kv = S_kv / T_prefill at a length."""
 

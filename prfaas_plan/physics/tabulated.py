@@ -7,16 +7,15 @@ Apart from ``physics.curves`` (which names it lazily), so that a run on measured
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.hardware import Provenance
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TabulatedCurve:
     """y(l) piecewise linear between knots (tokens), constant-slope extrapolation beyond the end knots.
 

@@ -23,11 +23,11 @@ cache, and returns the block's output rows. Numerics (all in the model's compute
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.reference.cache import Cache
 from prfaas_plan.reference.counter import Counter, Tally
 from prfaas_plan.reference.model import LayerWeights, ReferenceModel, linear_channels
@@ -36,7 +36,7 @@ from prfaas_plan.reference.storage import FloatArray
 ROPE_BASE = 1.0e4  # the usual rotary base (RoFormer); any base is as good for the checks
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Segment:
     """Rows ``start:stop`` of the pass are new tokens of the sequence whose cache is ``cache``."""
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.memory import cache_bytes
 from prfaas_plan.physics.ops import Op, forward_ops
 from prfaas_plan.reference.cache import Cache
@@ -33,7 +34,7 @@ RELATIVE_TOLERANCE = 1e-12
 CONTRACT_GAPS: dict[tuple[str, str], str] = {}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Mismatch:
     """One (group, operation, field) where the counted and the analytic figures differ."""
 
@@ -161,7 +162,7 @@ def with_all_storage(arch: Architecture, dtype: str) -> Architecture:
     return replace(arch, dtypes=Dtypes(weights=dtype, kv_cache=dtype, state=dtype, conv_state=dtype))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CountChecks:
     """Verdicts of ``run_count_checks`` and the problems behind any false one."""
 

@@ -24,16 +24,16 @@ Storage rounding (encoding values into their card dtype and back) is emulation a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.ops import ACTIVATION_BYTES
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class OpCount:
     """Counted work of one operation, summed over the layers of a group (``group`` None: embed, lm_head)."""
 

@@ -69,11 +69,11 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.moe_load import busiest_load, fit_skew
 from prfaas_plan.physics.roofline import fit_half_point
 from prfaas_plan.reference.attention import softmax
@@ -88,7 +88,7 @@ from prfaas_plan.spec.hardware import Accelerator, KernelShapes
 from prfaas_plan.spec.model import Architecture
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class MachinePeaks:
     """This machine's measured rates (module docstring)."""
 
@@ -301,7 +301,7 @@ def weight_reads(
     return reads, float(sum(w.nbytes for _, w in mats)), len(mats)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RoutingStudy:
     """The reference kernel's routed-expert loads against ``physics.moe_load`` (module docstring)."""
 

@@ -11,12 +11,12 @@ norm gains 1 + N(0, 0.1²).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.physics.memory import mtp_parameter_count, parameter_count
 from prfaas_plan.reference.storage import PACKED, Codec, FloatArray, state_codec, weight_codec
@@ -135,7 +135,7 @@ def check_reference_size(arch: Architecture, limit: float = MAX_REFERENCE_PARAME
         raise InputError(problems)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Weight:
     """One weight tensor: its storage array (what is read, ``nbytes``) and its decoded values."""
 
@@ -144,7 +144,7 @@ class Weight:
     codec: Codec
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LayerWeights:
     """One decoder layer: its group, shapes, two norm gains, matrices by name, and routed experts."""
 
@@ -157,7 +157,7 @@ class LayerWeights:
     experts: tuple[tuple[Weight, Weight], ...] = ()  # (gate_up, down) per routed expert
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class MtpWeights:
     """One multi-token-prediction module: its decoder layer, the (2h x h) projection of [embedding; hidden],
     and the norms on the embedding, on the hidden state and before the shared LM head."""
@@ -184,7 +184,7 @@ class MtpWeights:
         ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ReferenceModel:
     """A card with random weights, ready to run: ``compute`` is the float type of all arithmetic."""
 

@@ -8,12 +8,13 @@ embeddings rotate pairs).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.model import Architecture, Attention, Ffn, LayerGroup
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ShrinkTarget:
     """Caps on a shrunk card's sizes."""
 

@@ -26,11 +26,12 @@ anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from prfaas_plan._frozen import frozen
 
 FloatArray = NDArray[np.floating[Any]]
 
@@ -71,7 +72,7 @@ def _nearest(magnitudes: NDArray[np.float64], table: NDArray[np.float64]) -> NDA
     return np.searchsorted(midpoints, magnitudes, side="left")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Codec:
     """How one tensor is stored: a card dtype name (``DTYPE_BYTES``) and, for int8/fp8/fp4, a scale."""
 

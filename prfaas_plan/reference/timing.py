@@ -23,11 +23,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.ops import forward_ops
 from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
 from prfaas_plan.reference.cache import Cache
@@ -45,7 +45,7 @@ SIZES = ("small", "medium", "large")
 TIMING_BUDGET_S = 1.0  # per case: passes are repeated until this much was timed, for a steadier best
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TimingCase:
     """One pass to time: prefill of ``new`` tokens after ``cached`` (batch 1), or a decode step of
     ``batch`` sequences each with ``cached`` tokens."""
@@ -57,7 +57,7 @@ class TimingCase:
     decode: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TimingResult:
     """A timed case beside its prediction: roofline part + launches x launch overhead."""
 
@@ -242,7 +242,7 @@ def median_abs_log_ratio(results: list[TimingResult]) -> float:
     return float(np.median([abs(math.log(r.ratio)) for r in results]))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TimingStudy:
     """A timing run: the card timed, the machine's peaks, and each case."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import matplotlib
@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.studies.review import Review
 from prfaas_plan.units import GBIT_PER_S
 
@@ -38,7 +39,7 @@ STAGE_COLOURS = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Figure:
     """A drawn figure: its file name, a one-line caption, the provenance of what it shows, and the PNG."""
 

@@ -47,11 +47,11 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NoReturn, TextIO
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 
 #: Longest wait (s) for another run's commit on the same output before refusing. A commit is a rename (a
@@ -90,7 +90,7 @@ _CAUSES = {
 # ------------------------------------------------------------------------------------------- ownership
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Owner:
     """How a writer recognises its own files: ``what`` names them in messages ("a records CSV of prfaas-plan
     simulate"); an existing file is its own when it begins with one of ``signatures`` (bytes), or when its
@@ -116,7 +116,7 @@ class Owner:
         return any(marker in block for marker in self.comment_markers)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class DirOwner:
     """How a directory writer recognises its own directories: a regular file ``marker_name`` inside whose
     content begins with ``marker_text`` (written into every directory it makes)."""

@@ -13,9 +13,9 @@ import csv
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.optimize.carrier import Deployment
 from prfaas_plan.optimize.headroom import Tornado
 from prfaas_plan.optimize.plans import PlanEvaluation
@@ -59,7 +59,7 @@ def provenance_kind(source: str) -> str:
     return next((kind for key, kind in _KINDS if key in low), "given")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Table:
     """One table of the review: written as ``{name}.csv`` and shown in report.md under ``title``."""
 

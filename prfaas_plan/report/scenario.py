@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.overrides import BaseScenario, apply_edits, load_document
 from prfaas_plan.io.paths import display_path
@@ -32,7 +33,7 @@ HEADER = "# Scenario written by prfaas-plan size --write-scenario"
 OWNER = Owner(what="a scenario written by prfaas-plan size --write-scenario", signatures=(HEADER.encode(),))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SizedPlan:
     """What ``size`` found: the deployment (instances, link), its goodput-optimal plan (threshold, split) and
     the target it was sized for, with its goodput and cost for the header."""

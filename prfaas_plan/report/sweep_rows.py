@@ -18,10 +18,10 @@ import os
 import stat
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, PlanError, Problem
 
 #: Limits that keep a hostile grid bounded: each point is a scenario load and a search (about 0.1 s), so
@@ -125,7 +125,7 @@ def columns(axes: Sequence[Axis], options: SweepOptions) -> list[str]:
     ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PointTask:
     """Everything a worker needs to run one point (picklable: sent to processes or a cluster)."""
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.scenario import Arrival
 from prfaas_plan.throughput import StageModel
 
@@ -42,7 +42,7 @@ def _check_rate(rate: float) -> None:
         raise ValueError(f"arrival rate must be a finite number > 0 req/s, got {rate!r}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Poisson(ArrivalProcess):
     """Poisson arrivals: independent exponential gaps of mean 1/rate."""
 
@@ -66,7 +66,7 @@ class Poisson(ArrivalProcess):
         return np.cumsum(rng.exponential(1.0 / self.rate_req_per_s, n))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Renewal(ArrivalProcess):
     """A renewal process with gamma-distributed gaps of mean 1/rate and SCV ``interarrival_scv``.
 
@@ -99,7 +99,7 @@ class Renewal(ArrivalProcess):
         return np.cumsum(rng.gamma(1.0 / self.scv, self.scv * mean_gap_s, n))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class OnOff(ArrivalProcess):
     """Bursty traffic: an interrupted Poisson process. Exponential ON periods (mean ``on_fraction`` ·
     ``mean_cycle_s``) with Poisson arrivals at rate λ/on_fraction alternate with silent exponential OFF
@@ -166,7 +166,7 @@ class OnOff(ArrivalProcess):
         return np.concatenate(chunks)[:n]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Diurnal(ArrivalProcess):
     """A Poisson process with a sinusoidal rate λ(t) = λ (1 + a sin(2π t / P)), 0 <= a < 1.
 
@@ -219,7 +219,7 @@ class Diurnal(ArrivalProcess):
         return np.concatenate(chunks)[:n]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Batched(ArrivalProcess):
     """Batches of requests at the epochs of another process: each epoch of ``epochs`` (whose rate is λ/b)
     brings 1 + Geometric requests of mean b = ``batch_size_mean`` (variance b(b - 1)), all at once.

@@ -32,12 +32,12 @@ import math
 from array import array
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.sim.engine import Engine
 from prfaas_plan.sim.link import FINISH_RTOL, MAX_BINS, SharedLink
@@ -56,7 +56,7 @@ DONE = -1
 PROGRESS_EVERY = 8192
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ClusterConfig:
     """A plan to simulate: the stage model, the threshold and split, and what the model leaves out.
 

@@ -11,14 +11,14 @@ never got its first token counts as an infinite TTFT; a bin with no arrivals cou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.sim.records import Records
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class FaultImpact:
     """TTFT before and after a fault (s): baseline and peak binned P90, when the peak came (s after the
     fault), and the recovery time (s after the fault; None when the run never recovered)."""

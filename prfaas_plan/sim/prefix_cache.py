@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.dynamics import CACHE_RULES, ClusterCache, PrefixCaches
 from prfaas_plan.spec.trace import Trace
 
@@ -152,7 +152,7 @@ class ClusterPrefixCache:
             touch(blocks[b], block_bytes)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class HitRates:
     """Cache figures of the requests one cluster prefilled: token hit rate = cached / input tokens,
     request hit rate = share of requests with any cached token (NaN with no requests)."""
@@ -173,7 +173,7 @@ class HitRates:
         return self.requests_with_hit / self.requests if self.requests else math.nan
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class CacheReplay:
     """Per-request outcome of a replay (arrays in arrival order).
 

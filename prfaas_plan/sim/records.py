@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import numpy.typing as npt
+
+from prfaas_plan._frozen import frozen
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -43,7 +45,7 @@ def _read_only(array: npt.ArrayLike) -> FloatArray:
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class Records:
     """One row per request, in arrival order (times in s; NaN where an event had not happened by the horizon).
 
@@ -104,7 +106,7 @@ class Records:
         return {name: getattr(self, name) for name in COLUMNS}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class SimResult:
     """A finished run: its records and what the engine tallied while it ran.
 

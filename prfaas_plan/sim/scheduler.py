@@ -13,11 +13,12 @@ breaks them, then to the smallest t.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import Empirical
 from prfaas_plan.throughput import (
     StageModel,
@@ -35,7 +36,7 @@ GRID_POINTS = 256
 _OUTAGE_BYTES_PER_S = 1.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Choice:
     """A scored decision: threshold t (tokens), local split, and its Eq. 6 Λ_max (req/s) on the window."""
 

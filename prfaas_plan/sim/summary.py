@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.sim.records import STATES, Records, SimResult
 
 FloatArray = npt.NDArray[np.float64]
@@ -30,7 +30,7 @@ T = TypeVar("T")
 PERCENTILES = (50, 90, 99)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Estimate:
     """A point estimate with the half-width of its 95 % confidence interval (NaN when not available)."""
 
@@ -38,7 +38,7 @@ class Estimate:
     half_width: float = math.nan
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TtftStats:
     """TTFT over a set of requests (s): mean and percentiles with batch-means CIs, and the request count."""
 
@@ -49,7 +49,7 @@ class TtftStats:
     p99_s: Estimate
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Summary:
     """Steady-state figures of one run over its measurement window (rates in req/s, bytes/s)."""
 

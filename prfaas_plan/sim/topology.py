@@ -21,11 +21,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.sim.engine import Engine
 from prfaas_plan.sim.link import SharedLink
 from prfaas_plan.throughput import StageModel
@@ -35,7 +35,7 @@ _ARRIVE, _LOCAL_DONE, _SITE_DONE, _LINK, _DECODE_DONE, _FAULT = range(6)
 _BIN_S = 60.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RegionSim:
     """One region's plan: its stage model (lengths, local curves, decode), threshold, split, rate, and the
     share of its long requests for each site (site index -> share; pairs give the curves and the link)."""
@@ -48,7 +48,7 @@ class RegionSim:
     shares: dict[int, float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PairSim:
     """Region j to site k: the site's prefill and KV curves (a stage model priced for the pair) and the link."""
 
@@ -58,7 +58,7 @@ class PairSim:
     bandwidth_bytes_per_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class FaultSim:
     """A loss at ``at_s``: ``kind`` 'site' (``site``) or 'link' (``region``, ``site``)."""
 
@@ -69,7 +69,7 @@ class FaultSim:
     keep_local: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyRun:
     """Per region: TTFT of every completed request (s, in arrival order), its arrivals and completions; and
     how many requests were moved by faults."""

@@ -7,11 +7,11 @@ pure function of its workload: the same seed gives the same workload and so the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.sim.arrivals import ArrivalProcess
 from prfaas_plan.sim.prefix_cache import CacheReplay
@@ -29,7 +29,7 @@ def _frozen(values: npt.ArrayLike) -> FloatArray:
     return array
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class Workload:
     """``n`` requests: arrival times (s, non-decreasing), uncached input and output lengths (tokens).
 

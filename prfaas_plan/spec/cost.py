@@ -8,8 +8,10 @@ hardware profile's figure is used (``hardware.price_usd_per_gpu_hour``, with the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
+
+from prfaas_plan._frozen import frozen
 
 if TYPE_CHECKING:  # annotations only: built on demand (``ttft_slo``), so loading a scenario leaves spec.plan unloaded
     from prfaas_plan.spec.plan import TtftSlo
@@ -18,7 +20,7 @@ if TYPE_CHECKING:  # annotations only: built on demand (``ttft_slo``), so loadin
 HOURS_PER_MONTH = 730.5
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LinkPort:
     """One purchasable cross-datacenter port (e.g. a dedicated interconnect of 10 or 100 Gbit/s).
 
@@ -30,7 +32,7 @@ class LinkPort:
     usd_per_hour: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LinkPricing:
     """How the cross-datacenter link is billed: ports and/or committed bandwidth (fixed per hour) plus egress
     per byte (proportional to traffic). All zero: the link is free (reported as such)."""
@@ -46,7 +48,7 @@ class LinkPricing:
         return bool(self.ports) or self.committed_usd_per_gbit_per_s_month > 0 or self.egress_usd_per_gb > 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CostInputs:
     """A scenario's prices: per-accelerator GPU-hour overrides (hardware key -> USD), the link's pricing,
     and optionally electricity (added to GPU-hour prices as TDP x PUE x USD/kWh when given)."""
@@ -59,7 +61,7 @@ class CostInputs:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Target:
     """What a sized deployment must carry: ``rate_req_per_s`` with the TTFT ``quantile`` within ``ttft_slo_s``."""
 

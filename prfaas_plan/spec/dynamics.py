@@ -9,8 +9,9 @@ why it was chosen.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
+
+from prfaas_plan._frozen import frozen
 
 #: How the router judges prefix caches (paper §3.4.3): ``scarce`` each cluster alone (route on
 #: L − l_pd), ``abundant`` the longest prefix anywhere (route on L − max(l_pd, l_prfaas), with a
@@ -24,7 +25,7 @@ CACHE_RULES: tuple[CacheRule, ...] = ("scarce", "abundant", "switch")
 POOLS: tuple[Pool, ...] = ("prfaas", "local_prefill", "decode")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ClusterCache:
     """One cluster's prefix cache pool: host DRAM and SSD over its nodes (paper §3.2), and the bandwidth at
     which a hit is loaded back into the accelerators (bytes/s)."""
@@ -43,7 +44,7 @@ class ClusterCache:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PrefixCaches:
     """The hybrid prefix cache pools of both clusters and the router's rule for them.
 
@@ -62,14 +63,14 @@ class PrefixCaches:
     block_tokens: int = 512
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class BandwidthSteps:
     """Piecewise-constant bandwidth: ((start_s, bandwidth_bytes_per_s), ...), the first at 0 s."""
 
     steps: tuple[tuple[float, float], ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PeriodicBandwidth:
     """A periodic profile: ``steps`` ((phase_s, bandwidth_bytes_per_s), ...) within one period, the first at
     phase 0, repeated every ``period_s`` seconds."""
@@ -78,7 +79,7 @@ class PeriodicBandwidth:
     steps: tuple[tuple[float, float], ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RandomBandwidth:
     """Bandwidth as a stationary random process: exp of an Ornstein-Uhlenbeck process on log-bandwidth,
     sampled (and held) every ``step_s`` seconds, with the given mean and standard deviation (bytes/s) and an
@@ -93,7 +94,7 @@ class RandomBandwidth:
 BandwidthProfile = BandwidthSteps | PeriodicBandwidth | RandomBandwidth
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Outage:
     """The link carries nothing from ``start_s`` for ``duration_s`` seconds (transfers pause, then resume)."""
 
@@ -106,7 +107,7 @@ class Outage:
         return self.start_s + self.duration_s
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class InstanceLoss:
     """``count`` instances of ``pool`` fail at ``at_s``; they come back at ``restore_s`` (None: never)."""
 
@@ -116,7 +117,7 @@ class InstanceLoss:
     restore_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ThresholdControl:
     """The short-term scheduler (paper §3.4.3): every ``interval_s`` it measures the link's utilisation over
     the last interval and the prefill queues; when utilisation exceeds ``trigger_utilization``, a queue exceeds
@@ -140,7 +141,7 @@ class ThresholdControl:
     hysteresis: float = 0.05
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RoleControl:
     """The long-term scheduler (paper §3.4.3): every ``period_s`` it chooses the local prefill/decode split
     that maximises Eq. 6 over the last window of incremental lengths and, when that split's Λ_max beats the
@@ -158,7 +159,7 @@ class RoleControl:
     min_gain: float = 0.02
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Dynamics:
     """Everything a run adds to the static plan; every part optional."""
 

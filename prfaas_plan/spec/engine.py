@@ -4,14 +4,15 @@ accelerators and profiles (``spec.hardware``), so that a scenario of measured po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from prfaas_plan._frozen import frozen
 
 if TYPE_CHECKING:
     from prfaas_plan.spec.hardware import RooflineParams
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ServingPoints:
     """Published single-request prefill measurements of one model on one instance: latencies (s) or KV
     throughputs (bytes/s, Φ_kv = S_kv / T_prefill, paper Eq. 1), by length."""
@@ -26,7 +27,7 @@ class ServingPoints:
     source: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ServingDefaults:
     """``hardware_profiles/serving/defaults.yaml``: the serving model's default parameters and the
     measurements they were fitted to."""
@@ -43,7 +44,7 @@ class ServingDefaults:
 GENERATIONS = ("ampere", "ada", "hopper", "blackwell", "cdna3", "other")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class EngineProfile:
     """What a serving engine adds to the kernels' roofline, and the fractions of peak its kernels reach
     (``hardware_profiles/serving/engines/*.yaml``; ``physics.engine`` turns it into ``RooflineParams``).
@@ -114,7 +115,7 @@ class EngineProfile:
         raise KeyError(f"engine {self.key} has no GEMM efficiency for {generation} {dtype} nor other bf16")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CorpusMeasurement:
     """One published serving measurement (``hardware_profiles/serving/corpus/*.yaml``): a batch-1 prefill of
     ``tokens`` input tokens, or a decode step of ``batch`` sequences at ``tokens`` of context, in seconds."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Literal
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan._lazy import lazy_getattr
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ __getattr__ = lazy_getattr(__name__, _EXPORTS)
 Provenance = Literal["measured", "derived", "assumed"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Accelerator:
     """Datasheet figures of one accelerator, SI units. Tensor rates are dense (not 2:4-sparse)."""
 
@@ -39,7 +40,7 @@ class Accelerator:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ProfilePoints:
     """Measured or derived (length, value) points and the polynomial degree to fit through them.
 
@@ -53,7 +54,7 @@ class ProfilePoints:
     source: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class DecodeProfile:
     """Decode capacity of one instance: at most ``max_batch`` concurrent requests, one token each per step."""
 
@@ -63,7 +64,7 @@ class DecodeProfile:
     source: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class InstanceProfile:
     """What is known of one model on one instance (accelerator x GPUs): prefill curve, KV size, decode."""
 
@@ -75,7 +76,7 @@ class InstanceProfile:
     decode: DecodeProfile | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class HardwareProfile:
     """One ``hardware_profiles/*.yaml`` file: the accelerator, its (model, instance) profiles and its measured
     kernel shape curves, if any."""
@@ -93,7 +94,7 @@ class HardwareProfile:
         return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RooflineParams:
     """Achieved fractions of peak (the kernels) and what the serving framework adds (the overheads).
 

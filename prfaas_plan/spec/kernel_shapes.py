@@ -6,10 +6,10 @@ the class (start-up time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from prfaas_plan._frozen import frozen
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class KernelShapes:
     """Measured shape curves of an accelerator's kernels (``RooflineParams`` defines each): ``gemm_half_rows``
     is the row count at which a GEMM reaches half its large-M rate, ``attention_half_context_tokens`` the mean

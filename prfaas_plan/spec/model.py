@@ -16,14 +16,14 @@ Attention kinds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from prfaas_plan._frozen import frozen
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 ATTENTION_KINDS = ("gqa", "mla", "swa", "linear")
 FFN_KINDS = ("dense", "moe")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Attention:
     """One attention block's shapes. Fields not used by ``kind`` are zero."""
 
@@ -57,7 +57,7 @@ class Attention:
         return self.qk_nope_head_dim + self.qk_rope_head_dim if self.kind == "mla" else self.head_dim
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Ffn:
     """A feed-forward block: dense (gated, 3 matrices) or mixture of experts with optional shared experts."""
 
@@ -70,7 +70,7 @@ class Ffn:
     shared_intermediate: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LayerGroup:
     """``count`` identical decoder layers."""
 
@@ -79,7 +79,7 @@ class LayerGroup:
     ffn: Ffn
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Dtypes:
     """Storage dtypes (names from ``DTYPE_BYTES``): weights, KV cache, recurrent state, conv state, and two
     weight groups that releases often store apart from the rest: the routed ``experts`` (int4 or fp8 experts
@@ -102,7 +102,7 @@ class Dtypes:
         return DTYPE_BYTES[self.dtype_of(which)]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Architecture:
     """A decoder-only model: embeddings, layer groups, final norm, LM head, and optional multi-token-prediction
     (MTP) modules.

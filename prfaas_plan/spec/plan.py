@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+
+from prfaas_plan._frozen import frozen
 
 
 def _count(name: str, value: object) -> None:
@@ -23,7 +24,7 @@ def _count(name: str, value: object) -> None:
         raise ValueError(f"{name} must be >= 0, got {count}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Plan:
     """A plan (t, N_p, N_d): requests whose uncached input exceeds ``threshold_tokens`` are prefilled on the
     PrfaaS pool, the rest on ``n_pd_prefill`` local prefill instances; ``n_pd_decode`` local instances decode
@@ -50,7 +51,7 @@ class Plan:
         return self.n_pd_prefill + self.n_pd_decode
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TtftSlo:
     """A TTFT percentile target: the ``quantile`` of TTFT (over all requests) is at most ``limit_s``."""
 

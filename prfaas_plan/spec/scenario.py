@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Literal
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.cost import CostInputs, Target
 from prfaas_plan.spec.hardware import Accelerator, InstanceProfile, RooflineParams
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # annotations only: a scenario without dynamics, engines, err
     from prfaas_plan.spec.uncertainty import TimeBand
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ModelCard:
     """A model card: its name and sources, and its architecture when known (needed by roofline pools).
 
@@ -39,7 +40,7 @@ ArrivalKind = Literal["poisson", "renewal", "onoff", "diurnal"]
 TransferMode = Literal["after_prefill", "layerwise"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Arrival:
     """How requests arrive, at whatever mean rate the plan is offered (the rate itself is not part of it).
 
@@ -70,7 +71,7 @@ class Arrival:
         return self.process in ("poisson", "renewal") and self.batch_size_mean == 1.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Traffic:
     """Request lengths (the input is the *uncached* part of the prompt) and the arrival process."""
 
@@ -79,7 +80,7 @@ class Traffic:
     arrival: Arrival
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Slo:
     """Service-level objectives. ``decode_tokens_per_s`` is the per-request decode rate (1 / TPOT) that caps
     the decode batch (the largest batch whose step meets it).
@@ -108,7 +109,7 @@ class Slo:
 POOL_METHODS = ("measured", "calibrated", "roofline")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Pool:
     """A cluster of identical instances of one accelerator, and how the model's costs on it are obtained.
 
@@ -169,7 +170,7 @@ class Pool:
 TRANSFER_MODES = ("after_prefill", "layerwise")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TcpPath:
     """How the link is built: the TCP connections that carry the KV caches over it (``physics.tcp``).
 
@@ -197,7 +198,7 @@ class TcpPath:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Link:
     """The cross-datacenter link from the PrfaaS cluster to the local PD cluster.
 
@@ -213,7 +214,7 @@ class Link:
     tcp: TcpPath = field(default_factory=TcpPath)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Scenario:
     """A whole planning question: model, traffic, SLO, the PrfaaS pool, the local PD pool and the link.
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from prfaas_plan._frozen import frozen
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class InstanceShape:
     """GPUs per instance and the parallel degrees over them (``physics.shapes`` prices and checks it).
 

@@ -10,10 +10,11 @@ of the same pools would have.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Literal
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.spec.cost import CostInputs, LinkPricing
 from prfaas_plan.spec.scenario import Link, ModelCard, Pool, Scenario, Slo, Traffic, TransferMode
 
@@ -25,7 +26,7 @@ CLUSTER_KINDS: tuple[ClusterKind, ...] = ("prfaas", "pd")
 SCENARIO_RATE_REQ_PER_S = 1.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Cluster:
     """One cluster of identical instances: a PrfaaS prefill cluster or a local PD cluster (split into N_p
     prefill and N_d decode instances by the plan), in a region, with an optional GPU-hour price override."""
@@ -39,7 +40,7 @@ class Cluster:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyLink:
     """A cross-datacentre link carrying KV caches from PrfaaS cluster ``prfaas`` to PD cluster ``pd``.
 
@@ -55,7 +56,7 @@ class TopologyLink:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RegionTraffic:
     """The traffic of one PD cluster: its mean arrival rate (req/s, the weight of the region in the common
     scale factor), lengths and arrival process."""
@@ -66,7 +67,7 @@ class RegionTraffic:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Topology:
     """PrfaaS and PD clusters serving one model, the links between them and every PD cluster's traffic.
 

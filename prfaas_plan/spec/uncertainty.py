@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from prfaas_plan._frozen import frozen
 
 if TYPE_CHECKING:
     from prfaas_plan.spec.model import Architecture
@@ -14,7 +15,7 @@ def span_words(phase: str, tokens: tuple[float, float]) -> str:
     return f"{'prompts' if phase == 'prefill' else 'contexts'} of {tokens[0]:,.0f}-{tokens[1]:,.0f} tokens"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PhaseBand:
     """One phase's band: the true time lies within [priced / ``factor``, priced x ``factor``] for the stated
     share of the held-out measurements ``basis`` names (``points`` of them)."""
@@ -107,7 +108,7 @@ def _count(n: int) -> str:
     return "none" if n == 0 else f"{n}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TimeBand:
     """The error band of a pool priced by roofline or calibration, per phase; ``coverage`` is the share of
     held-out errors each factor covers; ``source`` names where it came from (an engine profile's

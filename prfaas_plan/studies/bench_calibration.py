@@ -15,11 +15,11 @@ a phase is the ``coverage`` quantile of |log(held-out / measured)| over its meas
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, read_bench_file
 from prfaas_plan.io.engine_profile import generation_of, load_named_engine
@@ -51,7 +51,7 @@ ASSUMPTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CalibrationPoint:
     """One measurement with its in-sample fit and its leave-one-out prediction, seconds."""
 
@@ -68,7 +68,7 @@ class CalibrationPoint:
     held_out_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Calibration:
     """An engine profile calibrated on result files: the fitted profile, the files and what was read from each,
     every point's residuals and the error band per phase."""

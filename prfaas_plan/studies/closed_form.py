@@ -18,11 +18,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency import LoadedTtft, loaded_ttft, route_moments, stability_limit_req_per_s
 from prfaas_plan.latency.profile import ProfileTtft, Validity, profile_ttft, stationary_validity
 from prfaas_plan.optimize import PlanEvaluation
@@ -58,7 +59,7 @@ def saturated_throughput(stage_limits: dict[str, float], offload_fraction: float
     return min(offloaded + local, stage_limits["pd_decode"])
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ClosedForm:
     """Closed-form figures at one offered rate, in the simulator's units (req/s, s, bytes/s).
 

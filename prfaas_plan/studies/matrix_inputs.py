@@ -16,8 +16,9 @@ and that engine's error band.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
 from prfaas_plan.io.engine_profile import DEFAULT_ENGINE, generation_of, load_named_engine
 from prfaas_plan.io.error_bands import builtin_band
@@ -38,7 +39,7 @@ from prfaas_plan.throughput import StageModel, stage_model
 MAX_AXIS = 16
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class MatrixCell:
     """One (prefill, local) pair: its scenario, or why none could be built; and each pool's provenance."""
 

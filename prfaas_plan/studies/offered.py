@@ -4,9 +4,9 @@ loaded-TTFT law."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.lengths import Fixed, LengthDistribution
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from prfaas_plan.throughput import StageModel
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Traffic:
     """What is offered: a trace (replayed, rescaled to the rate), or the model's lengths and arrival process
     with ``output_lengths`` (None: every request has the model's mean output length)."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TypeVar
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize import Comparison, GoodputComparison, compare, compare_goodput
 from prfaas_plan.optimize.carrier import Carried, Deployment
@@ -80,7 +81,7 @@ FRONTIER_NEIGHBOURS = ((-1, 0), (1, 0), (2, 0), (0, -2), (0, 2), (1, 2), (2, 4))
 SIZING_CHECK = VerifyOptions()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ReviewOptions:
     """What the review computes and how hard it checks.
 
@@ -108,7 +109,7 @@ class ReviewOptions:
         return SIMULATED_FRACTIONS_QUICK if self.quick else SIMULATED_FRACTIONS
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SplitSweep:
     """Fig. 5a: Λ_max and each stage's bound on Λ (req/s) against N_p at a fixed threshold t (tokens)."""
 
@@ -119,7 +120,7 @@ class SplitSweep:
     stage_bound_req_per_s: Mapping[str, tuple[float, ...]]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ThresholdSweep:
     """Fig. 5b and the egress sweep: against the threshold t at a fixed split N_p, Λ_max and each stage's
     bound (req/s), the offload fraction p, the egress at Λ_max and at the target rate (bytes/s; None without
@@ -135,7 +136,7 @@ class ThresholdSweep:
     link_bandwidth_bytes_per_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LoadCurve:
     """The optimised plan's TTFT against load: closed form at ``CURVE_FRACTIONS`` (the lines) and, where
     simulation is on, closed form and simulation side by side at the simulated loads (the points)."""
@@ -145,7 +146,7 @@ class LoadCurve:
     simulated: tuple[LoadedCheck, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Loaded:
     """The plan and both baselines at one offered load (``verify_plans``: every plan simulated, on common
     random numbers)."""
@@ -154,7 +155,7 @@ class Loaded:
     checks: Mapping[str, LoadedCheck]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SizingPart:
     """Sizing to the target: the cheapest deployments, the scenario's own deployment's largest rate within the
     SLO, the link sizes' effect on the sized deployment, and the TTFT quantile at the target of the sized
@@ -168,7 +169,7 @@ class SizingPart:
     baseline_check: LoadedCheck | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ErrorBandPart:
     """The sizing at both edges of the roofline and calibrated pools' error bands (``optimize.uncertainty``,
     the same answer as ``size --band``): ``scenario`` with its bands in place, the nominal sizing's verdict
@@ -186,7 +187,7 @@ class ErrorBandPart:
         return all(e.verdict == self.nominal_verdict for e in self.edges)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CostPoint:
     """One deployment on the cost-goodput plane: hourly cost at the target rate (USD/h; GPUs, link and egress)
     and goodput (req/s). The label's first word is its short name (N_prfaas+N_local, or the hardware pair)."""
@@ -199,7 +200,7 @@ class CostPoint:
     goodput_req_per_s: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Frontier:
     """Every priced deployment the review found and the Pareto frontier among them (indices, cheapest first)."""
 
@@ -207,7 +208,7 @@ class Frontier:
     pareto: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Option:
     """One way to serve the scenario, on the recommendation's objective: ``kind`` is "PrfaaS-PD",
     "homogeneous PD" or "naive offload" (with the hardware pair for a matrix point); ``usd_per_hour`` its cost
@@ -223,7 +224,7 @@ class Option:
     verdict: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Recommendation:
     """The review's decision on its own objective: the ``winner`` among ``options`` (ranked, best first; the
     winner is options[0]), the ``objective`` in words, and the equal-cost comparison of PrfaaS-PD with
@@ -242,7 +243,7 @@ class Recommendation:
         return self.options[0]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Review:
     """Everything a capacity review found; a part is None when ``skipped`` names it with the reason."""
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.lengths import Empirical, Fixed, LengthDistribution
 from prfaas_plan.optimize import PlanEvaluation
@@ -75,7 +76,7 @@ def offered_rate(plan: PlanEvaluation, rate_req_per_s: float | None, load: float
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class ThroughputCaveat:
     """The measured window is too early or too short for a steady-state throughput (``Study.throughput_caveat``):
     requests that finished in it, the warm-up's span of arrivals (s), the window (s), the estimated share of
@@ -89,7 +90,7 @@ class ThroughputCaveat:
     requests_needed: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class Study:
     """A run beside its closed form. ``wall_s`` covers sampling the workload and the event loop."""
 

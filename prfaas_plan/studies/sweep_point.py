@@ -4,8 +4,7 @@ a P90 TTFT SLO. A point that no plan can serve is an outcome with its reason, no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError, PlanError
 from prfaas_plan.optimize.plans import PlanEvaluation, evaluate
 from prfaas_plan.optimize.throughput_search import search
@@ -14,7 +13,7 @@ from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SweepOptions:
     """What each point computes: the threshold search's resolution (tokens) and, with ``goodput``, the
     goodput-optimal plan under a P90 TTFT SLO of ``ttft_p90_s`` seconds (None: the scenario's own SLO)."""
@@ -31,7 +30,7 @@ class SweepOptions:
     seed: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PointOutcome:
     """One point's result. ``status`` is ``ok``, or ``infeasible`` (no plan carries load; ``reason`` says
     which constraint binds). ``goodput_*`` are set when goodput was asked for and the Λ_max search succeeded;

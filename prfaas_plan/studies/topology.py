@@ -8,9 +8,9 @@ not bought).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.optimize.cost import egress_usd_per_hour, gpu_hour_price, link_fixed_usd_per_hour
 from prfaas_plan.optimize.topology import GRID_POINTS, TopologyPlan, topology_model
 from prfaas_plan.optimize.topology_compare import TopologyComparison, compare
@@ -24,7 +24,7 @@ _SECONDS_PER_HOUR = 3600.0
 RESEARCH_ROUNDS = 3
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PlanPrice:
     """What a plan costs per hour at its λ, and per million requests carried (None: a GPU has no price)."""
 
@@ -67,7 +67,7 @@ def plan_price(topology: Topology, plan: TopologyPlan) -> PlanPrice:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologyStudy:
     """A topology, its comparison (global plan, bound, alternatives) and each plan's price."""
 
@@ -89,7 +89,7 @@ class TopologyStudy:
         return total / (plan.throughput_req_per_s * _SECONDS_PER_HOUR) * 1e6
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SimulationRequest:
     """Simulate the global plan at ``load`` x λ with ``requests_per_region`` requests per region."""
 

@@ -4,15 +4,14 @@ simulated TTFT percentiles, and whether every request that arrived was completed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.optimize.topology import TopologyModel, TopologyPlan
 from prfaas_plan.sim.topology import FaultSim, PairSim, RegionSim, TopologyRun, simulate_topology
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class RegionTtft:
     """One region's simulated TTFT (s) and its request counts."""
 
@@ -25,7 +24,7 @@ class RegionTtft:
     completed: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class TopologySimulation:
     """A simulated run of a plan: per region TTFT, the fault (if any) and requests moved by it."""
 

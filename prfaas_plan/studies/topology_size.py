@@ -29,11 +29,12 @@ What is exact and what is a heuristic:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.optimize.cost import gpu_hour_price
 from prfaas_plan.optimize.topology import (
@@ -54,7 +55,7 @@ SIZE_GRID_POINTS = 17
 MAX_STEPS = 400
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SizedTopology:
     """The counts found, their plan and latency, their price, the lower bound and how the search went."""
 
@@ -108,7 +109,7 @@ def _with_counts(tm: TopologyModel, counts: NDArray[np.int64]) -> TopologyModel:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class _Eval:
     scale: float
     worst_p90_over_slo: float

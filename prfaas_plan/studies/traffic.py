@@ -3,9 +3,10 @@ distribution), replayed first through the scenario's finite prefix caches when i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.studies.offered import Traffic
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from prfaas_plan.throughput import StageModel
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+@frozen(eq=False)
 class OfferedTraffic:
     """The stage model of the offered traffic, the traffic itself, the trace it came from (None: the
     scenario's), the cache replay it went through (None: none), and a note for the reader (None: none)."""

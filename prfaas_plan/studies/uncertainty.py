@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.io.error_bands import DEFAULTS, builtin_band
 from prfaas_plan.optimize.cost import unit_prices
@@ -96,7 +97,7 @@ def _edge_inputs(spec: Scenario, prefill: Sequence[str], local: Sequence[str], e
     return inputs
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class CellVerdict:
     """One cell's verdict (``prfaas-pd``, ``homogeneous-pd`` or ``none``) and its two costs (USD/h), nominal and
     at each edge; ``holds`` when the verdict is the same at both edges as nominal."""
@@ -197,7 +198,7 @@ def contexts_outside_band(scenario: Scenario) -> str:
     return "" if found is None else contexts_sentence(*found, "local pool's")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class MatrixBand:
     """The matrix at both edges, every cell's verdicts, the bands used per cell and the wall time."""
 

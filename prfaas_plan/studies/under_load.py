@@ -4,9 +4,10 @@ goodput plan's goodput found again by simulation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.optimize.plans import plan_of
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from prfaas_plan.throughput import StageModel
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class UnderLoad:
     """What ``--rate``/``--load``/``--curve`` asked for: every plan at one load (``checks``: closed form, its
     validity and the simulation beside it), and the plan's curve with each point's validity."""

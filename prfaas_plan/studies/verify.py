@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan._frozen import frozen
 from prfaas_plan.latency import LoadedTtft, TtftSummary
 from prfaas_plan.latency.profile import Validity
 from prfaas_plan.spec.plan import Plan, TtftSlo
@@ -69,7 +70,7 @@ SOURCE_CLOSED_FORM = "closed form"
 _QUANTILE_STAT = {0.5: "p50", 0.9: "p90", 0.99: "p99"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Figure:
     """A simulated figure (s) with the half-width of its 95 % interval (NaN with one realisation)."""
 
@@ -77,7 +78,7 @@ class Figure:
     half_width: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class SimulatedTtft:
     """TTFT figures from simulation: ``figures[kind][stat]`` for kind in ``KINDS`` (a route with no traffic is
     absent) and stat in ``STATS``; ``realisation`` says how the replications differ; ``requests``: per
@@ -96,7 +97,7 @@ class SimulatedTtft:
         return self.replications * self.requests
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class Decision:
     """A check against an SLO: ``figure`` (e.g. "overall p90") is ``value_s`` ± ``half_width_s`` (95 %);
     ``verdict`` is ``MEETS`` (the whole interval within ``slo_s``), ``MISSES`` (all of it beyond) or
@@ -127,7 +128,7 @@ class Decision:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class LoadedCheck:
     """A plan's TTFT at one rate: the closed form (``method`` names which), its validity, the simulation
     beside it (None with ``verify=False``), where the two disagree, and (with an SLO) the ``decision``."""
@@ -232,7 +233,7 @@ def bootstrap_workload(workload: Workload, rng: np.random.Generator, blocks: int
     return Workload.of(times, workload.input_tokens[index], workload.output_tokens[index])
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class PlanAt:
     """One plan (t, N_p, N_d) on N_prfaas PrfaaS instances at one offered rate (req/s)."""
 
@@ -528,7 +529,7 @@ def check_loaded(
     return verify_plans(model, {"plan": at}, traffic, settings, slo=slo)["plan"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class GoodputCheck:
     """The closed form's goodput beside the simulated one: the largest rate whose simulated TTFT quantile
     stays within the SLO, found by bisection to ``GOODPUT_BISECTIONS`` steps, each step a sequential check

@@ -3,7 +3,7 @@ apart from the checks themselves so that a command builds them without loading t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from prfaas_plan._frozen import frozen
 
 #: Replications (the first batch, before the sequential ones) and requests per replication (CLI defaults).
 REPLICATIONS = 3
@@ -17,7 +17,7 @@ MAX_REPLICATIONS = 200
 TOLERANCE = 0.2
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen
 class VerifyOptions:
     """How hard to check: ``verify`` False keeps the closed form alone; otherwise at least ``replications`` of
     ``requests`` requests each (a trace is replayed whole), seeds from ``seed``, and with an SLO more, one at
