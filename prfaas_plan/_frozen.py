@@ -23,9 +23,12 @@ reads ``frozen=False``, and a class made here must not be mixed in one hierarchy
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Callable
+from functools import cache
 from operator import attrgetter
+from types import CodeType, FunctionType
 from typing import Any, TypeVar, dataclass_transform, overload
 
 _T = TypeVar("_T")
@@ -45,47 +48,69 @@ class _Factory:
 _FACTORY = _Factory()
 
 
-def _init_source(fields: tuple[dataclasses.Field[Any], ...], post_init: bool) -> tuple[str, dict[str, Any]]:
-    """``__init__``'s source and the names it refers to: each field set with ``object.__setattr__``."""
-    scope: dict[str, Any] = {"_set": _set, "_FACTORY": _FACTORY}
-    params: list[str] = []
-    body: list[str] = []
-    for i, f in enumerate(fields):
-        name = f.name
-        has_factory = f.default_factory is not _MISSING
-        if has_factory:
-            scope[f"_factory{i}"] = f.default_factory
-        if not f.init:
-            if has_factory:
-                body.append(f"    _set(self, {name!r}, _factory{i}())")
-            elif f.default is not _MISSING:
-                scope[f"_default{i}"] = f.default
-                body.append(f"    _set(self, {name!r}, _default{i})")
-            continue
-        if has_factory:
-            params.append(f"{name}=_FACTORY")
-            body.append(f"    _set(self, {name!r}, _factory{i}() if {name} is _FACTORY else {name})")
-            continue
-        if f.default is not _MISSING:
-            scope[f"_default{i}"] = f.default
-            params.append(f"{name}=_default{i}")
-        else:
-            params.append(name)
-        body.append(f"    _set(self, {name!r}, {name})")
-    if post_init:
-        body.append("    self.__post_init__()")
-    signature = "self, *, " + ", ".join(params) if params else "self"
-    return f"def __init__({signature}) -> None:\n" + ("\n".join(body) or "    pass") + "\n", scope
+@cache
+def _template(arity: int, tail: bool) -> CodeType:
+    """The code of an ``__init__`` with ``arity`` keyword-only parameters ``_a0, _a1, ...``: it sets the field named by
+    the global ``_n<i>`` to ``_a<i>``, then calls the global ``_tail(self)`` if ``tail``. One compilation serves every
+    class with that many parameters: a class's own ``__init__`` is this code with the parameters renamed to its
+    fields, run in a globals dict that names its fields."""
+    params = ", ".join(f"_a{i}" for i in range(arity))
+    lines = [f"def __init__(self, *, {params}):" if arity else "def __init__(self):"]
+    lines += [f"    _set(self, _n{i}, _a{i})" for i in range(arity)]
+    lines += ["    _tail(self)"] if tail else ([] if arity else ["    pass"])
+    scope: dict[str, Any] = {}
+    exec("\n".join(lines), scope)  # fixed text: only the count of parameters varies
+    code: CodeType = scope["__init__"].__code__
+    return code
+
+
+def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
+    """``cls.__init__``: the keyword parameters are the fields with ``init`` (a field with a ``default_factory``
+    defaults to a marker that the tail replaces with a fresh value), set in order; then the tail fills the
+    factories left at their marker and the fields without ``init``, and calls ``__post_init__``."""
+    params = [f for f in fields if f.init]
+    with_factory = [f for f in fields if f.default_factory is not _MISSING]
+    fill: tuple[tuple[str, Any], ...] = tuple((f.name, f.default_factory) for f in with_factory if f.init)
+    made: tuple[tuple[str, Any], ...] = tuple((f.name, f.default_factory) for f in with_factory if not f.init)
+    fixed = tuple(
+        (f.name, f.default)
+        for f in fields
+        if not f.init and f.default_factory is _MISSING and f.default is not _MISSING
+    )
+    post_init = hasattr(cls, "__post_init__")
+
+    def _tail(self: Any) -> None:
+        for name, factory in fill:
+            if getattr(self, name) is _FACTORY:
+                _set(self, name, factory())
+        for name, factory in made:
+            _set(self, name, factory())
+        for name, value in fixed:
+            _set(self, name, value)
+        if post_init:
+            self.__post_init__()
+
+    tail = bool(fill or made or fixed or post_init)
+    code = _template(len(params), tail).replace(
+        co_varnames=("self", *(f.name for f in params)), co_qualname=f"{cls.__qualname__}.__init__"
+    )
+    scope: dict[str, Any] = {"__builtins__": builtins, "_set": _set, "_tail": _tail}
+    scope |= {f"_n{i}": f.name for i, f in enumerate(params)}
+    init = FunctionType(code, scope, "__init__")
+    init.__kwdefaults__ = {
+        f.name: _FACTORY if f.default_factory is not _MISSING else f.default
+        for f in params
+        if f.default_factory is not _MISSING or f.default is not _MISSING
+    } or None
+    init.__annotations__ = {f.name: f.type for f in params} | {"return": None}
+    return init
 
 
 def _methods(cls: type, eq: bool) -> dict[str, Callable[..., Any]]:
     fields: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(cls)
     names = tuple(f.name for f in fields)
     protected = frozenset(names)
-    source, scope = _init_source(fields, hasattr(cls, "__post_init__"))
-    exec(source, scope)  # the source is built above from the class's own field names
-    init = scope["__init__"]
-    init.__annotations__ = {f.name: f.type for f in fields if f.init} | {"return": None}
+    init = _init(cls, fields)
     shown = tuple(f.name for f in fields if f.repr)
 
     def __repr__(self: Any) -> str:
