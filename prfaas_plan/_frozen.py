@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import sys
 from collections.abc import Callable
 from functools import cache
 from operator import attrgetter
-from types import CodeType, FunctionType
+from types import CellType, CodeType, FunctionType
 from typing import Any, TypeVar, dataclass_transform, overload
 
 _T = TypeVar("_T")
@@ -54,16 +55,18 @@ _FACTORY = _Factory()
 @cache
 def _template(arity: int, tail: bool) -> CodeType:
     """The code of an ``__init__`` with ``arity`` keyword-only parameters ``_a0, _a1, ...``: it sets the field named by
-    the global ``_n<i>`` to ``_a<i>``, then calls the global ``_tail(self)`` if ``tail``. One compilation serves every
-    class with that many parameters: a class's own ``__init__`` is this code with the parameters renamed to its
-    fields, run in a globals dict that names its fields."""
+    the free variable ``_frozen_n<i>_`` to ``_a<i>``, then calls ``_frozen_tail_(self)`` if ``tail``. One compilation
+    serves every class with that many parameters: a class's own ``__init__`` is this code with the parameters renamed
+    to its fields, closed over cells that name its fields, in its module's globals (as the standard ``__init__``)."""
     params = ", ".join(f"_a{i}" for i in range(arity))
-    lines = [f"def __init__(self, *, {params}):" if arity else "def __init__(self):"]
-    lines += [f"    _set(self, _n{i}, _a{i})" for i in range(arity)]
-    lines += ["    _tail(self)"] if tail else ([] if arity else ["    pass"])
+    frees = ", ".join(["_frozen_set_", "_frozen_tail_", *(f"_frozen_n{i}_" for i in range(arity))])
+    lines = [f"def _outer({frees}):", f"    def __init__(self, *, {params}):" if arity else "    def __init__(self):"]
+    lines += [f"        _frozen_set_(self, _frozen_n{i}_, _a{i})" for i in range(arity)]
+    lines += ["        _frozen_tail_(self)"] if tail else ([] if arity else ["        pass"])
+    lines += ["    return __init__"]
     scope: dict[str, Any] = {}
     exec("\n".join(lines), scope)  # fixed text: only the count of parameters varies
-    code: CodeType = scope["__init__"].__code__
+    code: CodeType = scope["_outer"](*([None] * (arity + 2))).__code__
     return code
 
 
@@ -97,9 +100,10 @@ def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[...
     code = _template(len(params), tail).replace(
         co_varnames=("self", *(f.name for f in params)), co_qualname=f"{cls.__qualname__}.__init__"
     )
-    scope: dict[str, Any] = {"__builtins__": builtins, "_set": _set, "_tail": _tail}
-    scope |= {f"_n{i}": f.name for i, f in enumerate(params)}
-    init = FunctionType(code, scope, "__init__")
+    values = {"_frozen_set_": _set, "_frozen_tail_": _tail} | {f"_frozen_n{i}_": f.name for i, f in enumerate(params)}
+    module = sys.modules.get(cls.__module__)
+    scope = module.__dict__ if module is not None else {"__builtins__": builtins}
+    init = FunctionType(code, scope, "__init__", None, tuple(CellType(values[name]) for name in code.co_freevars))
     init.__kwdefaults__ = {
         f.name: _FACTORY if f.default_factory is not _MISSING else f.default
         for f in params

@@ -154,3 +154,11 @@ def test_inherited_fields_come_first() -> None:
 class _Pickled:
     rate_per_s: float
     names: tuple[str, ...] = ()
+
+
+def test_init_resolves_its_annotations_in_the_module_as_the_standard_one_does() -> None:
+    import typing
+
+    hints = {"rate_per_s": float, "names": tuple[str, ...], "return": type(None)}
+    assert typing.get_type_hints(_Pickled.__init__) == hints
+    assert _Pickled.__init__.__globals__ is globals()
