@@ -17,7 +17,8 @@ Each trial is classified, and the battery prints the counts per outcome (targets
 - ``lost_or_duplicated_rows``: a sweep's rows file misses a point, holds one twice, or holds a line that is not
   a whole row, after the run (and after a ``--resume`` that follows an interruption);
 - ``leftovers``: a new entry beside the target (a temporary, a lock file, an ``.old`` directory);
-- ``bad_exit``: a refusal that is not exit 2 with one ``error:`` line, or a run that should succeed and did not.
+- ``bad_exit``: a refusal that is not exit 2 with one ``error:`` line (progress lines such as ``review: tornado ...``
+  may precede it), or a run that should succeed and did not.
 
 Usage: python tests/benchmarks/hostile_files.py [--only records,card,...] [--seed N] [--quick] [-v]
 (``--quick`` skips the writers whose every run takes tens of seconds: review and profile).
@@ -31,6 +32,7 @@ import csv
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import stat
@@ -267,9 +269,16 @@ class Trial:
     detail: str = ""
 
 
+#: A progress line a long command prints on stderr before its result ("review: tornado ..."): not part of a refusal.
+_PROGRESS = re.compile(r"[a-z][a-z-]*: [a-z_ ]+ \.\.\.")
+
+
 def one_error_line(result: Run) -> bool:
+    """Exit 2 and one ``error:`` line; the other lines, if any, are the command's progress lines."""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    return result.code == 2 and len(lines) >= 1 and all(line.startswith("error:") for line in lines)
+    errors = [line for line in lines if line.startswith("error:")]
+    progress = [line for line in lines if _PROGRESS.fullmatch(line)]
+    return result.code == 2 and len(errors) == 1 and len(errors) + len(progress) == len(lines)
 
 
 def judge(
