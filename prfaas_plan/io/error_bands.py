@@ -163,6 +163,7 @@ def engine_band(key: str, phase: str) -> PhaseBand:
         batch=widest.batch,
         kinds=widest.kinds,
         generations=widest.generations,
+        borrowed_from=widest_key,
     )
 
 

@@ -32,6 +32,9 @@ class PhaseBand:
     #: (``hardware_profiles/serving/generations.yaml``); () where its source does not say.
     kinds: tuple[tuple[str, str, int], ...] = ()
     generations: tuple[tuple[str, int], ...] = ()
+    #: The built-in engine whose band this is, where a pricing with no cross-validation of its own (a custom
+    #: engine profile) borrows it: its counts are of that engine's measurements. "" for a band of its own.
+    borrowed_from: str = ""
 
     def beyond(
         self,
@@ -83,8 +86,9 @@ class PhaseBand:
         if not (at or of or on):
             return ""
         where = f" at {' and '.join(at)}" if at else ""
+        borrowed = f", borrowed from {self.borrowed_from}" if self.borrowed_from else ""
         return (
-            f"{phase}{of}{on}{where} is outside what its error band ({self.factor:.2f}x) was measured on "
+            f"{phase}{of}{on}{where} is outside what its error band ({self.factor:.2f}x{borrowed}) was measured on "
             f"({'; '.join(checked)}): the band does not cover it"
         )
 

@@ -330,6 +330,21 @@ def test_a_custom_profile_loads_by_path(tmp_path: Path) -> None:
     assert engine.key == "trtllm" and engine.file.endswith("mine.yaml")
 
 
+def test_a_custom_engines_borrowed_band_says_whose_measurements_it_counts() -> None:
+    """An engine nobody cross-validated borrows the widest built-in band; a note drawn from its counts names the
+    engine they are of, and a built-in engine's own note does not say "borrowed"."""
+    from prfaas_plan.io.error_bands import engine_band, load_error_bands
+
+    _, _, table = load_error_bands()
+    widest = max((k for k in table if k != "defaults"), key=lambda k: table[k]["prefill"].factor)
+    band = engine_band("my-own-engine", "prefill")
+    assert band.borrowed_from == widest and band.factor == table[widest]["prefill"].factor
+    note = band.beyond("prefill", None, kind="dense", model="some-dense-model", generation="other")
+    assert f"borrowed from {widest}" in note
+    own = table[widest]["prefill"].beyond("prefill", None, kind="dense", model="some-dense-model", generation="other")
+    assert own and "borrowed" not in own
+
+
 # ------------------------------------------------------------------ the kv command
 
 
