@@ -73,11 +73,16 @@ def kernel(
         peaks = machine.measure_peaks(base, rng, timed=timed)
         routing = machine.measure_routing(timed, rng)
         if peaks.memory_efficiency > MAX_MEASURED_MEMORY_EFFICIENCY:
-            # Past the loader's sanity bound: the profile would be refused by its own loader; say why instead.
+            # Past the loader's sanity bound: the profile would be refused by its own loader; say why instead,
+            # with the count checks' verdict, which needs no timing and was already run.
+            counted = (verdicts.flops_exact, verdicts.bytes_exact, verdicts.kv_bytes_exact, verdicts.cache_sufficient)
             typer.echo(
                 f"validate kernel: the timed card's weights read at {peaks.memory_efficiency:.2f} x the dot "
                 f"product's rate, above the bound of {MAX_MEASURED_MEMORY_EFFICIENCY:g} this tool accepts: the "
-                "measurement was likely disturbed; run again on a quieter machine",
+                "measurement was likely disturbed; run again on a quieter machine (the count checks, which time "
+                f"nothing: {sum(counted)} of {len(counted)} passed"
+                + (f"; {'; '.join(verdicts.problems)}" if verdicts.problems else "")
+                + ")",
                 err=True,
             )
             raise typer.Exit(1)

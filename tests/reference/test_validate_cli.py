@@ -115,4 +115,5 @@ def test_a_disturbed_weight_read_is_refused_before_a_profile_is_written(
     result = CliRunner().invoke(app, ["validate", "kernel", "--json", "--profile-out", str(out)])
     assert result.exit_code == 1, result.output
     assert "disturbed" in result.output and "5.00 x" in result.output
+    assert "count checks, which time nothing: 4 of 4 passed" in result.output
     assert not out.exists()
