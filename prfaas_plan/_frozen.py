@@ -12,7 +12,7 @@ pickling. ``@frozen(eq=False)`` keeps identity equality and hashing, as ``eq=Fal
 
 Why not the decorator itself: on Python 3.11 it writes six methods of each class as source text and compiles each
 one. The 49 classes the ``optimize`` command builds before it computes anything took 62 ms that way on a 2-core Xeon
-VM, the largest part of its start-up after the interpreter and its libraries (issue 19); built here they take 15 ms.
+VM, the largest part of its start-up after the interpreter and its libraries (issue 19); built here they take 12 ms.
 Only ``__init__`` is compiled (its keyword parameters give it a real signature and its speed), once per count of
 parameters, and renamed for each class; the other methods are closures over the class's field names.
 
