@@ -31,6 +31,18 @@ if TYPE_CHECKING:  # annotations only: ``plan_of`` loads it (start-up time)
 
 # Stages whose bound is within this relative distance of Λ_max are reported as binding together.
 CO_BINDING_RTOL = 0.01
+# Stages whose bound is within this relative distance of Λ_max are tied for the bottleneck: at an optimum the
+# search balances two stages, and which of them comes out a few ulps lower depends on the platform's rounding
+# (Python 3.13 with numpy 2.5 and scipy 1.18 named pd_prefill where 3.11 named prfaas_link, at the same Λ_max
+# to 15 digits). The first tied stage in pipeline order (STAGES) is named.
+BOTTLENECK_TIE_RTOL = 1e-9
+
+
+def bottleneck_of(bounds: Mapping[str, float]) -> str:
+    """The stage with the smallest bound; among stages tied within ``BOTTLENECK_TIE_RTOL``, the first in
+    pipeline order, so that rounding does not decide the name."""
+    lam = min(bounds[s] for s in STAGES)
+    return next(s for s in STAGES if bounds[s] <= lam * (1 + BOTTLENECK_TIE_RTOL))
 
 
 @frozen
@@ -122,7 +134,7 @@ def evaluate(model: StageModel, threshold_tokens: float, n_pd_prefill: int, labe
     if reasons:
         raise InfeasibleError(reasons)
     lam = min(bounds.values())
-    bottleneck = min(STAGES, key=lambda s: bounds[s])
+    bottleneck = bottleneck_of(bounds)
     binding = tuple(s for s in STAGES if bounds[s] <= lam * (1 + CO_BINDING_RTOL))
     ttft = unloaded_ttft(model.lengths, route_latency(model), threshold_tokens)
     return PlanEvaluation(

@@ -227,3 +227,16 @@ def test_prefix_cached_scenario_plans_and_beats_or_ties_every_baseline(tmp_path:
     assert plan["throughput_req_per_s"] >= naive["throughput_req_per_s"] * (1 - 1e-9)
     given = run_cli("evaluate", str(path), "--threshold", "5000", "--n-pd-prefill", "3", "--n-pd-decode", "5")
     assert given.returncode == 0, given.stderr
+
+
+def test_a_tie_for_the_bottleneck_is_named_upstream_whatever_the_rounding() -> None:
+    """At an optimum two stages carry the same Λ_max and rounding decides which is a few ulps lower (Python 3.13
+    with numpy 2.5 named pd_prefill where 3.11 named prfaas_link): within BOTTLENECK_TIE_RTOL the first stage in
+    pipeline order is named; a clear minimum is named whatever its place."""
+    from prfaas_plan.optimize.plans import bottleneck_of
+
+    tied = {"prfaas_compute": 9.0, "prfaas_link": 3.0 * (1 + 1e-13), "pd_prefill": 3.0, "pd_decode": 5.0}
+    assert bottleneck_of(tied) == "prfaas_link"
+    assert bottleneck_of(tied | {"prfaas_link": 3.0, "pd_prefill": 3.0 * (1 + 1e-13)}) == "prfaas_link"
+    assert bottleneck_of(tied | {"pd_prefill": 2.9}) == "pd_prefill"
+    assert bottleneck_of(tied | {"pd_decode": 1.0}) == "pd_decode"
