@@ -21,7 +21,7 @@ The standard decorator still collects the fields (defaults, factories, ``field()
 reads ``frozen=False``, and a class made here must not be mixed in one hierarchy with the standard frozen decorator.
 Other differences: default factories are called after every parameter is set (the standard ``__init__`` calls each
 in field order); a class without a docstring gets none (the standard decorator writes its signature there); and
-``repr`` has no guard against an instance that contains itself, which a frozen instance cannot come to do.
+``repr`` has no guard against an instance that contains itself (only a mutable field could make it do so).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def kernel(
         if peaks.memory_efficiency > MAX_MEASURED_MEMORY_EFFICIENCY:
             # Past the loader's sanity bound: the profile would be refused by its own loader; say why instead,
             # with the count checks' verdict, which needs no timing and was already run.
-            counted = (verdicts.flops_exact, verdicts.bytes_exact, verdicts.kv_bytes_exact, verdicts.cache_sufficient)
+            counted = count_verdicts(verdicts).values()
             typer.echo(
                 f"validate kernel: the timed card's weights read at {peaks.memory_efficiency:.2f} x the dot "
                 f"product's rate, above the bound of {MAX_MEASURED_MEMORY_EFFICIENCY:g} this tool accepts: the "
@@ -208,6 +208,16 @@ def _cards(model: str | None, shrink: bool, size: str) -> tuple[list[tuple[str, 
     return cards, base
 
 
+def count_verdicts(verdicts: CountChecks) -> dict[str, bool]:
+    """The count checks' verdicts by name, as ``--json`` and the disturbed-measurement message give them."""
+    return {
+        "flops_exact": verdicts.flops_exact,
+        "kv_bytes_exact": verdicts.kv_bytes_exact,
+        "cache_sufficient": verdicts.cache_sufficient,
+        "bytes_exact": verdicts.bytes_exact,
+    }
+
+
 def kernel_payload(
     verdicts: CountChecks, study: TimingStudy, profile: Path, cards: list[str], routing: RoutingStudy | None = None
 ) -> dict[str, Any]:
@@ -216,12 +226,7 @@ def kernel_payload(
     peaks = study.peaks
     return {
         "cards_checked": cards,
-        "count_checks": {
-            "flops_exact": verdicts.flops_exact,
-            "kv_bytes_exact": verdicts.kv_bytes_exact,
-            "cache_sufficient": verdicts.cache_sufficient,
-            "bytes_exact": verdicts.bytes_exact,
-        },
+        "count_checks": count_verdicts(verdicts),
         "timing": [
             {
                 "case": r.case,

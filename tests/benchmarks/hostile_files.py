@@ -269,15 +269,16 @@ class Trial:
     detail: str = ""
 
 
-#: A progress line a long command prints on stderr before its result ("review: tornado ..."): not part of a refusal.
-_PROGRESS = re.compile(r"[a-z][a-z-]*: [a-z_ ]+ \.\.\.")
+#: A progress line a long command prints on stderr before its result: the command's name, a colon, what it is
+#: doing, and " ..." ("review: tornado ...", cli/review.py; the topology review's lines have the same shape).
+_PROGRESS = re.compile(r"[a-z][a-z-]*: .+ \.\.\.")
 
 
 def one_error_line(result: Run) -> bool:
     """Exit 2 and one ``error:`` line; the other lines, if any, are the command's progress lines."""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:")]
-    progress = [line for line in lines if _PROGRESS.fullmatch(line)]
+    progress = [line for line in lines if not line.startswith("error:") and _PROGRESS.fullmatch(line)]
     return result.code == 2 and len(errors) == 1 and len(errors) + len(progress) == len(lines)
 
 
