@@ -1,4 +1,4 @@
-"""The libyaml route of ``io.yamlsrc`` (C scanner and parser, the pure loader's Python composer and checks) reads
+"""The libyaml route of ``io.yaml_parser`` (C scanner and parser, the pure loader's Python composer and checks) reads
 every text exactly as the pure-Python loader does: the same data, the same line for every key and item, and for
 a text it cannot read, the pure loader's own error message (file, line, reason).
 
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.io import yamlsrc
+from prfaas_plan.io import yaml_parser, yamlsrc
 from tests.conftest import REPO, examples
 
 SHIPPED = sorted(p for p in REPO.rglob("*.yaml") if ".git" not in p.parts and ".hypothesis" not in p.parts)
@@ -89,10 +89,14 @@ def _canonical(value: Any) -> Any:
 
 
 def _agree(text: str) -> None:
-    assert _outcome(yamlsrc.parse_yaml, text) == _outcome(yamlsrc._pure_document, text), repr(text[:400])
+    """The parser (the fast route where it applies) and ``parse_yaml`` (a shipped file's stored parse where
+    the text is one) both read ``text`` as the pure loader does."""
+    pure = _outcome(yaml_parser._pure_document, text)
+    assert _outcome(yaml_parser.parse_text, text) == pure, repr(text[:400])
+    assert _outcome(yamlsrc.parse_yaml, text) == pure, repr(text[:400])
 
 
-@pytest.mark.skipif(yamlsrc._FAST is None, reason="PyYAML built without libyaml")
+@pytest.mark.skipif(yaml_parser._FAST is None, reason="PyYAML built without libyaml")
 def test_shipped_files_read_alike_and_the_paper_scenario_takes_the_fast_route() -> None:
     """Every shipped YAML file reads the same both ways; the paper scenario's four files go through libyaml
     (the start-up of every command that loads it depends on it)."""
@@ -102,14 +106,14 @@ def test_shipped_files_read_alike_and_the_paper_scenario_takes_the_fast_route() 
     paper = ["workloads/paper-case-study.yaml", "workloads/models/paper-1t-hybrid.yaml"]
     paper += ["hardware_profiles/h200.yaml", "hardware_profiles/h20.yaml"]
     for name in paper:
-        assert yamlsrc._fast_can_read((REPO / name).read_text(encoding="utf-8")), name
+        assert yaml_parser._fast_can_read((REPO / name).read_text(encoding="utf-8")), name
 
 
 @pytest.mark.parametrize("name", sorted(DISAGREEMENTS))
 def test_forms_libyaml_reads_otherwise_take_the_pure_route(name: str) -> None:
     """Where the two scanners disagree, the outcome is the pure loader's."""
     text = DISAGREEMENTS[name]
-    assert not yamlsrc._fast_can_read(text)
+    assert not yaml_parser._fast_can_read(text)
     _agree(text)
 
 
