@@ -14,6 +14,7 @@ from typing import Any
 from prfaas_plan.io.parsed_builtin import FORMAT, PARSED_DIR, STORE_MAX_BYTES, entry_name, shipped_files
 from prfaas_plan.io.paths import builtin_root
 from prfaas_plan.io.yaml_parser import parse_text
+from prfaas_plan.io.yamlsrc import read_text_bounded
 
 
 def _json_exact(value: Any) -> bool:
@@ -34,10 +35,10 @@ def build_entries(root: Path) -> dict[str, str]:
     docstring); raises ValueError where two stored texts would share an entry name."""
     entries: dict[str, str] = {}
     for path in shipped_files(root):
-        text = path.read_text(encoding="utf-8")
+        source = path.relative_to(root).as_posix()
+        text = read_text_bounded(path, source, "a YAML file")  # as load_yaml reads it: no newline translation
         if len(text.encode("utf-8")) > STORE_MAX_BYTES:
             continue
-        source = path.relative_to(root).as_posix()
         doc = parse_text(text, source)
         if not _json_exact(doc.data):
             continue

@@ -15,7 +15,7 @@ from prfaas_plan.io import parsed_builtin
 from prfaas_plan.io.parsed_builtin import PARSED_DIR, entry_name, shipped_files, stored_document
 from prfaas_plan.io.paths import builtin_root
 from prfaas_plan.io.yaml_parser import parse_text
-from prfaas_plan.io.yamlsrc import parse_yaml
+from prfaas_plan.io.yamlsrc import parse_yaml, read_text_bounded
 from tests.conftest import REPO
 from tests.io.parsed_entries import build_entries
 from tests.io.test_yaml_fast import _outcome
@@ -32,17 +32,17 @@ def test_the_stored_entries_are_todays() -> None:
 
 def test_the_paper_scenarios_files_are_stored() -> None:
     """The four files every command on the built-in scenario reads have entries."""
-    for name in ("workloads/paper-case-study.yaml", "workloads/models/paper-1t-hybrid.yaml"):
-        assert (PARSED_DIR / entry_name((REPO / name).read_text(encoding="utf-8"))).is_file(), name
-    for name in ("hardware_profiles/h200.yaml", "hardware_profiles/h20.yaml"):
-        assert (PARSED_DIR / entry_name((REPO / name).read_text(encoding="utf-8"))).is_file(), name
+    paper = ["workloads/paper-case-study.yaml", "workloads/models/paper-1t-hybrid.yaml"]
+    for name in [*paper, "hardware_profiles/h200.yaml", "hardware_profiles/h20.yaml"]:
+        text = read_text_bounded(REPO / name, name, "a YAML file")
+        assert stored_document(text, name) is not None, name
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(builtin_root()).as_posix())
 def test_a_stored_parse_is_the_parsers(path: Path) -> None:
     """Data (types and key order included) and every line, as the parser reads the file, under the caller's
     name for it."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text_bounded(path, path.name, "a YAML file")  # as load_yaml reads it
     stored = stored_document(text, "any/name.yaml")
     if stored is None:
         assert len(text.encode("utf-8")) > parsed_builtin.STORE_MAX_BYTES, "a small shipped file has no entry"
