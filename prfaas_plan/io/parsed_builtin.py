@@ -15,6 +15,8 @@ the parser writes today for every shipped file, so an edited profile without its
 
 from __future__ import annotations
 
+import os
+import stat
 import zlib
 from pathlib import Path
 
@@ -40,10 +42,23 @@ def entry_name(text: str) -> str:
 def stored_document(text: str, file: str) -> Document | None:
     """The stored parse of ``text``, named ``file``, or None where no entry holds exactly this text."""
     try:
-        with open(PARSED_DIR / entry_name(text), "rb") as handle:
-            raw = handle.read(_ENTRY_MAX_BYTES + 1)
+        # Non-blocking and checked regular, as io.guard opens inputs: an entry swapped for a FIFO cannot hang a run.
+        fd = os.open(PARSED_DIR / entry_name(text), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = _ENTRY_MAX_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(raw) > _ENTRY_MAX_BYTES:
         return None
     import json  # only where an entry exists (json is not otherwise loaded by a table-printing command)

@@ -5,6 +5,7 @@ scenario's commands load without importing PyYAML (the reason the entries exist)
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,19 @@ def test_the_built_in_scenario_loads_without_pyyaml(args: list[str]) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.stdout.strip() == "0 []", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_an_entry_that_is_not_a_regular_file_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A FIFO nobody writes, or a directory, where an entry should be: passed over at once (never a hang)."""
+    text = "a: 1\n"
+    place = tmp_path / entry_name(text)
+    if kind == "fifo":
+        os.mkfifo(place)
+    else:
+        place.mkdir()
+    monkeypatch.setattr(parsed_builtin, "PARSED_DIR", tmp_path)
+    assert stored_document(text, "f.yaml") is None
+    assert parse_yaml(text, "f.yaml").data == {"a": 1}
