@@ -22,7 +22,7 @@ def _json_exact(value: Any) -> bool:
     if value is None or isinstance(value, (bool, int, str)):
         return True
     if isinstance(value, float):
-        return not math.isnan(value)  # NaN never compares equal to itself: a checked entry could not hold one
+        return math.isfinite(value)  # JSON has no infinities or NaN (the entries are written with allow_nan=False)
     if isinstance(value, list):
         return all(_json_exact(item) for item in value)
     if isinstance(value, dict):
@@ -31,9 +31,11 @@ def _json_exact(value: Any) -> bool:
 
 
 def build_entries(root: Path) -> dict[str, str]:
-    """Entry file name -> JSON text, for every shipped file under ``root`` that is stored (see the module's
-    docstring); raises ValueError where two stored texts would share an entry name."""
+    """Entry file name -> JSON text, for every shipped file under ``root`` that is stored: at most
+    STORE_MAX_BYTES, and data that JSON carries back exactly (others are left to the parser). Raises ValueError
+    where two different texts would share an entry name."""
     entries: dict[str, str] = {}
+    texts: dict[str, str] = {}
     for path in shipped_files(root):
         source = path.relative_to(root).as_posix()
         text = read_text_bounded(path, source, "a YAML file")  # as load_yaml reads it: no newline translation
@@ -43,6 +45,11 @@ def build_entries(root: Path) -> dict[str, str]:
         if not _json_exact(doc.data):
             continue
         name = entry_name(text)
+        if name in texts:
+            if texts[name] == text:
+                continue  # two shipped files with the same text share one entry (the first one's source)
+            raise ValueError(f"{source}: another shipped file's text has the same entry name {name}")
+        texts[name] = text
         payload = {
             "format": FORMAT,
             "source": source,
@@ -50,10 +57,7 @@ def build_entries(root: Path) -> dict[str, str]:
             "data": doc.data,
             "lines": [[list(key), line] for key, line in doc.lines.items()],
         }
-        body = json.dumps(payload, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")) + "\n"
-        if name in entries and entries[name] != body:
-            raise ValueError(f"{source}: another shipped file's text has the same entry name {name}")
-        entries[name] = body
+        entries[name] = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
     return entries
 
 

@@ -24,11 +24,17 @@ from tests.io.test_yaml_fast import _outcome
 SHIPPED = shipped_files(builtin_root())
 
 
-def test_the_stored_entries_are_todays() -> None:
+@pytest.fixture(scope="module")
+def written() -> dict[str, str]:
+    """The entries the writer makes of today's shipped files."""
+    return build_entries(builtin_root())
+
+
+def test_the_stored_entries_are_todays(written: dict[str, str]) -> None:
     """Every entry is the one the parser writes for a shipped file today, and no other entry is stored (an
     edited profile without its new entry would be read by the parser: right, but slower)."""
     present = {path.name: path.read_text(encoding="utf-8") for path in PARSED_DIR.glob("*.json")}
-    assert present == build_entries(builtin_root()), "run: python3 -m tests.io.parsed_entries --write"
+    assert present == written, "run: python3 -m tests.io.parsed_entries --write"
 
 
 def test_the_paper_scenarios_files_are_stored() -> None:
@@ -40,14 +46,15 @@ def test_the_paper_scenarios_files_are_stored() -> None:
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(builtin_root()).as_posix())
-def test_a_stored_parse_is_the_parsers(path: Path) -> None:
+def test_a_stored_parse_is_the_parsers(path: Path, written: dict[str, str]) -> None:
     """Data (types and key order included) and every line, as the parser reads the file, under the caller's
-    name for it."""
+    name for it; a file the writer leaves out (too large, or data JSON cannot carry) is answered by the parser."""
     text = read_text_bounded(path, path.name, "a YAML file")  # as load_yaml reads it
     stored = stored_document(text, "any/name.yaml")
-    if stored is None:
-        assert len(text.encode("utf-8")) > parsed_builtin.STORE_MAX_BYTES, "a small shipped file has no entry"
+    if entry_name(text) not in written:
+        assert stored is None
         return
+    assert stored is not None, "an entry the writer makes is not read back"
     assert stored.file == "any/name.yaml"
     assert _outcome(lambda t, f: stored, text) == _outcome(parse_text, text)
 
@@ -129,3 +136,21 @@ def test_an_entry_that_is_not_a_regular_file_is_passed_over(
     monkeypatch.setattr(parsed_builtin, "PARSED_DIR", tmp_path)
     assert stored_document(text, "f.yaml") is None
     assert parse_yaml(text, "f.yaml").data == {"a": 1}
+
+
+def test_the_writer_stores_only_what_json_carries_and_one_entry_per_text(tmp_path: Path) -> None:
+    """Infinities and dates are left to the parser, as are files over the size bound; two shipped files with one
+    text share one entry."""
+    files = {
+        "workloads/inf.yaml": "a: .inf\n",
+        "workloads/date.yaml": "d: 2001-01-01\n",
+        "workloads/same.yaml": "x: 1\n",
+        "hardware_profiles/same.yaml": "x: 1\n",
+        "hardware_profiles/big.yaml": "k: " + "v" * parsed_builtin.STORE_MAX_BYTES + "\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    entries = build_entries(tmp_path)
+    assert list(entries) == [entry_name("x: 1\n")]
+    assert json.loads(entries[entry_name("x: 1\n")])["source"] == "hardware_profiles/same.yaml"
