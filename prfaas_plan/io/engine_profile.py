@@ -5,12 +5,9 @@ the writer that records a fit's values in an engine profile."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.limits import MAX_GPUS_PER_INSTANCE, MAX_STEP_S, MAX_TOKENS
@@ -187,38 +184,6 @@ def engine_from_document(doc: Document) -> EngineProfile:
         file=doc.file,
         **values,
     )
-
-
-def write_engine_fit(
-    path: Path, values: Mapping[str, float], fitted_on: Sequence[str], corpus: str, source: str
-) -> None:
-    """Record a fit in an engine profile: each fitted term's ``value`` (``gemm_efficiency_scale`` is the GEMM
-    table's ``scale``, ``overhead_scale_<generation>`` that generation's entry of ``overhead_scale``), and the
-    ``fit`` section naming the terms, the corpus ids fitted on and the corpus; the file's leading comment lines
-    are kept."""
-    text = path.read_text()
-    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
-    data: dict[str, Any] = yaml.safe_load(text)
-    for term, value in values.items():
-        if term == "gemm_efficiency_scale":
-            data["gemm_efficiency"]["scale"] = round(float(value), 4)
-        elif term.startswith("overhead_scale_"):
-            data["overhead_scale"][term.removeprefix("overhead_scale_")]["value"] = round(float(value), 4)
-        else:
-            data["terms"][term]["value"] = float(f"{float(value):.4g}")
-    data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
-
-
-def write_engine_term(path: Path, term: str, value: float, source: str) -> None:
-    """Set one term's ``value`` and ``source`` in an engine profile (a term set apart from the corpus fit); the
-    file's leading comment lines are kept."""
-    text = path.read_text()
-    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
-    data: dict[str, Any] = yaml.safe_load(text)
-    data["terms"][term]["value"] = float(f"{float(value):.4g}")
-    data["terms"][term]["source"] = source
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
 
 
 def load_generations(path: Path | None = None) -> dict[str, str]:

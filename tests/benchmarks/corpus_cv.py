@@ -6,7 +6,8 @@ without that source (leave-one-source-out). The held-out ratios are the error to
 what the shipped profile (fitted on everything) gives, which is not a validation.
 
 Run: python3 tests/benchmarks/corpus_cv.py                  (the report, Markdown)
-     python3 tests/benchmarks/corpus_cv.py --write          (also record the all-source fit in the engine profiles)
+     python3 tests/benchmarks/corpus_cv.py --write          (also record the all-source fit in the engine profiles,
+                                                            and rewrite their stored parses)
      python3 tests/benchmarks/corpus_cv.py --with-paper     (a report only: SGLang also fitted on Table 3)
 
 The paper's Table 3 is predicted and reported beside the corpus but fitted by no corpus fit (``PAPER_EXCLUDED``).
@@ -20,10 +21,12 @@ efficiency, which it cannot tell apart (tests/validation/test_table3.py).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 if sys.path[:1] != [str(REPO)]:  # run as a script from anywhere, ahead of any installed top-level `tests`
@@ -35,8 +38,6 @@ from prfaas_plan.io.engine_profile import (  # noqa: E402
     load_corpus,
     load_generations,
     load_named_engine,
-    write_engine_fit,
-    write_engine_term,
 )
 from prfaas_plan.io.names import load_named_hardware, load_named_model  # noqa: E402
 from prfaas_plan.physics.corpus_fit import (  # noqa: E402
@@ -56,6 +57,38 @@ from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile  # noqa: E4
 
 CORPUS = REPO.joinpath(*CORPUS_FILE)
 ENGINES = ("sglang", "vllm", "trtllm")
+
+
+def write_engine_fit(
+    path: Path, values: Mapping[str, float], fitted_on: Sequence[str], corpus: str, source: str
+) -> None:
+    """Record a fit in an engine profile: each fitted term's ``value`` (``gemm_efficiency_scale`` is the GEMM
+    table's ``scale``, ``overhead_scale_<generation>`` that generation's entry of ``overhead_scale``), and the
+    ``fit`` section naming the terms, the corpus ids fitted on and the corpus; the file's leading comment lines
+    are kept."""
+    text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
+    data: dict[str, Any] = yaml.safe_load(text)
+    for term, value in values.items():
+        if term == "gemm_efficiency_scale":
+            data["gemm_efficiency"]["scale"] = round(float(value), 4)
+        elif term.startswith("overhead_scale_"):
+            data["overhead_scale"][term.removeprefix("overhead_scale_")]["value"] = round(float(value), 4)
+        else:
+            data["terms"][term]["value"] = float(f"{float(value):.4g}")
+    data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+
+
+def write_engine_term(path: Path, term: str, value: float, source: str) -> None:
+    """Set one term's ``value`` and ``source`` in an engine profile (a term set apart from the corpus fit); the
+    file's leading comment lines are kept."""
+    text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
+    data: dict[str, Any] = yaml.safe_load(text)
+    data["terms"][term]["value"] = float(f"{float(value):.4g}")
+    data["terms"][term]["source"] = source
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
 
 
 def _dtype(name: str) -> str | None:
@@ -357,3 +390,7 @@ if __name__ == "__main__":
     print(markdown(found))
     if "--write" in args:
         write(found, settled)
+        # The profiles are shipped files: their stored parses (prfaas_plan/io/parsed/) follow them.
+        from tests.io.parsed_entries import main as write_parsed_entries
+
+        write_parsed_entries(["--write"])

@@ -7,7 +7,8 @@
   to the paper's Tables 3 and 5, not to the corpus, so these errors are held out too.
 
 Run: python3 -m tests.benchmarks.error_bands           (the table; from the repository root)
-     python3 -m tests.benchmarks.error_bands --write   (also write hardware_profiles/serving/error_bands.yaml)
+     python3 -m tests.benchmarks.error_bands --write   (also write hardware_profiles/serving/error_bands.yaml and
+                                                       its stored parse)
 """
 
 from __future__ import annotations
@@ -157,3 +158,7 @@ if __name__ == "__main__":
             )
     if "--write" in sys.argv[1:]:
         OUT.write_text(HEADER + yaml.safe_dump(doc, sort_keys=False, width=110))
+        # A shipped file: its stored parse (prfaas_plan/io/parsed/) follows it.
+        from tests.io.parsed_entries import main as write_parsed_entries
+
+        write_parsed_entries(["--write"])
