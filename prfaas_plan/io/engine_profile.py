@@ -1,7 +1,8 @@
 """Engine profiles (``hardware_profiles/serving/engines/*.yaml``), the accelerator generations they price GEMM
 efficiency by (``hardware_profiles/serving/generations.yaml``) and the public measurement corpus they are fitted
-on (``hardware_profiles/serving/corpus/*.yaml``): loaders that name file, line and field of every problem, and
-the writer that records a fit's values in an engine profile."""
+on (``hardware_profiles/serving/corpus/*.yaml``): loaders that name file, line and field of every problem. (The
+writers that record a fit in a profile are the refit's own, in ``tests/benchmarks/corpus_cv.py``: ``io`` reads
+only.)"""
 
 from __future__ import annotations
 
