@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.throughput import STAGES
 
-if TYPE_CHECKING:  # rich is imported only when a table is drawn (--json never pays for it)
-    from rich.console import Console
-    from rich.table import Table
+if TYPE_CHECKING:
+    from prfaas_plan.cli.render import DataTable, Printer
 
     # Annotations only (start-up time: `optimize --json` checks its options here and loads none of these).
     from prfaas_plan.latency import LoadedTtft, TtftSummary
@@ -109,7 +108,7 @@ def _why_simulated(check: LoadedCheck) -> str:
     return ", ".join(why)
 
 
-def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) -> Table:
+def loaded_table(comparison: Comparison, view: UnderLoad, *, plan_title: str) -> DataTable:
     """The plan and both baselines under one load: utilisation, mean waits and TTFT percentiles (as data: one
     row per plan). The TTFT shown as the answer is each check's ``answer``: the simulated figures (marked
     ``sim``) where a simulation ran and the closed form is out of its domain, unstable or beyond the
@@ -258,7 +257,7 @@ def _domain(validity: Validity) -> str:
 _KIND_LABELS = {"overall": "TTFT", "offloaded": "  offloaded", "local": "  local"}
 
 
-def verification_table(check: LoadedCheck, *, plan_title: str) -> Table:
+def verification_table(check: LoadedCheck, *, plan_title: str) -> DataTable:
     """The plan's TTFT by the closed form and by simulation, side by side, with their differences."""
 
     assert check.simulated is not None
@@ -331,7 +330,7 @@ def check_notes(check: LoadedCheck) -> list[str]:
     return notes
 
 
-def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Validity] | None = None) -> Table:
+def curve_table(plan: PlanEvaluation, curve: list[LoadedTtft], validity: list[Validity] | None = None) -> DataTable:
     """The plan's TTFT percentiles at 10%..95% of its Λ_max."""
 
     from prfaas_plan.cli.render import DataTable
@@ -392,7 +391,7 @@ def _threshold(plan: PlanEvaluation) -> str:
     return f"{plan.threshold_tokens:,.0f}"
 
 
-def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None) -> Table:
+def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: GoodputCheck | None = None) -> DataTable:
     """Goodput-optimal vs throughput-optimal PrfaaS-PD and the baselines under the same TTFT SLO (as data: one
     row per plan)."""
     from prfaas_plan.cli.render import Quantity, one, quantity_table
@@ -524,7 +523,7 @@ def goodput_note(comparison: GoodputComparison, check: GoodputCheck | None = Non
     return text
 
 
-def print_under_load(out: Console, comparison: Comparison, view: UnderLoad | None, *, plan_title: str) -> None:
+def print_under_load(out: Printer, comparison: Comparison, view: UnderLoad | None, *, plan_title: str) -> None:
     """Print the loaded table, the plan's verification and the curve, whichever were asked for (nothing when
     ``view`` is None: no load was asked for)."""
     if view is None:

@@ -1,4 +1,6 @@
-"""Rich rendering of plans and fits. The only module (with app.py) that imports rich."""
+"""Rendering of plans and fits for people: tables (:class:`DataTable`) and the console the commands print
+through. Rich draws them where the output is a terminal or needs what only rich does; piped plain output is
+written by ``cli.plain`` with the same characters, so that such a command never imports rich (start-up)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from prfaas_plan._frozen import frozen
+from prfaas_plan.cli import plain
 from prfaas_plan.report.jsonsafe import finite
 from prfaas_plan.units import GBIT_PER_S
 
 if TYPE_CHECKING:  # annotations only
+    from rich.console import Console
+    from rich.table import Table
+
     from prfaas_plan.optimize import Comparison, PlanEvaluation
     from prfaas_plan.spec.scenario import Scenario
 
@@ -26,17 +28,46 @@ _DASH = "—"
 Datum = float | int | str | bool | None
 T = TypeVar("T")
 
+#: How a column's cells (and a title) are justified, as rich names it.
+JUSTIFY = ("left", "center", "right")
 
-class DataTable(Table):
-    """A rich table for people (boxes, Markdown) that also holds its content as data for ``--format csv``:
+
+class DataTable:
+    """A table for people (boxes, Markdown) that also holds its content as data for ``--format csv``:
     ``data_header`` names each column with its unit (``threshold_tokens``, ``cost_usd_per_hour``) and
     ``data_rows`` hold plain values, so that a CSV cell that is a number is written as one (no thousands
-    separators, no %, x or $ signs: fractions stay fractions, the unit is in the header)."""
+    separators, no %, x or $ signs: fractions stay fractions, the unit is in the header).
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    For people it has a title, columns (a header and a justification), rows of text cells (rich markup allowed)
+    and sections, as a rich table with the default box has; :meth:`to_rich` makes that table."""
+
+    def __init__(self, title: str | None = None, *, title_justify: str = "center") -> None:
+        if title_justify not in JUSTIFY:
+            raise ValueError(f"title_justify must be one of {JUSTIFY}, not {title_justify!r}")
+        self.title = title
+        self.title_justify = title_justify
+        self.columns: list[tuple[str, str]] = []
+        self.rows: list[list[str]] = []
+        self.section_ends: set[int] = set()
         self.data_header: list[str] = []
         self.data_rows: list[list[Datum]] = []
+
+    def add_column(self, header: str = "", *, justify: str = "left") -> None:
+        """Add a column (its header and how its cells are justified)."""
+        if justify not in JUSTIFY:
+            raise ValueError(f"justify must be one of {JUSTIFY}, not {justify!r}")
+        self.columns.append((header, justify))
+
+    def add_row(self, *cells: str) -> None:
+        """Add a row: one cell per column (missing cells at the end are empty)."""
+        if len(cells) > len(self.columns):
+            raise ValueError(f"a row of {len(cells)} cells in a table of {len(self.columns)} columns")
+        self.rows.append([*cells, *([""] * (len(self.columns) - len(cells)))])
+
+    def add_section(self) -> None:
+        """End a section after the last row (a rule is drawn before the next row)."""
+        if self.rows:
+            self.section_ends.add(len(self.rows) - 1)
 
     def add_data(self, record: Mapping[str, Datum]) -> None:
         """Append one data row; the first row fixes the header and every later row must give the same keys."""
@@ -45,6 +76,24 @@ class DataTable(Table):
         elif list(record) != self.data_header:
             raise ValueError(f"data row keys {list(record)} differ from the header {self.data_header}")
         self.data_rows.append(list(record.values()))
+
+    def plain_text(self, width: int) -> str | None:
+        """The table as rich draws it on a console without colour ``width`` cells wide, where ``cli.plain`` can
+        draw it exactly; else None."""
+        return plain.table_block(
+            self.title, self.title_justify, self.columns, self.rows, frozenset(self.section_ends), width
+        )
+
+    def to_rich(self) -> Table:
+        """The table for people as a rich table."""
+        from rich.table import Table
+
+        table = Table(title=self.title, title_justify=self.title_justify)  # type: ignore[arg-type]
+        for header, justify in self.columns:
+            table.add_column(header, justify=justify)  # type: ignore[arg-type]
+        for index, row in enumerate(self.rows):
+            table.add_row(*row, end_section=index in self.section_ends)
+        return table
 
 
 @frozen
@@ -354,19 +403,28 @@ def set_table_format(name: str) -> None:
 
 
 def _plain(cell: object) -> str:
-    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)
+    if not isinstance(cell, str):
+        return str(cell)
+    text = plain.unmarked(cell)
+    if text is not None:
+        return text
+    from rich.text import Text
+
+    return Text.from_markup(cell).plain
 
 
-def table_rows(table: Table) -> tuple[list[str], list[list[str]]]:
-    """A rich table's header and rows as plain text (markup removed)."""
+def table_rows(table: DataTable | Table) -> tuple[list[str], list[list[str]]]:
+    """A table's header and rows as plain text (markup removed)."""
+    if isinstance(table, DataTable):
+        return [_plain(h) for h, _ in table.columns], [[_plain(c) for c in row] for row in table.rows]
     header = [_plain(c.header) for c in table.columns]
     cells = [[_plain(x) for x in c.cells] for c in table.columns]
     rows = [list(r) for r in zip(*cells, strict=True)] if cells else []
     return header, rows
 
 
-def table_as_markdown(table: Table) -> str:
-    """A rich table as a GitHub Markdown table, its title as a heading line above it."""
+def table_as_markdown(table: DataTable | Table) -> str:
+    """A table as a GitHub Markdown table, its title as a heading line above it."""
     header, rows = table_rows(table)
 
     def line(values: list[str]) -> str:
@@ -391,7 +449,7 @@ def csv_cell(value: Datum) -> str:
     return value
 
 
-def table_as_csv(table: Table) -> str:
+def table_as_csv(table: DataTable | Table) -> str:
     """A table as CSV, header row first (the title is not part of it). A :class:`DataTable` is written from its
     data (units in the header, plain numbers in the cells); another table from its cells as shown."""
     import csv
@@ -408,27 +466,78 @@ def table_as_csv(table: Table) -> str:
     return buffer.getvalue()
 
 
-class _FormattedConsole(Console):
-    """A console that prints tables in the chosen ``--format`` and everything else as usual."""
+#: Environment variables with which rich may write something else than plain text to a pipe, or another width
+#: (colour forced, a terminal assumed, a width given, a notebook): where any is set, rich prints everything.
+RICH_ENVIRONMENT = ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "JUPYTER_COLUMNS", "DATABRICKS_RUNTIME_VERSION")
+
+
+class Printer:
+    """What the commands print through, to stdout or stderr: tables in the chosen ``--format`` (Markdown and CSV
+    written here); with ``table``, piped output that is plain text written by ``cli.plain`` (the characters rich
+    would write: see that module), and everything else by a rich console, made when first needed."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self.stderr = stderr
+        self._rich: Console | None = None
+
+    @property
+    def file(self) -> Any:
+        """The stream written to (looked up at each print, as rich does)."""
+        return sys.stderr if self.stderr else sys.stdout
+
+    def _piped_width(self) -> int | None:
+        """The width rich would lay plain text out to (PIPED_WIDTH), or None where rich prints (a terminal, or an
+        environment variable that changes what rich writes)."""
+        if self.file.isatty() or any(name in os.environ for name in RICH_ENVIRONMENT):
+            return None
+        return PIPED_WIDTH
+
+    def _plain(self, obj: object, width: int) -> str | None:
+        if isinstance(obj, str):
+            return plain.text_block(obj, width)
+        if isinstance(obj, DataTable):
+            return obj.plain_text(width)
+        return None
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print one object (a table or text) or several, as ``rich.console.Console.print`` does; a ``style`` is
+        drawn on a terminal only."""
         fmt = _table_format[0]
-        if fmt != "table" and len(objects) == 1 and isinstance(objects[0], Table):
+        is_table = len(objects) == 1 and (isinstance(objects[0], DataTable) or _is_rich_table(objects[0]))
+        if fmt != "table" and is_table:
             text = table_as_markdown(objects[0]) if fmt == "md" else table_as_csv(objects[0])
             self.file.write(text + "\n")  # a blank line between tables
             return
         if fmt == "csv":
             return  # CSV output is the tables alone, so that it can be read as data
-        super().print(*objects, **kwargs)
+        width = self._piped_width()
+        if width is not None and len(objects) == 1 and set(kwargs) <= {"style"}:
+            drawn = self._plain(objects[0], width)
+            if drawn is not None:
+                self.file.write(drawn)
+                self.file.flush()
+                return
+        self._console().print(*(o.to_rich() if isinstance(o, DataTable) else o for o in objects), **kwargs)
+
+    def _console(self) -> Console:
+        if self._rich is None:
+            from rich.console import Console
+
+            stream = self.file
+            width = PIPED_WIDTH if not stream.isatty() and "COLUMNS" not in os.environ else None
+            self._rich = Console(stderr=self.stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
+        return self._rich
 
 
-def console(stderr: bool = False) -> Console:
+def _is_rich_table(obj: object) -> bool:
+    """Whether ``obj`` is a rich table (without importing rich where it was never loaded)."""
+    table_module = sys.modules.get("rich.table")
+    return table_module is not None and isinstance(obj, table_module.Table)
+
+
+def console(stderr: bool = False) -> Printer:
     """A console for tables (stdout) or messages (stderr). Piped output is not wrapped at 80 columns: tables
     keep their natural width unless COLUMNS says otherwise. ``--format md|csv`` prints tables as Markdown or
     CSV (with CSV, notes around the tables are left out). Text is printed as given: no ``:name:`` emoji codes are
     replaced (names from a user's files stay as written, and rich's 3,600-entry emoji table is never loaded)."""
-    stream = sys.stderr if stderr else sys.stdout
-    width = None
-    if not stream.isatty() and "COLUMNS" not in os.environ:
-        width = PIPED_WIDTH
-    return _FormattedConsole(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
+    return Printer(stderr=stderr)

@@ -12,8 +12,7 @@ import typer
 from prfaas_plan.cli.common import check_finite, check_output, emit, handled, load_with_flags, records_owner
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
+    from prfaas_plan.cli.render import DataTable
     from prfaas_plan.studies.simulate import Study
 
 #: A progress bar is drawn (on a terminal) for runs of at least this many requests.
@@ -316,7 +315,7 @@ def _fmt(value: float | None, spec: str = "{:.3g}") -> str:
     return "—" if value is None else spec.format(value)
 
 
-def _table(study: Study, payload: dict[str, Any]) -> Table:
+def _table(study: Study, payload: dict[str, Any]) -> DataTable:
     """Simulated beside closed form, one row per quantity; as data (``--format csv``), the same rows with the
     quantity's key and unit and plain numbers (``cli.render.DataTable``, as ``fit``'s table does for its
     mixed units): ``simulated``, ``simulated_half_width_95`` (the 95 % interval's half width), ``closed_form``

@@ -1,0 +1,190 @@
+"""Piped plain output written without rich (cli.plain, cli.render.Printer) is byte for byte what rich writes.
+
+Each check compares against rich itself, configured as the commands configure it (no highlighting, no soft wrap,
+no emoji codes, the piped width): the characters taken as single-width, generated tables and texts, and whole
+commands run twice through the real command line, once printed here and once by rich."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+
+from prfaas_plan.cli import plain
+from prfaas_plan.cli.render import PIPED_WIDTH, RICH_ENVIRONMENT, DataTable, Printer
+from tests.conftest import REPO, examples
+
+
+def _rich(obj: object, width: int) -> str:
+    out = Console(file=io.StringIO(), width=width, highlight=False, soft_wrap=False, emoji=False)
+    out.print(obj)
+    value = out.file.getvalue()
+    assert isinstance(value, str)
+    return value
+
+
+def test_every_character_taken_as_single_width_is_one_cell_in_rich_and_printed_as_it_is() -> None:
+    chars = [chr(c) for c in range(0x20, 0x3000) if plain.single_width(chr(c))]
+    assert len(chars) > 2000  # ASCII, Latin, Greek, Cyrillic, punctuation, arrows, maths, boxes, dingbats
+    assert [c for c in chars if cell_len(c) != 1] == []
+    text = "".join(chars)
+    out = Console(file=io.StringIO(), width=10**5, highlight=False, soft_wrap=False, emoji=False, markup=False)
+    out.print(text)
+    assert out.file.getvalue() == text + "\n"
+    # Wide, combining, control and private characters are left to rich.
+    for ch in ("中", "\u0301", "\t", "\x07", "\u200b", "\ue000", "😀", "\u00a0"):
+        assert not plain.single_width(ch), hex(ord(ch))
+
+
+# Pieces that make up generated cells and texts: plain words, the characters the commands print, the known style
+# tags (whole and stray), and characters that rich treats specially (escape, brackets, tabs, wide characters).
+# The plain pieces come four times over, so that most generated cases are ones the plain route draws.
+_PLAIN_PIECES = ["a", "bc", "12,345", " ", "  ", "Θ", "Λ_max", "—", "×", "✓", "é", "$", "%", "/", "(x)", ":smile:"]
+_PIECES = st.sampled_from(
+    _PLAIN_PIECES * 4
+    + ["[bold]", "[/bold]", "[dim]", "[/dim]", "[red]", "[/red]", "[bold red]", "[/bold red]", "[/]"]
+    + ["[", "]", "[x]", "\\", "\t", "中", "\u0301"]
+)
+_TEXT = st.lists(_PIECES, max_size=8).map("".join)
+_JUSTIFY = st.sampled_from(["left", "center", "right"])
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> tuple[DataTable, int]:
+    title = draw(st.one_of(st.none(), st.just(""), _TEXT))
+    table = DataTable(title=title, title_justify=draw(_JUSTIFY))
+    ncols = draw(st.integers(1, 4))
+    for _ in range(ncols):
+        table.add_column(draw(_TEXT), justify=draw(_JUSTIFY))
+    for _ in range(draw(st.integers(0, 5))):
+        table.add_row(*draw(st.lists(_TEXT, min_size=0, max_size=ncols)))
+        if draw(st.booleans()):
+            table.add_section()
+    return table, draw(st.sampled_from([12, 30, 80, PIPED_WIDTH]))
+
+
+@settings(max_examples=examples(400))
+@given(_tables())
+def test_a_table_drawn_here_is_the_table_rich_draws(case: tuple[DataTable, int]) -> None:
+    table, width = case
+    drawn = table.plain_text(width)
+    if drawn is not None:
+        assert drawn == _rich(table.to_rich(), width)
+
+
+@settings(max_examples=examples(400))
+@given(st.lists(_TEXT, min_size=1, max_size=3).map("\n".join), st.sampled_from([12, 30, 80, PIPED_WIDTH]))
+def test_a_text_written_here_is_the_text_rich_writes(text: str, width: int) -> None:
+    drawn = plain.text_block(text, width)
+    if drawn is not None:
+        assert drawn == _rich(text, width)
+
+
+def test_the_commands_tables_are_mostly_drawn_here() -> None:
+    """The generators above reach the plain route often (else the two tests above would prove little), and the
+    route declines what it cannot draw exactly."""
+    table = DataTable(title="paper: plan", title_justify="left")
+    table.add_column("")
+    table.add_column("PrfaaS-PD", justify="right")
+    table.add_row("  Λ_max (req/s)", "[bold]3.25[/bold]")
+    table.add_row("gain", "1.54×")
+    assert table.plain_text(PIPED_WIDTH) == _rich(table.to_rich(), PIPED_WIDTH)
+    table.add_row("stray", "[x]")  # rich reads [x] as a tag: left to rich
+    assert table.plain_text(PIPED_WIDTH) is None
+    narrow = DataTable(title="a title wider than the table")
+    narrow.add_column("h")
+    assert narrow.plain_text(PIPED_WIDTH) is None  # rich wraps the title
+    assert plain.text_block("x" * 81, 80) is None  # rich wraps the line
+    assert plain.text_block("[bold]unclosed", 80) is None
+    assert plain.text_block("[/bold]closed first[bold]", 80) is None
+
+
+def test_the_printer_leaves_terminals_and_colour_settings_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Tty())
+    for name in RICH_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    assert Printer()._piped_width() is None
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert Printer()._piped_width() == PIPED_WIDTH
+    for name in RICH_ENVIRONMENT:
+        monkeypatch.setenv(name, "1")
+        assert Printer()._piped_width() is None, name
+        monkeypatch.delenv(name)
+
+
+# Commands whose table output is compared: the built-in scenario and shipped inputs, quick ones (a few seconds).
+_COMMANDS = [
+    ("optimize",),
+    ("optimize", "--bandwidth-gbit-per-s", "10"),
+    ("optimize", "--load", "0.7", "--no-verify"),
+    ("optimize", "--objective", "goodput", "--ttft-p90-s", "5", "--no-verify"),
+    ("evaluate", "--threshold", "19400", "--n-pd-prefill", "3", "--n-pd-decode", "5"),
+    ("optimize", "workloads/qwen3-next-b200-h100.yaml"),
+    ("kv", "--model", "paper-1t-hybrid", "--hardware", "h200", "--gpus", "8"),
+    ("kv", "--model", "qwen3.5-397b-a17b", "--hardware", "h20", "--engine", "sglang"),
+    ("size", "--rate", "20"),
+    ("fit",),
+]
+
+_PROBE = """
+import sys
+from prfaas_plan.cli.app import main
+sys.argv = ["prfaas-plan", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as stop:
+    code = stop.code
+else:
+    code = 0
+print("RICH" if "rich.console" in sys.modules else "PLAIN", code, file=sys.stderr)
+"""
+
+
+def _run(args: tuple[str, ...], columns: str | None) -> tuple[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in RICH_ENVIRONMENT} | {"PYTHONPATH": str(REPO)}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120
+    )
+    return done.stdout, done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args", _COMMANDS, ids=" ".join)
+def test_a_command_prints_here_what_rich_prints(args: tuple[str, ...]) -> None:
+    """The same command, piped, printed by this module (no COLUMNS) and by rich (COLUMNS at the piped width, so
+    that rich lays out to the same width): the same bytes. ``optimize`` on the built-in scenario never loads
+    rich's console (issue 19's start-up)."""
+    mine, how = _run(args, None)
+    theirs, rich_how = _run(args, str(PIPED_WIDTH))
+    assert how.endswith(" 0") and rich_how == "RICH 0", (how, rich_how)
+    assert mine == theirs
+    if args == ("optimize",):
+        assert how == "PLAIN 0"
+
+
+def test_a_rich_table_and_what_is_not_drawn_here_print_through_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables the commands build as rich tables (calibration, validation), and text the plain route declines, are
+    printed by rich."""
+    for name in RICH_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    table = Table(title="t")
+    table.add_column("h")
+    table.add_row("[x] dropped by rich's rules")
+    Printer().print(table)
+    Printer().print("a [x] tag", style="dim")
+    assert out.getvalue() == _rich(table, PIPED_WIDTH) + _rich("a [x] tag", PIPED_WIDTH)
