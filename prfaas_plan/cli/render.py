@@ -486,9 +486,12 @@ class Printer:
         return sys.stderr if self.stderr else sys.stdout
 
     def _piped_width(self) -> int | None:
-        """The width rich would lay plain text out to (PIPED_WIDTH), or None where rich prints (a terminal, or an
-        environment variable that changes what rich writes)."""
-        if self.file.isatty() or any(name in os.environ for name in RICH_ENVIRONMENT):
+        """The width rich would lay plain text out to (PIPED_WIDTH), or None where rich prints: a terminal, an
+        environment variable that changes what rich writes, or a stream whose encoding is not UTF (rich then
+        draws boxes in ASCII)."""
+        stream = self.file
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower()
+        if stream.isatty() or not encoding.startswith("utf") or any(name in os.environ for name in RICH_ENVIRONMENT):
             return None
         return PIPED_WIDTH
 

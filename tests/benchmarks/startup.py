@@ -9,16 +9,22 @@ end to end (process start to exit) as the median of --runs runs after one warm-u
 (one run of each per round, so drift in the machine's speed moves them alike): wall time, and the CPU time
 (user + system) of the process, which a machine loaded by other work inflates less. It reports; it never
 asserts (issue 19's target: optimize within 1.5x of the bare imports).
+
+The commands' output is piped, except for the last case, whose output goes to a pseudo-terminal (80 columns):
+there rich draws the table, with its styles, where piped plain output is written without it (``cli/plain.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import pty
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -45,17 +51,46 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+#: Cases whose output goes to a pseudo-terminal rather than a pipe (their names end so).
+ON_TERMINAL = "(on a terminal)"
+
+
+def _run(name: str, argv: list[str], cwd: Path) -> None:
+    if not name.endswith(ON_TERMINAL):
+        subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
+        return
+    primary, secondary = pty.openpty()
+    env = os.environ | {"COLUMNS": "80", "LINES": "24", "TERM": "xterm-256color"}
+
+    def drain() -> None:  # the terminal's reader: a full pseudo-terminal buffer would stall the command
+        while True:
+            try:
+                if not os.read(primary, 65536):
+                    return
+            except OSError:  # EIO once the command has exited and closed its end
+                return
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        subprocess.run(argv, check=True, stdin=secondary, stdout=secondary, stderr=secondary, cwd=cwd, env=env)
+    finally:
+        os.close(secondary)
+        reader.join()
+        os.close(primary)
+
+
 def _time(cases: dict[str, list[str]], runs: int, cwd: Path) -> dict[str, tuple[list[float], list[float]]]:
     """Wall and CPU seconds of each run of each case. The cases take turns (one run of each per round), so a
     machine that speeds up or slows down during the benchmark moves every case alike and the ratios to the bare
     imports keep."""
-    for argv in cases.values():
-        subprocess.run(argv, check=True, capture_output=True, cwd=cwd)  # warm-up (page cache, .pyc)
+    for name, argv in cases.items():
+        _run(name, argv, cwd)  # warm-up (page cache, .pyc)
     out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in cases}
     for _ in range(runs):
         for name, argv in cases.items():
             cpu_start, start = _cpu_s(), time.perf_counter()
-            subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
+            _run(name, argv, cwd)
             out[name][0].append(time.perf_counter() - start)
             out[name][1].append(_cpu_s() - cpu_start)
     return out
@@ -75,6 +110,7 @@ def main() -> None:
             "prfaas-plan --version": [str(cli), "--version"],
             "prfaas-plan optimize --json": [str(cli), "optimize", "--json"],
             "prfaas-plan optimize (table)": [str(cli), "optimize"],
+            f"prfaas-plan optimize {ON_TERMINAL}": [str(cli), "optimize"],
         }
         results = _time(cases, args.runs, Path(tmp))
     bare_wall, bare_cpu = (statistics.median(t) for t in next(iter(results.values())))

@@ -107,7 +107,7 @@ def test_the_commands_tables_are_mostly_drawn_here() -> None:
     assert plain.text_block("[/bold]closed first[bold]", 80) is None
 
 
-def test_the_printer_leaves_terminals_and_colour_settings_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_printer_leaves_terminals_narrow_encodings_and_colour_settings_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -117,6 +117,10 @@ def test_the_printer_leaves_terminals_and_colour_settings_to_rich(monkeypatch: p
         monkeypatch.delenv(name, raising=False)
     assert Printer()._piped_width() is None
     monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert Printer()._piped_width() == PIPED_WIDTH
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    assert Printer()._piped_width() is None  # rich draws ASCII boxes there
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
     assert Printer()._piped_width() == PIPED_WIDTH
     for name in RICH_ENVIRONMENT:
         monkeypatch.setenv(name, "1")
