@@ -6,10 +6,19 @@ the stack so that cleanups run), nothing has been written, so a signal ends the 
 stderr and status 128 + the signal number, as after the command line is up. A signal the process inherited as
 ignored (SIGHUP under ``nohup``, SIGINT in a background job) stays ignored, here and after. Once the command has
 returned (or exited), the three are blocked: the run is over, and the exit status stays the command's.
+
+Once the command is over, every object then alive is moved out of the cyclic garbage collector's reach
+(``gc.freeze``). The interpreter's finalisation still runs the exit handlers (``atexit``, ``weakref.finalize``),
+flushes the standard streams and frees what reference counts free, but its last collections no longer walk the
+hundreds of thousands of objects numpy, typer and the planner hold: the exit took 34-41 ms after ``optimize`` and
+now takes about 7 ms (2-core Xeon VM; a bare ``python -c 'import numpy, typer, rich'`` spends 29 ms there). What
+it gives up: objects that only a reference cycle keeps alive are not finalised at exit, which the interpreter
+never promised; the command's files are written and closed (``report.files``) before it returns.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 
@@ -39,3 +48,4 @@ def main() -> None:
         # finalisation then puts the default actions back before it is done, so a signal in that last moment
         # killed the process with no message and no status of ours: hold the three until the process is gone.
         signal.pthread_sigmask(signal.SIG_BLOCK, _EARLY_SIGNALS)
+        gc.freeze()  # the exit's collections skip what is alive now (see the module's docstring)
