@@ -107,7 +107,7 @@ def test_the_commands_tables_are_mostly_drawn_here() -> None:
     assert plain.text_block("[/bold]closed first[bold]", 80) is None
 
 
-def test_the_printer_leaves_terminals_narrow_encodings_and_colour_settings_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_terminals_narrow_encodings_and_colour_settings_go_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
