@@ -82,12 +82,10 @@ def calibrate(
 
 
 def _print(payload: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from prfaas_plan.cli.render import console
+    from prfaas_plan.cli.render import DataTable, console
 
     out = console()
-    table = Table(
+    table = DataTable(
         title=f"Calibration of {payload['base_engine']['key']}: {payload['model']} on "
         f"{payload['gpus']} x {payload['hardware']} (predicted / measured)"
     )

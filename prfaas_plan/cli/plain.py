@@ -1,21 +1,27 @@
-"""Tables and lines written without rich, where rich would write plain text: the same characters, faster.
+"""Tables and lines written without rich, where rich would write plain text: the same characters, faster; and
+the one rule for what text means.
 
-Piped output (no terminal) carries no colour, so rich's work comes down to laying out boxes and stripping its
-markup; importing its console and table modules and rendering one table took about 35 ms on a 2-core Xeon VM,
-more than the rest of ``optimize`` after the interpreter and its libraries (issue 19's start-up target). The
-functions here lay out what they can exactly as rich lays it out and give up (return None) on anything else, which
-then goes to rich as before:
+**Text is printed as written**, except the known style tags (``[bold]...[/bold]``, ``[dim]``, colours: see
+``STYLE_TAGS``) where they pair up properly: those style the text on a terminal and are dropped elsewhere.
+Anything else that looks like rich markup (``[x]``, ``[/]``, a backslash, a tag left open) is text, so that a name
+from a user's file (a scenario called ``a[b]`` or ``x[/bold]``) is shown as written rather than eaten or ending in
+a markup error. :func:`shown` gives the characters; :func:`rich_markup` gives rich the markup that shows them.
+
+Piped output (no terminal) carries no colour, so rich's work comes down to laying out boxes; importing its console
+and table modules and rendering one table took about 35 ms on a 2-core Xeon VM, more than the rest of
+``optimize`` after the interpreter and its libraries (issue 19's start-up target). The functions here lay out what
+they can exactly as rich lays it out and give up (return None) on anything else, which then goes to rich:
 
 - a table of one-line text cells with the options the commands use (a title, left/center/right justification,
   sections) whose natural width fits the console and whose title fits over it (rich would wrap them);
 - text of single-width characters only (ASCII and the Latin, Greek, punctuation, arrow, mathematical and
   box-drawing ranges listed in ``_WIDE_FREE``, each checked against rich's own widths in the tests), no tabs or
-  control characters, and markup only in the known style tags (``[bold]...[/bold]``, ``[dim]``, colours),
-  properly nested;
+  control characters;
 - cells and titles without trailing spaces (rich strips them when it justifies a line).
 
 ``tests/cli/test_plain_render.py`` checks that what is written here is byte for byte what rich writes, on every
-table the commands print for the shipped scenarios and on generated tables and texts.
+table the commands print for the shipped scenarios and on generated tables and texts, and that rich shows
+exactly :func:`shown` for the markup :func:`rich_markup` gives it.
 """
 
 from __future__ import annotations
@@ -31,9 +37,67 @@ from functools import cache
 _WIDE_FREE = ((0x00A1, 0x02FF), (0x0370, 0x04FF), (0x2010, 0x2027), (0x2030, 0x205E), (0x2070, 0x22FF),
               (0x2500, 0x25FF), (0x2700, 0x27BF))  # fmt: skip
 
-#: The style tags whose markup is stripped here (rich writes no style to a pipe); any other ``[`` goes to rich.
+#: The style tags that style text (on a terminal; dropped elsewhere) where they pair up properly.
 STYLE_TAGS = ("bold", "dim", "italic", "red", "green", "yellow", "bold red", "bold yellow", "bold green")
 _TAG = re.compile(r"\[(/?)(" + "|".join(re.escape(t) for t in sorted(STYLE_TAGS, key=len, reverse=True)) + r")\]")
+#: What rich reads as a tag (``rich.markup``): a ``[``, a lower-case letter, ``#``, ``/`` or ``@``, then up to ``]``;
+#: backslashes before it escape it (an odd count) or stand for half as many backslashes.
+_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+def _tags(text: str) -> list[re.Match[str]] | None:
+    """The known style tags of ``text`` if they pair up properly (each closed in order, none left open); else
+    None (the text then has no tags: it is all text)."""
+    stack: list[str] = []
+    found = list(_TAG.finditer(text))
+    for match in found:
+        closing, name = match.groups()
+        if not closing:
+            stack.append(name)
+        elif not stack or stack.pop() != name:
+            return None
+    return None if stack else found
+
+
+def shown(text: str) -> str:
+    """The characters ``text`` shows: the known style tags removed where they pair up properly, all else as
+    written."""
+    if "[" not in text:
+        return text
+    return text if _tags(text) is None else _TAG.sub("", text)
+
+
+def _literal(segment: str, tag_follows: bool) -> str:
+    """Markup that rich shows as ``segment`` itself. Rich reads three things in markup: a tag (escaped here by
+    doubling the backslashes before it and adding one), backslashes before a tag (it halves them: doubled here
+    where one of the known tags follows the segment), and ``\\[`` in text, which it shows as ``[`` (a backslash is
+    added here before each such ``[``)."""
+    pieces: list[str] = []
+    start = 0
+    for match in _RICH_TAG.finditer(segment):
+        pieces += [segment[start : match.start()].replace("\\[", "\\\\["), match.group(1) * 2 + "\\" + match.group(2)]
+        start = match.end()
+    pieces.append(segment[start:].replace("\\[", "\\\\["))
+    out = "".join(pieces)
+    if tag_follows:
+        out += "\\" * (len(out) - len(out.rstrip("\\")))
+    return out
+
+
+def rich_markup(text: str) -> str:
+    """Markup for rich that shows :func:`shown` of ``text``, with the known style tags kept as styles."""
+    if "[" not in text:  # rich reads backslashes only before a tag
+        return text
+    tags = _tags(text)
+    if not tags:
+        return _literal(text, tag_follows=False)
+    pieces: list[str] = []
+    start = 0
+    for match in tags:
+        pieces += [_literal(text[start : match.start()], tag_follows=True), match.group(0)]
+        start = match.end()
+    pieces.append(_literal(text[start:], tag_follows=False))
+    return "".join(pieces)
 
 
 @cache
@@ -54,26 +118,10 @@ def single_width(text: str) -> bool:
 
 
 def unmarked(text: str) -> str | None:
-    """``text`` as rich writes it to a pipe (its style tags removed), or None where that is not certain: a ``[``
-    outside the known tags, a backslash (rich's escape), a tag closed out of order or left open, or a character
-    that is not single-width and plain (a tab, a control character, a wide or combining character)."""
-    if "\\" in text:
-        return None
-    if "[" in text:
-        stack: list[str] = []
-        for match in _TAG.finditer(text):
-            closing, name = match.groups()
-            if not closing:
-                stack.append(name)
-            elif not stack or stack.pop() != name:
-                return None
-        if stack:
-            return None
-        text = _TAG.sub("", text)
-        if "[" in text:
-            return None
-    lines = text.split("\n")
-    return text if all(single_width(line) for line in lines) else None
+    """:func:`shown` of ``text`` where every character of it is one rich writes as it is, one cell wide; else None
+    (a tab, a control character, a wide or combining character)."""
+    plain = shown(text)
+    return plain if all(single_width(line) for line in plain.split("\n")) else None
 
 
 def text_block(text: str, width: int) -> str | None:

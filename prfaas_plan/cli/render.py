@@ -38,8 +38,9 @@ class DataTable:
     ``data_rows`` hold plain values, so that a CSV cell that is a number is written as one (no thousands
     separators, no %, x or $ signs: fractions stay fractions, the unit is in the header).
 
-    For people it has a title, columns (a header and a justification), rows of text cells (rich markup allowed)
-    and sections, as a rich table with the default box has; :meth:`to_rich` makes that table."""
+    For people it has a title, columns (a header and a justification), rows of text cells and sections, as a
+    rich table with the default box has; :meth:`to_rich` makes that table. Text is shown as written, except the
+    known style tags of ``cli.plain`` (``[bold]...[/bold]``, ...) where they pair up properly."""
 
     def __init__(self, title: str | None = None, *, title_justify: str = "center") -> None:
         if title_justify not in JUSTIFY:
@@ -88,11 +89,13 @@ class DataTable:
         """The table for people as a rich table."""
         from rich.table import Table
 
-        table = Table(title=self.title, title_justify=self.title_justify)  # type: ignore[arg-type]
+        markup = plain.rich_markup
+        title = None if self.title is None else markup(self.title)
+        table = Table(title=title, title_justify=self.title_justify)  # type: ignore[arg-type]
         for header, justify in self.columns:
-            table.add_column(header, justify=justify)  # type: ignore[arg-type]
+            table.add_column(markup(header), justify=justify)  # type: ignore[arg-type]
         for index, row in enumerate(self.rows):
-            table.add_row(*row, end_section=index in self.section_ends)
+            table.add_row(*(markup(cell) for cell in row), end_section=index in self.section_ends)
         return table
 
 
@@ -402,23 +405,21 @@ def set_table_format(name: str) -> None:
     _table_format[0] = name
 
 
-def _plain(cell: object) -> str:
+def _rich_plain(cell: object) -> str:
+    """A rich table's cell as the characters rich shows (rich's own markup rules; no emoji codes replaced)."""
     if not isinstance(cell, str):
         return str(cell)
-    text = plain.unmarked(cell)
-    if text is not None:
-        return text
     from rich.text import Text
 
-    return Text.from_markup(cell).plain
+    return Text.from_markup(cell, emoji=False).plain
 
 
 def table_rows(table: DataTable | Table) -> tuple[list[str], list[list[str]]]:
-    """A table's header and rows as plain text (markup removed)."""
+    """A table's header and rows as the characters they show (style tags removed)."""
     if isinstance(table, DataTable):
-        return [_plain(h) for h, _ in table.columns], [[_plain(c) for c in row] for row in table.rows]
-    header = [_plain(c.header) for c in table.columns]
-    cells = [[_plain(x) for x in c.cells] for c in table.columns]
+        return [plain.shown(h) for h, _ in table.columns], [[plain.shown(c) for c in row] for row in table.rows]
+    header = [_rich_plain(c.header) for c in table.columns]
+    cells = [[_rich_plain(x) for x in c.cells] for c in table.columns]
     rows = [list(r) for r in zip(*cells, strict=True)] if cells else []
     return header, rows
 
@@ -430,7 +431,11 @@ def table_as_markdown(table: DataTable | Table) -> str:
     def line(values: list[str]) -> str:
         return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
 
-    out = [f"**{_plain(table.title)}**", ""] if table.title else []
+    if isinstance(table, DataTable):
+        title = None if table.title is None else plain.shown(table.title)
+    else:
+        title = None if table.title is None else _rich_plain(table.title)
+    out = [f"**{title}**", ""] if title else []
     out += [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
     return "\n".join(out) + "\n"
 
@@ -505,6 +510,8 @@ class Printer:
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """Print one object (a table or text) or several, as ``rich.console.Console.print`` does; a ``style`` is
         drawn on a terminal only."""
+        if self.file is None:  # a closed stream (``2>&-``): nothing can be shown, as rich writes to a null file
+            return
         fmt = _table_format[0]
         is_table = len(objects) == 1 and (isinstance(objects[0], DataTable) or _is_rich_table(objects[0]))
         if fmt != "table" and is_table:
@@ -520,7 +527,7 @@ class Printer:
                 self.file.write(drawn)
                 self.file.flush()
                 return
-        self._console().print(*(o.to_rich() if isinstance(o, DataTable) else o for o in objects), **kwargs)
+        self._console().print(*(_for_rich(o) for o in objects), **kwargs)
 
     def _console(self) -> Console:
         if self._rich is None:
@@ -532,6 +539,15 @@ class Printer:
         return self._rich
 
 
+def _for_rich(obj: object) -> object:
+    """What rich is given to print ``obj``: a table or text as markup that shows it as written (``cli.plain``)."""
+    if isinstance(obj, DataTable):
+        return obj.to_rich()
+    if isinstance(obj, str):
+        return plain.rich_markup(obj)
+    return obj
+
+
 def _is_rich_table(obj: object) -> bool:
     """Whether ``obj`` is a rich table (without importing rich where it was never loaded)."""
     table_module = sys.modules.get("rich.table")
@@ -541,6 +557,7 @@ def _is_rich_table(obj: object) -> bool:
 def console(stderr: bool = False) -> Printer:
     """A console for tables (stdout) or messages (stderr). Piped output is not wrapped at 80 columns: tables
     keep their natural width unless COLUMNS says otherwise. ``--format md|csv`` prints tables as Markdown or
-    CSV (with CSV, notes around the tables are left out). Text is printed as given: no ``:name:`` emoji codes are
-    replaced (names from a user's files stay as written, and rich's 3,600-entry emoji table is never loaded)."""
+    CSV (with CSV, notes around the tables are left out). Text is printed as written, except the known style tags
+    (``cli.plain``): no other markup is read and no ``:name:`` emoji codes are replaced (names from a user's files
+    stay as written, and rich's 3,600-entry emoji table is never loaded)."""
     return Printer(stderr=stderr)

@@ -276,23 +276,21 @@ def kernel_payload(
 
 
 def _render(payload: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from prfaas_plan.cli.render import console
+    from prfaas_plan.cli.render import DataTable, console
 
     out = console()
-    checks = Table(title=f"Count checks on {len(payload['cards_checked'])} card(s) at reference size")
+    checks = DataTable(title=f"Count checks on {len(payload['cards_checked'])} card(s) at reference size")
     checks.add_column("check")
     checks.add_column("result")
     for name, ok in payload["count_checks"].items():
-        checks.add_row(name, "[green]pass[/]" if ok else "[red]FAIL[/]")
+        checks.add_row(name, "[green]pass[/green]" if ok else "[red]FAIL[/red]")
     out.print(checks)
     for line in payload["problems"]:
         out.print(f"  {line}", style="red")
     for line in payload["contract_gaps"]:
         out.print(f"  contract gap (kept out of bytes_exact): {line}", style="dim")
     m = payload["machine"]
-    timing = Table(
+    timing = DataTable(
         title=(
             f"Reference kernel vs roofline: {m['matmul_flop_per_s'] / 1e9:.1f} GFLOP/s, "
             f"{m['memory_bytes_per_s'] / 1e9:.1f} GB/s (weights read at {m['memory_efficiency']:.2f} of that by "

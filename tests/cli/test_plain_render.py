@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from prfaas_plan.cli import plain
 from prfaas_plan.cli.render import PIPED_WIDTH, RICH_ENVIRONMENT, DataTable, Printer
@@ -24,11 +26,9 @@ from tests.conftest import REPO, examples
 
 
 def _rich(obj: object, width: int) -> str:
-    out = Console(file=io.StringIO(), width=width, highlight=False, soft_wrap=False, emoji=False)
-    out.print(obj)
-    value = out.file.getvalue()
-    assert isinstance(value, str)
-    return value
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, highlight=False, soft_wrap=False, emoji=False).print(obj)
+    return buffer.getvalue()
 
 
 def test_every_character_taken_as_single_width_is_one_cell_in_rich_and_printed_as_it_is() -> None:
@@ -36,9 +36,9 @@ def test_every_character_taken_as_single_width_is_one_cell_in_rich_and_printed_a
     assert len(chars) > 2000  # ASCII, Latin, Greek, Cyrillic, punctuation, arrows, maths, boxes, dingbats
     assert [c for c in chars if cell_len(c) != 1] == []
     text = "".join(chars)
-    out = Console(file=io.StringIO(), width=10**5, highlight=False, soft_wrap=False, emoji=False, markup=False)
-    out.print(text)
-    assert out.file.getvalue() == text + "\n"
+    buffer = io.StringIO()
+    Console(file=buffer, width=10**5, highlight=False, soft_wrap=False, emoji=False, markup=False).print(text)
+    assert buffer.getvalue() == text + "\n"
     # Wide, combining, control and private characters are left to rich.
     for ch in ("中", "\u0301", "\t", "\x07", "\u200b", "\ue000", "😀", "\u00a0"):
         assert not plain.single_width(ch), hex(ord(ch))
@@ -48,11 +48,9 @@ def test_every_character_taken_as_single_width_is_one_cell_in_rich_and_printed_a
 # tags (whole and stray), and characters that rich treats specially (escape, brackets, tabs, wide characters).
 # The plain pieces come four times over, so that most generated cases are ones the plain route draws.
 _PLAIN_PIECES = ["a", "bc", "12,345", " ", "  ", "Θ", "Λ_max", "—", "×", "✓", "é", "$", "%", "/", "(x)", ":smile:"]
-_PIECES = st.sampled_from(
-    _PLAIN_PIECES * 4
-    + ["[bold]", "[/bold]", "[dim]", "[/dim]", "[red]", "[/red]", "[bold red]", "[/bold red]", "[/]"]
-    + ["[", "]", "[x]", "\\", "\t", "中", "\u0301"]
-)
+_MARKUP_PIECES = ["[bold]", "[/bold]", "[dim]", "[/dim]", "[red]", "[/red]", "[bold red]", "[/bold red]", "[/]"]
+_MARKUP_PIECES += ["[", "]", "[x]", "[#f00]", "[@click]", "[/x]", "\\", "\\\\", "\\[bold]", "\\[x]"]
+_PIECES = st.sampled_from(_PLAIN_PIECES * 4 + _MARKUP_PIECES + ["\t", "中", "\u0301"])
 _TEXT = st.lists(_PIECES, max_size=8).map("".join)
 _JUSTIFY = st.sampled_from(["left", "center", "right"])
 
@@ -85,7 +83,22 @@ def test_a_table_drawn_here_is_the_table_rich_draws(case: tuple[DataTable, int])
 def test_a_text_written_here_is_the_text_rich_writes(text: str, width: int) -> None:
     drawn = plain.text_block(text, width)
     if drawn is not None:
-        assert drawn == _rich(text, width)
+        assert drawn == _rich(plain.rich_markup(text), width)
+
+
+@settings(max_examples=examples(1000))
+@given(st.lists(st.sampled_from([*_MARKUP_PIECES, "a", " ", "[b]", "x]"]), max_size=12).map("".join))
+def test_text_shows_as_written_but_for_paired_style_tags(text: str) -> None:
+    """What rich shows for ``rich_markup(text)`` is ``shown(text)``: the text as written, the known style tags
+    removed where they pair up, and no markup error whatever brackets and backslashes it holds."""
+    assert Text.from_markup(plain.rich_markup(text), emoji=False).plain == plain.shown(text)
+
+
+def test_the_markup_rule_on_examples() -> None:
+    assert plain.shown("[bold]3.25[/bold] req/s") == "3.25 req/s"
+    for text in ("x[/bold]", "a[b]c", "[/]", "[bold]open", "[dim]a[/bold]", "back\\slash", "\\[x", "a\\[b]"):
+        assert plain.shown(text) == text, text  # unpaired or unknown: all text
+    assert plain.shown("a\\[bold]x[/bold]") == "a\\x"  # paired tags go, the backslash stays
 
 
 def test_the_commands_tables_are_mostly_drawn_here() -> None:
@@ -97,14 +110,16 @@ def test_the_commands_tables_are_mostly_drawn_here() -> None:
     table.add_row("  Λ_max (req/s)", "[bold]3.25[/bold]")
     table.add_row("gain", "1.54×")
     assert table.plain_text(PIPED_WIDTH) == _rich(table.to_rich(), PIPED_WIDTH)
-    table.add_row("stray", "[x]")  # rich reads [x] as a tag: left to rich
-    assert table.plain_text(PIPED_WIDTH) is None
+    table.add_row("stray", "[x] x[/bold]")  # text, as written
+    drawn = table.plain_text(PIPED_WIDTH)
+    assert drawn is not None and "│ [x] x[/bold] │" in drawn
+    assert drawn == _rich(table.to_rich(), PIPED_WIDTH)
     narrow = DataTable(title="a title wider than the table")
     narrow.add_column("h")
     assert narrow.plain_text(PIPED_WIDTH) is None  # rich wraps the title
     assert plain.text_block("x" * 81, 80) is None  # rich wraps the line
-    assert plain.text_block("[bold]unclosed", 80) is None
-    assert plain.text_block("[/bold]closed first[bold]", 80) is None
+    assert plain.text_block("中", 80) is None  # two cells wide
+    assert plain.text_block("[bold]unclosed", 80) == "[bold]unclosed\n"
 
 
 def test_terminals_narrow_encodings_and_colour_settings_go_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,5 +205,29 @@ def test_a_rich_table_and_what_is_not_drawn_here_print_through_rich(monkeypatch:
     table.add_column("h")
     table.add_row("[x] dropped by rich's rules")
     Printer().print(table)
-    Printer().print("a [x] tag", style="dim")
-    assert out.getvalue() == _rich(table, PIPED_WIDTH) + _rich("a [x] tag", PIPED_WIDTH)
+    Printer().print("中 [x] tag", style="dim")  # a wide character: rich prints it, as written
+    assert out.getvalue() == _rich(table, PIPED_WIDTH) + "中 [x] tag\n"
+
+
+def test_a_closed_stream_shows_nothing_and_raises_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``2>&-``: messages to stderr are dropped, as rich drops them, and the command goes on."""
+    monkeypatch.setattr(sys, "stderr", None)
+    Printer(stderr=True).print("a note", style="dim")
+    Printer(stderr=True).print("中 a note")
+
+
+def test_a_name_with_brackets_and_backslashes_is_shown_as_written(tmp_path: Path) -> None:
+    """A scenario named with rich-like markup (an unpaired closing tag, an unknown tag, a backslash, an emoji code)
+    is printed as written, by this module and by rich alike; it used to end in rich's MarkupError traceback."""
+    name = "x[/bold] a[b]c \\ [bold]ok[/bold] :smile:"
+    text = (REPO / "workloads" / "paper-case-study.yaml").read_text()
+    assert "  name: paper-case-study\n" in text
+    scenario = tmp_path / "hostile.yaml"
+    scenario.write_text(text.replace("  name: paper-case-study\n", f'  name: "{name.replace(chr(92), chr(92) * 2)}"\n'))
+    mine, how = _run(("optimize", str(scenario)), None)
+    theirs, rich_how = _run(("optimize", str(scenario)), str(PIPED_WIDTH))
+    assert (how, rich_how) == ("PLAIN 0", "RICH 0")
+    assert mine == theirs
+    assert mine.startswith(f"{name}: 32×h200 PrfaaS")
+    markdown, _ = _run(("--format", "md", "optimize", str(scenario)), None)
+    assert markdown.startswith(f"**{name}: 32×h200 PrfaaS")
