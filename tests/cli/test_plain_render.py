@@ -153,7 +153,7 @@ _COMMANDS = [
     ("optimize", "workloads/qwen3-next-b200-h100.yaml"),
     ("kv", "--model", "paper-1t-hybrid", "--hardware", "h200", "--gpus", "8"),
     ("kv", "--model", "qwen3.5-397b-a17b", "--hardware", "h20", "--engine", "sglang"),
-    ("size", "--rate", "20"),
+    ("cost",),
     ("fit",),
 ]
 
