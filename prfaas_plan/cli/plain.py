@@ -37,6 +37,8 @@ from functools import cache
 _WIDE_FREE = ((0x00A1, 0x02FF), (0x0370, 0x04FF), (0x2010, 0x2027), (0x2030, 0x205E), (0x2070, 0x22FF),
               (0x2500, 0x25FF), (0x2700, 0x27BF))  # fmt: skip
 
+#: How a column's cells (and a title) are justified, as rich names it.
+JUSTIFY = ("left", "center", "right")
 #: The style tags that style text (on a terminal; dropped elsewhere) where they pair up properly.
 STYLE_TAGS = ("bold", "dim", "italic", "red", "green", "yellow", "bold red", "bold yellow", "bold green")
 _TAG = re.compile(r"\[(/?)(" + "|".join(re.escape(t) for t in sorted(STYLE_TAGS, key=len, reverse=True)) + r")\]")
@@ -165,9 +167,7 @@ def table_block(
 
     ``columns`` are (header, justify) pairs; each row has one text per column; ``section_ends`` are the indexes of
     rows after which a section ends (a rule is drawn unless it is the last row)."""
-    if not columns or any(j not in ("left", "center", "right") for _, j in columns):
-        return None
-    if title_justify not in ("left", "center", "right"):
+    if not columns or title_justify not in JUSTIFY or any(j not in JUSTIFY for _, j in columns):
         return None
     header = [_cell(h) for h, _ in columns]
     body = [[_cell(c) for c in row] for row in rows]

@@ -28,9 +28,6 @@ _DASH = "—"
 Datum = float | int | str | bool | None
 T = TypeVar("T")
 
-#: How a column's cells (and a title) are justified, as rich names it.
-JUSTIFY = ("left", "center", "right")
-
 
 class DataTable:
     """A table for people (boxes, Markdown) that also holds its content as data for ``--format csv``:
@@ -43,8 +40,8 @@ class DataTable:
     known style tags of ``cli.plain`` (``[bold]...[/bold]``, ...) where they pair up properly."""
 
     def __init__(self, title: str | None = None, *, title_justify: str = "center") -> None:
-        if title_justify not in JUSTIFY:
-            raise ValueError(f"title_justify must be one of {JUSTIFY}, not {title_justify!r}")
+        if title_justify not in plain.JUSTIFY:
+            raise ValueError(f"title_justify must be one of {plain.JUSTIFY}, not {title_justify!r}")
         self.title = title
         self.title_justify = title_justify
         self.columns: list[tuple[str, str]] = []
@@ -55,8 +52,8 @@ class DataTable:
 
     def add_column(self, header: str = "", *, justify: str = "left") -> None:
         """Add a column (its header and how its cells are justified)."""
-        if justify not in JUSTIFY:
-            raise ValueError(f"justify must be one of {JUSTIFY}, not {justify!r}")
+        if justify not in plain.JUSTIFY:
+            raise ValueError(f"justify must be one of {plain.JUSTIFY}, not {justify!r}")
         self.columns.append((header, justify))
 
     def add_row(self, *cells: str) -> None:
@@ -405,36 +402,19 @@ def set_table_format(name: str) -> None:
     _table_format[0] = name
 
 
-def _rich_plain(cell: object) -> str:
-    """A rich table's cell as the characters rich shows (rich's own markup rules; no emoji codes replaced)."""
-    if not isinstance(cell, str):
-        return str(cell)
-    from rich.text import Text
-
-    return Text.from_markup(cell, emoji=False).plain
-
-
-def table_rows(table: DataTable | Table) -> tuple[list[str], list[list[str]]]:
+def table_rows(table: DataTable) -> tuple[list[str], list[list[str]]]:
     """A table's header and rows as the characters they show (style tags removed)."""
-    if isinstance(table, DataTable):
-        return [plain.shown(h) for h, _ in table.columns], [[plain.shown(c) for c in row] for row in table.rows]
-    header = [_rich_plain(c.header) for c in table.columns]
-    cells = [[_rich_plain(x) for x in c.cells] for c in table.columns]
-    rows = [list(r) for r in zip(*cells, strict=True)] if cells else []
-    return header, rows
+    return [plain.shown(h) for h, _ in table.columns], [[plain.shown(c) for c in row] for row in table.rows]
 
 
-def table_as_markdown(table: DataTable | Table) -> str:
+def table_as_markdown(table: DataTable) -> str:
     """A table as a GitHub Markdown table, its title as a heading line above it."""
     header, rows = table_rows(table)
 
     def line(values: list[str]) -> str:
         return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
 
-    if isinstance(table, DataTable):
-        title = None if table.title is None else plain.shown(table.title)
-    else:
-        title = None if table.title is None else _rich_plain(table.title)
+    title = None if table.title is None else plain.shown(table.title)
     out = [f"**{title}**", ""] if title else []
     out += [line(header), "|" + "|".join("---" for _ in header) + "|", *(line(r) for r in rows)]
     return "\n".join(out) + "\n"
@@ -454,13 +434,13 @@ def csv_cell(value: Datum) -> str:
     return value
 
 
-def table_as_csv(table: DataTable | Table) -> str:
-    """A table as CSV, header row first (the title is not part of it). A :class:`DataTable` is written from its
-    data (units in the header, plain numbers in the cells); another table from its cells as shown."""
+def table_as_csv(table: DataTable) -> str:
+    """A table as CSV, header row first (the title is not part of it), written from its data (units in the header,
+    plain numbers in the cells), or from its cells as shown where it holds no data."""
     import csv
     import io
 
-    if isinstance(table, DataTable) and table.data_header:
+    if table.data_header:
         header, rows = table.data_header, [[csv_cell(v) for v in r] for r in table.data_rows]
     else:
         header, rows = table_rows(table)
@@ -513,8 +493,7 @@ class Printer:
         if self.file is None:  # a closed stream (``2>&-``): nothing can be shown, as rich writes to a null file
             return
         fmt = _table_format[0]
-        is_table = len(objects) == 1 and (isinstance(objects[0], DataTable) or _is_rich_table(objects[0]))
-        if fmt != "table" and is_table:
+        if fmt != "table" and len(objects) == 1 and isinstance(objects[0], DataTable):
             text = table_as_markdown(objects[0]) if fmt == "md" else table_as_csv(objects[0])
             self.file.write(text + "\n")  # a blank line between tables
             return
@@ -546,12 +525,6 @@ def _for_rich(obj: object) -> object:
     if isinstance(obj, str):
         return plain.rich_markup(obj)
     return obj
-
-
-def _is_rich_table(obj: object) -> bool:
-    """Whether ``obj`` is a rich table (without importing rich where it was never loaded)."""
-    table_module = sys.modules.get("rich.table")
-    return table_module is not None and isinstance(obj, table_module.Table)
 
 
 def console(stderr: bool = False) -> Printer:

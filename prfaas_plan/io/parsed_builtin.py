@@ -15,12 +15,12 @@ the parser writes today for every shipped file, so an edited profile without its
 
 from __future__ import annotations
 
-import os
-import stat
 import zlib
 from pathlib import Path
 
+from prfaas_plan.errors import InputError
 from prfaas_plan.io.document import Document
+from prfaas_plan.io.guard import Limits, read_bytes
 
 PARSED_DIR = Path(__file__).with_name("parsed")
 #: Version of the entries' layout; an entry of another version is passed over.
@@ -31,6 +31,10 @@ STORE_MAX_BYTES = 64 * 1024
 #: The largest entry read. The stored entries measure 1.7-3.8 times their text (the text, the data and every
 #: line), so an entry of a text within STORE_MAX_BYTES stays well under this; a larger one is not the writer's.
 _ENTRY_MAX_BYTES = 8 * STORE_MAX_BYTES
+#: How an entry is read (``io.guard.read_bytes``: a regular file, opened without blocking, at most this many bytes).
+_ENTRY_LIMITS = Limits(
+    what="a stored parse", max_bytes=_ENTRY_MAX_BYTES, max_lines=_ENTRY_MAX_BYTES, max_line_bytes=_ENTRY_MAX_BYTES
+)
 #: Where the shipped YAML files live, under the root ``io.paths.builtin_root`` names.
 SHIPPED_DIRS = ("hardware_profiles", "workloads")
 
@@ -44,25 +48,10 @@ def stored_document(text: str, file: str) -> Document | None:
     """The stored parse of ``text``, named ``file``, or None where no entry holds exactly this text."""
     if len(text) > STORE_MAX_BYTES:  # as many characters means more bytes: the writer stored no such text
         return None
-    try:
-        # Non-blocking and checked regular, as io.guard opens inputs: an entry swapped for a FIFO cannot hang a run.
-        fd = os.open(PARSED_DIR / entry_name(text), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        left = _ENTRY_MAX_BYTES + 1
-        while left > 0 and (chunk := os.read(fd, left)):
-            chunks.append(chunk)
-            left -= len(chunk)
-        raw = b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(raw) > _ENTRY_MAX_BYTES:
+    entry_path = PARSED_DIR / entry_name(text)
+    try:  # read as inputs are read: an entry swapped for a FIFO cannot hang a run
+        raw = read_bytes(entry_path, str(entry_path), _ENTRY_LIMITS)
+    except InputError:  # missing, not a regular file, unreadable or too large: the text goes to the parser
         return None
     import json  # only where an entry exists (json is not otherwise loaded by a table-printing command)
 
@@ -70,7 +59,7 @@ def stored_document(text: str, file: str) -> Document | None:
         entry = json.loads(raw)
         if entry["format"] != FORMAT or entry["text"] != text:
             return None
-        lines = {tuple(path): int(line) for path, line in entry["lines"]}
+        lines = {tuple(key): int(line) for key, line in entry["lines"]}
         return Document(file=file, data=entry["data"], lines=lines)
     except (ValueError, TypeError, KeyError, RecursionError):
         return None

@@ -21,7 +21,7 @@ efficiency, which it cannot tell apart (tests/validation/test_table3.py).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,15 @@ CORPUS = REPO.joinpath(*CORPUS_FILE)
 ENGINES = ("sglang", "vllm", "trtllm")
 
 
+def _edit_profile(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Apply ``edit`` to an engine profile's data and write it back, keeping the file's leading comment lines."""
+    text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
+    data: dict[str, Any] = yaml.safe_load(text)
+    edit(data)
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+
+
 def write_engine_fit(
     path: Path, values: Mapping[str, float], fitted_on: Sequence[str], corpus: str, source: str
 ) -> None:
@@ -66,29 +75,29 @@ def write_engine_fit(
     table's ``scale``, ``overhead_scale_<generation>`` that generation's entry of ``overhead_scale``), and the
     ``fit`` section naming the terms, the corpus ids fitted on and the corpus; the file's leading comment lines
     are kept."""
-    text = path.read_text()
-    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
-    data: dict[str, Any] = yaml.safe_load(text)
-    for term, value in values.items():
-        if term == "gemm_efficiency_scale":
-            data["gemm_efficiency"]["scale"] = round(float(value), 4)
-        elif term.startswith("overhead_scale_"):
-            data["overhead_scale"][term.removeprefix("overhead_scale_")]["value"] = round(float(value), 4)
-        else:
-            data["terms"][term]["value"] = float(f"{float(value):.4g}")
-    data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+
+    def edit(data: dict[str, Any]) -> None:
+        for term, value in values.items():
+            if term == "gemm_efficiency_scale":
+                data["gemm_efficiency"]["scale"] = round(float(value), 4)
+            elif term.startswith("overhead_scale_"):
+                data["overhead_scale"][term.removeprefix("overhead_scale_")]["value"] = round(float(value), 4)
+            else:
+                data["terms"][term]["value"] = float(f"{float(value):.4g}")
+        data["fit"] = {"source": source, "corpus": corpus, "fitted": list(values), "fitted_on": list(fitted_on)}
+
+    _edit_profile(path, edit)
 
 
 def write_engine_term(path: Path, term: str, value: float, source: str) -> None:
     """Set one term's ``value`` and ``source`` in an engine profile (a term set apart from the corpus fit); the
     file's leading comment lines are kept."""
-    text = path.read_text()
-    header = "".join(line for line in text.splitlines(keepends=True)[:20] if line.startswith("#"))
-    data: dict[str, Any] = yaml.safe_load(text)
-    data["terms"][term]["value"] = float(f"{float(value):.4g}")
-    data["terms"][term]["source"] = source
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+
+    def edit(data: dict[str, Any]) -> None:
+        data["terms"][term]["value"] = float(f"{float(value):.4g}")
+        data["terms"][term]["source"] = source
+
+    _edit_profile(path, edit)
 
 
 def _dtype(name: str) -> str | None:

@@ -101,9 +101,10 @@ def test_the_markup_rule_on_examples() -> None:
     assert plain.shown("a\\[bold]x[/bold]") == "a\\x"  # paired tags go, the backslash stays
 
 
-def test_the_commands_tables_are_mostly_drawn_here() -> None:
-    """The generators above reach the plain route often (else the two tests above would prove little), and the
-    route declines what it cannot draw exactly."""
+def test_what_the_plain_route_draws_and_declines() -> None:
+    """Examples beside the generated cases: a table shaped like ``optimize``'s (a left-justified title, a styled
+    cell, literal brackets) is drawn, and as rich draws it; a title wider than its table, a line wider than the
+    console and a wide character are left to rich; an unpaired tag is text."""
     table = DataTable(title="paper: plan", title_justify="left")
     table.add_column("")
     table.add_column("PrfaaS-PD", justify="right")
@@ -195,8 +196,8 @@ def test_a_command_prints_here_what_rich_prints(args: tuple[str, ...]) -> None:
 
 
 def test_a_rich_table_and_what_is_not_drawn_here_print_through_rich(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tables the commands build as rich tables (calibration, validation), and text the plain route declines, are
-    printed by rich."""
+    """A rich table handed to the printer (no command builds one since calibrate and validate print DataTables) and
+    text the plain route declines are printed by rich."""
     for name in RICH_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     out = io.StringIO()
