@@ -65,6 +65,14 @@ def _install(venv: Path, system_site_packages: bool) -> Path:
     return python
 
 
+def installed(venv: Path, system_site_packages: bool = False) -> Path:
+    """The interpreter of ``venv``, installing the working tree there first unless it already has the command
+    (an install that stopped half-way, with no command yet, is redone)."""
+    if (venv / "bin" / "prfaas-plan").exists():
+        return venv / "bin" / "python"
+    return _install(venv, system_site_packages)
+
+
 def _cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -127,8 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         venv = args.keep or Path(tmp) / "venv"
-        reuse = args.keep is not None and (venv / "bin" / "python").exists()
-        python = venv / "bin" / "python" if reuse else _install(venv, args.system_site_packages)
+        python = installed(venv, args.system_site_packages)
         cli = venv / "bin" / "prfaas-plan"
         cases = {
             "bare: python -c 'import numpy, typer, rich'": [str(python), "-c", "import numpy, typer, rich"],
