@@ -19,6 +19,8 @@ from prfaas_plan.spec.engine import GENERATIONS, CorpusMeasurement, EngineProfil
 ENGINES_DIR = ("hardware_profiles", "serving", "engines")
 GENERATIONS_FILE = ("hardware_profiles", "serving", "generations.yaml")
 CORPUS_FILE = ("hardware_profiles", "serving", "corpus", "public-measurements.yaml")
+#: Public measurements found after the profiles were fitted: never fitted, an out-of-sample check (same schema).
+HELD_OUT_FILE = ("hardware_profiles", "serving", "corpus", "held-out-measurements.yaml")
 
 #: Every term of an engine profile: (name, lower bound, upper bound). Seconds unless named otherwise.
 TERMS: tuple[tuple[str, float, float], ...] = (

@@ -5,10 +5,15 @@ Each engine's fitted terms (``physics.corpus_fit.FIT_TERMS``) are fitted on that
 without that source (leave-one-source-out). The held-out ratios are the error to quote; the in-sample column is
 what the shipped profile (fitted on everything) gives, which is not a validation.
 
+The measurements of ``held-out-measurements.yaml`` (found after the profiles were fitted) are fitted by nothing:
+the report's last section predicts them with the profiles as shipped (an out-of-sample check) and says whether
+each lies inside its engine's error band and whether ``kv`` would have flagged it as outside the band's domain.
+
 Run: python3 tests/benchmarks/corpus_cv.py                  (the report, Markdown)
      python3 tests/benchmarks/corpus_cv.py --write          (also record the all-source fit in the engine profiles,
                                                             and rewrite their stored parses)
      python3 tests/benchmarks/corpus_cv.py --with-paper     (a report only: SGLang also fitted on Table 3)
+     python3 tests/benchmarks/corpus_cv.py --with-held-out  (a report only: the held-out measurements fitted too)
 
 The paper's Table 3 is predicted and reported beside the corpus but fitted by no corpus fit (``PAPER_EXCLUDED``).
 Read as the times of a disaggregated prefill instance until its KV is handed off, its 20 cells set SGLang's
@@ -32,8 +37,10 @@ REPO = Path(__file__).resolve().parents[2]
 if sys.path[:1] != [str(REPO)]:  # run as a script from anywhere, ahead of any installed top-level `tests`
     sys.path.insert(0, str(REPO))
 
+from prfaas_plan._frozen import frozen  # noqa: E402
 from prfaas_plan.io.engine_profile import (  # noqa: E402
     CORPUS_FILE,
+    HELD_OUT_FILE,
     engines_dir,
     load_corpus,
     load_generations,
@@ -50,12 +57,14 @@ from prfaas_plan.physics.corpus_fit import (  # noqa: E402
     fit_corpus,
     fit_engine,
     fitted_cases,
+    predict,
 )
 from prfaas_plan.physics.engine import with_dtypes  # noqa: E402
 from prfaas_plan.physics.roofline import Instance  # noqa: E402
 from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile  # noqa: E402
 
 CORPUS = REPO.joinpath(*CORPUS_FILE)
+HELD_OUT = REPO.joinpath(*HELD_OUT_FILE)
 ENGINES = ("sglang", "vllm", "trtllm")
 
 
@@ -192,7 +201,9 @@ def study(corpus: Path = CORPUS, *, fit_paper: bool = False) -> Results:
     return settled_study(corpus, fit_paper=fit_paper)[0]
 
 
-def settled_study(corpus: Path = CORPUS, *, fit_paper: bool = False) -> tuple[Results, dict[str, EngineProfile]]:
+def settled_study(
+    corpus: Path = CORPUS, *, fit_paper: bool = False, also: Path | None = None
+) -> tuple[Results, dict[str, EngineProfile]]:
     """Per engine: its profile as shipped, the corpus fit on all its measurements and every held-out point, each
     fold redoing the corpus fit and, where the engine has evidence from the paper's setup, that fit without its
     source (``settled_fit``); and the profiles with the all-source fits applied (what ``--write`` ships). The
@@ -200,6 +211,8 @@ def settled_study(corpus: Path = CORPUS, *, fit_paper: bool = False) -> tuple[Re
     never written; the paper-setup terms then stay at their priors)."""
     generations = load_generations()
     cases = [case_of(m, generations) for m in load_corpus(corpus)]
+    if also is not None:  # more measurements fitted as corpus sources (``--with-held-out``: a report only)
+        cases += [case_of(m, generations) for m in load_corpus(also)]
     cases += paper_cases(generations, fitted=fit_paper)
     shipped = {key: load_named_engine(key) for key in ENGINES if any(c.measurement.engine == key for c in cases)}
     priors = {key: _priors(e) for key, e in shipped.items()}
@@ -369,6 +382,94 @@ def markdown(results: Results | None = None) -> str:
     return "\n".join(lines)
 
 
+@frozen
+class HeldOutCheck:
+    """One held-out measurement predicted by its engine's shipped profile, against its error band."""
+
+    id: str
+    source: str
+    engine: str
+    phase: str
+    measured_s: float
+    predicted_s: float
+    #: The band's factor for the engine and phase, and ``beyond``'s sentence ("" inside its domain).
+    band_factor: float
+    outside_domain: str
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted_s / self.measured_s
+
+    @property
+    def within_band(self) -> bool:
+        return 1.0 / self.band_factor <= self.ratio <= self.band_factor
+
+
+def held_out_checks(path: Path = HELD_OUT) -> list[HeldOutCheck]:
+    """Every measurement of ``path`` priced by its engine's profile as shipped (no refit), with its band."""
+    from prfaas_plan.io.error_bands import builtin_band
+    from prfaas_plan.spec.uncertainty import model_kind
+
+    generations = load_generations()
+    out = []
+    for m in load_corpus(path):
+        case = case_of(m, generations)
+        band = builtin_band(m.engine)
+        phase_band = band.prefill if m.phase == "prefill" else band.decode
+        batch = None if m.phase == "prefill" else float(m.batch)
+        note = phase_band.beyond(
+            m.phase, m.tokens, batch, kind=model_kind(case.arch), model=m.model, generation=case.generation
+        )
+        out.append(
+            HeldOutCheck(
+                id=m.id,
+                source=m.source,
+                engine=m.engine,
+                phase=m.phase,
+                measured_s=m.measured_s,
+                predicted_s=predict(case, load_named_engine(m.engine)),
+                band_factor=phase_band.factor,
+                outside_domain=note,
+            )
+        )
+    return out
+
+
+def held_out_markdown(checks: Sequence[HeldOutCheck]) -> str:
+    """The held-out measurements' section: per engine and phase the median factor and share within 2x, then
+    every point with its band and whether ``kv`` flags it as outside the band's domain."""
+    lines = [
+        "## Held out of every fit: measurements found after the profiles were fitted (shipped profiles, no refit)",
+        "",
+        "| engine | phase | points | sources | median factor | within 2x | within its band | flagged outside it |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    groups = sorted({(c.engine, c.phase) for c in checks}, key=lambda g: (ENGINES.index(g[0]), g[1] != "prefill"))
+    for engine, phase in groups:
+        mine = [c for c in checks if (c.engine, c.phase) == (engine, phase)]
+        median, within = factor_stats([c.ratio for c in mine])
+        inside = sum(c.within_band for c in mine)
+        flagged = sum(bool(c.outside_domain) for c in mine)
+        lines.append(
+            f"| {engine} | {phase} | {len(mine)} | {len({c.source for c in mine})} | {median:.2f} | {within:.0%} | "
+            f"{inside} of {len(mine)} | {flagged} of {len(mine)} |"
+        )
+    if checks:
+        median, within = factor_stats([c.ratio for c in checks])
+        lines.append(f"| all | both | {len(checks)} | | {median:.2f} | {within:.0%} | | |")
+    lines += [
+        "",
+        "| id | source | phase | measured s | predicted / measured | band | flagged |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        lines.append(
+            f"| {c.id} | {c.source} | {c.phase} | {c.measured_s:.4g} | {c.ratio:.2f} | {c.band_factor:.2f}x | "
+            f"{'yes' if c.outside_domain else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
 def write(results: Results, settled: dict[str, EngineProfile]) -> None:
     """Record each engine's all-source fit in its profile: the corpus terms and the paper-setup terms of
     ``settled`` (from the paper's setup where there is evidence, else their priors: ``settled_fit``)."""
@@ -393,10 +494,16 @@ def write(results: Results, settled: dict[str, EngineProfile]) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     with_paper = "--with-paper" in args  # SGLang also fitted on Table 3 (a report; never written)
-    if with_paper and "--write" in args:
-        sys.exit("--with-paper is a report only: the shipped SGLang profile is fitted on the public corpus alone")
-    found, settled = settled_study(fit_paper=with_paper)
+    with_held_out = "--with-held-out" in args  # the held-out measurements fitted as corpus sources (a report)
+    if (with_paper or with_held_out) and "--write" in args:
+        sys.exit(
+            "--with-paper and --with-held-out are reports only: the shipped profiles are fitted on the corpus alone"
+        )
+    found, settled = settled_study(fit_paper=with_paper, also=HELD_OUT if with_held_out else None)
     print(markdown(found))
+    if not with_held_out:
+        print()
+        print(held_out_markdown(held_out_checks()))
     if "--write" in args:
         write(found, settled)
         # The profiles are shipped files: their stored parses (prfaas_plan/io/parsed/) follow them.

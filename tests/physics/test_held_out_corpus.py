@@ -1,0 +1,58 @@
+"""The held-out measurements (hardware_profiles/serving/corpus/held-out-measurements.yaml) stay apart from the fit.
+
+They were found after the engine profiles were fitted and are an out-of-sample check of them
+(``tests/benchmarks/corpus_cv.py``, its section "Held out of every fit"): so no profile may name one among the
+measurements it was fitted on, and no id or source may also be in the corpus the fit reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import yaml
+
+from prfaas_plan.io.engine_profile import CORPUS_FILE, HELD_OUT_FILE, engines_dir, load_corpus
+from tests.conftest import REPO
+
+HELD_OUT = REPO.joinpath(*HELD_OUT_FILE)
+CORPUS = REPO.joinpath(*CORPUS_FILE)
+
+
+def test_held_out_measurements_load_and_share_nothing_with_the_corpus() -> None:
+    held_out = load_corpus(HELD_OUT)
+    corpus = load_corpus(CORPUS)
+    assert held_out, "the held-out file holds no measurement"
+    assert not {m.id for m in held_out} & {m.id for m in corpus}
+    assert not {m.source for m in held_out} & {m.source for m in corpus}
+
+
+def test_no_engine_profile_was_fitted_on_a_held_out_measurement() -> None:
+    held_out = {m.id for m in load_corpus(HELD_OUT)}
+    corpus = {m.id for m in load_corpus(CORPUS)}
+    profiles = sorted(engines_dir().glob("*.yaml"))
+    fitted = 0
+    for path in profiles:
+        fit = (yaml.safe_load(path.read_text()) or {}).get("fit") or {}
+        fitted_on = set(fit.get("fitted_on") or ())
+        fitted += bool(fitted_on)
+        assert not fitted_on & held_out, f"{path.name} was fitted on held-out measurements"
+        assert fitted_on <= corpus, f"{path.name} names fitted measurements that are not in the corpus"
+    assert fitted, "no engine profile records a fit: the check above checked nothing"
+
+
+def test_every_held_out_source_is_documented() -> None:
+    sources = (REPO / "hardware_profiles" / "serving" / "corpus" / "SOURCES.md").read_text()
+    for source in {m.source for m in load_corpus(HELD_OUT)}:
+        assert f"## {source}" in sources, f"{source} has no section in SOURCES.md"
+
+
+def test_the_out_of_sample_check_prices_every_held_out_point() -> None:
+    from tests.benchmarks.corpus_cv import held_out_checks, held_out_markdown
+
+    checks = held_out_checks()
+    assert len(checks) == len(load_corpus(HELD_OUT))
+    for c in checks:
+        assert math.isfinite(c.predicted_s) and c.predicted_s > 0, c.id
+        assert c.band_factor >= 1.0, c.id
+    report = held_out_markdown(checks)
+    assert all(c.id in report for c in checks)
