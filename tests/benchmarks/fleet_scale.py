@@ -111,11 +111,13 @@ def _figure(command: str, payload: dict[str, Any]) -> str:
         return f"goodput {plan['goodput']['rate_req_per_s']:,.0f} req/s, N_p {plan['n_pd_prefill']}"
     if command == "simulate":
         sim = payload["simulated"]
-        # A short run on a large fleet may end before its first measured request completes: throughput 0 then.
-        return (
-            f"P90 TTFT {sim['ttft_s']['p90']:.2f} s, throughput {sim['throughput_req_per_s']:,.0f} req/s, "
-            f"{sim['measured_requests']:,} measured"
-        )
+        # A short run on a large fleet may see no request finish inside its measured window: the simulator then
+        # reports no throughput (null, not 0), and says on stderr how many requests would give one.
+        rate = sim["throughput_req_per_s"]
+        throughput = "no throughput measured" if rate is None else f"throughput {rate:,.0f} req/s"
+        p90 = sim["ttft_s"]["p90"]
+        ttft = "no P90 TTFT" if p90 is None else f"P90 TTFT {p90:.2f} s"
+        return f"{ttft}, {throughput}, {sim['measured_requests']:,} measured"
     return ""
 
 

@@ -20,7 +20,7 @@ Each trial is classified, and the battery prints the counts per outcome (targets
 - ``bad_exit``: a refusal that is not exit 2 with one ``error:`` line (progress lines such as ``review: tornado ...``
   may precede it), or a run that should succeed and did not.
 
-Usage: python tests/benchmarks/hostile_files.py [--only records,card,...] [--seed N] [--quick] [-v]
+Usage: python3 -m tests.benchmarks.hostile_files [--only records,card,...] [--seed N] [--quick] [-v]
 (``--quick`` skips the writers whose every run takes tens of seconds: review and profile).
 """
 
