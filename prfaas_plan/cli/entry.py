@@ -17,14 +17,15 @@ it gives up: objects that only a reference cycle keeps alive are not finalised a
 never promised; the command's files are written and closed (``report.files``) before it returns.
 
 The BLAS libraries run on one thread (``OPENBLAS_NUM_THREADS=1``, set before numpy is imported, unless the
-environment already sets ``OPENBLAS_NUM_THREADS``, ``GOTO_NUM_THREADS`` or ``OMP_NUM_THREADS``: a user's choice
-stands). The planner's arrays are a few thousand numbers, too small for threaded BLAS to gain anything, but the
-OpenBLAS builds that numpy and scipy ship each start a thread pool when loaded whose workers spin for a while
-waiting for work: a second core busy for nothing, which on a 2-core machine (or one shared with other work) takes
-the time the command needs. Measured on a 2-core Xeon VM, medians of 7 alternating runs of a normal install:
-``optimize --objective goodput --ttft-p90-s 5 --no-verify`` 0.504 s -> 0.432 s wall and 0.708 s -> 0.431 s CPU;
-``optimize --json`` 0.142 s -> 0.130 s. Processes the command starts (sweep workers, a local Dask cluster) inherit
-the setting, which also keeps several of them from oversubscribing the cores.
+environment already sets ``OPENBLAS_NUM_THREADS``, ``GOTO_NUM_THREADS`` or ``OMP_NUM_THREADS`` to a positive
+count: a user's choice stands; an empty value or 0 is no choice, as OpenBLAS reads it). The planner's arrays are
+a few thousand numbers, too small for threaded BLAS to gain anything, but the OpenBLAS builds that numpy and scipy
+ship each start a thread pool when loaded whose workers spin for a while waiting for work: a second core busy for
+nothing, which on a 2-core machine (or one shared with other work) takes the time the command needs. Measured on
+a 2-core Xeon VM, medians of 7 alternating runs of a normal install: ``optimize --objective goodput --ttft-p90-s 5
+--no-verify`` 0.504 s -> 0.432 s wall and 0.708 s -> 0.431 s CPU; ``optimize --json`` 0.142 s -> 0.130 s. Sweep
+workers inherit the setting, which also keeps several of them from oversubscribing the cores (a local Dask cluster
+sets one BLAS thread for its workers itself).
 """
 
 from __future__ import annotations
@@ -41,8 +42,17 @@ _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_T
 def _one_blas_thread() -> None:
     """Run BLAS on one thread unless the environment chose a count (see the module's docstring). Must run before
     numpy is first imported: OpenBLAS reads the variable when it is loaded."""
-    if not any(name in os.environ for name in _BLAS_THREAD_VARIABLES):
+    if not any(_a_count(os.environ.get(name, "")) for name in _BLAS_THREAD_VARIABLES):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+def _a_count(value: str) -> bool:
+    """Whether a thread variable's value chooses a count: a positive integer (OpenBLAS takes an empty value, 0 or
+    anything it cannot read as a number as unset, and falls back to every core)."""
+    try:
+        return int(value.strip()) > 0
+    except ValueError:
+        return False
 
 
 def _before_start(signum: int, _frame: object) -> None:

@@ -42,6 +42,11 @@ def test_one_thread_is_set_where_nothing_was_chosen_and_a_choice_stands() -> Non
     # A count chosen through the other two variables is left to OpenBLAS to read: nothing is set over it.
     assert _python(_SETTING, OMP_NUM_THREADS="2") == "None"
     assert _python(_SETTING, GOTO_NUM_THREADS="2") == "None"
+    # An empty value, 0 or a word chooses nothing (OpenBLAS would start its whole pool): one thread is set.
+    assert _python(_SETTING, OPENBLAS_NUM_THREADS="") == "1"
+    assert _python(_SETTING, OPENBLAS_NUM_THREADS="0") == "1"
+    assert _python(_SETTING, OMP_NUM_THREADS="many") == "1"
+    assert _python(_SETTING, OPENBLAS_NUM_THREADS="0", OMP_NUM_THREADS="2") == "0"
 
 
 # The real command, through the entry point; the thread count is printed at exit, after numpy and scipy.special
@@ -67,6 +72,8 @@ def _command_threads(**extra: str) -> int:
 
 @pytest.mark.skipif(not _PROC, reason="threads are counted in /proc/self/task (Linux)")
 def test_the_command_runs_on_one_thread() -> None:
+    """On a machine of one core OpenBLAS starts no pool either way, and this cannot fail (the control below is
+    skipped there)."""
     assert _command_threads() == 1
 
 
