@@ -33,17 +33,19 @@ from __future__ import annotations
 import gc
 import os
 import signal
+from collections.abc import MutableMapping
 
 _EARLY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Variables through which a user chooses OpenBLAS's thread count (it reads them in this order).
 _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def _one_blas_thread() -> None:
-    """Run BLAS on one thread unless the environment chose a count (see the module's docstring). Must run before
-    numpy is first imported: OpenBLAS reads the variable when it is loaded."""
-    if not any(_a_count(os.environ.get(name, "")) for name in _BLAS_THREAD_VARIABLES):
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+def one_blas_thread(environ: MutableMapping[str, str]) -> None:
+    """Set one BLAS thread in ``environ`` unless it chose a count (see the module's docstring). ``main`` applies it
+    to ``os.environ`` before numpy is first imported (OpenBLAS reads the variable when it is loaded); the
+    benchmarks apply it to the environment of the processes they time."""
+    if not any(_a_count(environ.get(name, "")) for name in _BLAS_THREAD_VARIABLES):
+        environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def _a_count(value: str) -> bool:
@@ -69,7 +71,7 @@ def main() -> None:
     for sig in _EARLY_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:  # an inherited ignore (nohup, a background job) stays
             signal.signal(sig, _before_start)
-    _one_blas_thread()
+    one_blas_thread(os.environ)
     from prfaas_plan.cli.app import main as run
 
     try:

@@ -411,11 +411,14 @@ def held_out_checks(path: Path = HELD_OUT) -> list[HeldOutCheck]:
     from prfaas_plan.spec.uncertainty import model_kind
 
     generations = load_generations()
+    measurements = load_corpus(path)
+    keys = {m.engine for m in measurements}
+    engines = {key: load_named_engine(key) for key in keys}
+    bands = {key: builtin_band(key) for key in keys}
     out = []
-    for m in load_corpus(path):
+    for m in measurements:
         case = case_of(m, generations)
-        band = builtin_band(m.engine)
-        phase_band = band.prefill if m.phase == "prefill" else band.decode
+        phase_band = bands[m.engine].prefill if m.phase == "prefill" else bands[m.engine].decode
         batch = None if m.phase == "prefill" else float(m.batch)
         note = phase_band.beyond(
             m.phase, m.tokens, batch, kind=model_kind(case.arch), model=m.model, generation=case.generation
@@ -427,7 +430,7 @@ def held_out_checks(path: Path = HELD_OUT) -> list[HeldOutCheck]:
                 engine=m.engine,
                 phase=m.phase,
                 measured_s=m.measured_s,
-                predicted_s=predict(case, load_named_engine(m.engine)),
+                predicted_s=predict(case, engines[m.engine]),
                 band_factor=phase_band.factor,
                 outside_domain=note,
             )

@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 if sys.path[:1] != [str(REPO)]:  # run as a script from anywhere, ahead of any installed top-level `tests`
     sys.path.insert(0, str(REPO))
 
+from prfaas_plan.cli.entry import one_blas_thread  # noqa: E402
 from tests.benchmarks.startup import installed  # noqa: E402
 
 # Times compare_goodput alone; prints its wall and CPU seconds on the last line of stdout.
@@ -61,8 +62,7 @@ print(time.perf_counter() - start, time.process_time() - cpu)
 # The search lines do not go through the command's entry point, which runs BLAS on one thread unless the
 # environment chose a count (prfaas_plan/cli/entry.py): they are given the same setting.
 _AS_THE_COMMAND = dict(os.environ)
-if not any(name in _AS_THE_COMMAND for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
-    _AS_THE_COMMAND["OPENBLAS_NUM_THREADS"] = "1"
+one_blas_thread(_AS_THE_COMMAND)
 
 
 @dataclass(frozen=True)

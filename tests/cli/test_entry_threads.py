@@ -31,7 +31,7 @@ _SETTING = """
 import os, sys
 from prfaas_plan.cli import entry
 assert "numpy" not in sys.modules, "numpy was imported before the entry point could set its thread count"
-entry._one_blas_thread()
+entry.one_blas_thread(os.environ)
 print(os.environ.get("OPENBLAS_NUM_THREADS"))
 """
 
