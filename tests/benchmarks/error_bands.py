@@ -51,12 +51,33 @@ def _entry(ratios: list[float], sources: int, basis: str) -> dict[str, Any]:
     }
 
 
+#: A prompt length, context or batch counts as measured where at least this many sources reached it: a band is a
+#: leave-one-source-out error, so a range only one source reached (as two long prompts of one benchmark among
+#: prompts of at most 8K) was measured on that source alone.
+MIN_SOURCES_OF_A_RANGE = 2
+
+
+def reached_span(per_source: dict[str, list[float]]) -> list[float]:
+    """The range of a quantity (prompt tokens, context, batch) that at least ``MIN_SOURCES_OF_A_RANGE`` sources
+    reached, from each source's ``[min, max]`` of it: the second smallest of their minima to the second largest
+    of their maxima. Where that is empty (two sources whose ranges do not overlap) or there is one source, the
+    whole range: no part of it is corroborated, and the band says so no better for one end than the other."""
+    lows = sorted(lo for lo, _ in per_source.values())
+    highs = sorted((hi for _, hi in per_source.values()), reverse=True)
+    k = MIN_SOURCES_OF_A_RANGE - 1
+    if len(per_source) <= k or lows[k] > highs[k]:
+        return [lows[0], highs[0]]
+    return [lows[k], highs[k]]
+
+
 def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
     """Per engine (and ``defaults``: every point) and phase, what the counted measurements span: the range of
-    prompt tokens of the prefills, of context tokens and batch of the decode steps, how many were of each model
-    (by model kind) and on each GPU generation (``PhaseBand.beyond`` reads them)."""
+    prompt tokens of the prefills, of context tokens and batch of the decode steps that at least
+    ``MIN_SOURCES_OF_A_RANGE`` sources reached (``reached_span``), how many were of each model (by model kind) and
+    on each GPU generation (``PhaseBand.beyond`` reads them)."""
     generations = load_generations()
     out: dict[str, dict[str, dict[str, Any]]] = {}
+    seen: dict[tuple[str, str, str], dict[str, list[float]]] = {}  # (key, phase, quantity) -> source -> [lo, hi]
     for m in load_corpus(CORPUS):
         if m.exclude_from_fit:
             continue
@@ -66,8 +87,10 @@ def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
             spans = out.setdefault(key, {}).setdefault(m.phase, {})
             values = {"tokens": m.tokens} | ({"batch": float(m.batch)} if m.phase == "decode" else {})
             for name, v in values.items():
-                lo, hi = spans.get(name, [v, v])
-                spans[name] = [min(lo, v), max(hi, v)]
+                sources = seen.setdefault((key, m.phase, name), {})
+                lo, hi = sources.get(m.source, [v, v])
+                sources[m.source] = [min(lo, v), max(hi, v)]
+                spans[name] = reached_span(sources)
             models = spans.setdefault("kinds", {}).setdefault(kind, {})
             models[m.model] = models.get(m.model, 0) + 1
             counts = spans.setdefault("generations", {})

@@ -26,10 +26,11 @@ def test_cells_take_the_engine_terms_of_their_own_generation() -> None:
         assert pool.roofline.compute_efficiency == expected.compute_efficiency, cell.prefill
         assert pool.roofline.dtype_compute_efficiency == expected.dtype_compute_efficiency, cell.prefill
         assert pool.roofline.decode_step_overhead_s == expected.decode_step_overhead_s, cell.prefill
+        assert pool.roofline.decode_op_overhead_s == expected.decode_op_overhead_s, cell.prefill
         assert f"on {generation}" in cell.prefill_provenance, cell.prefill_provenance
     assert seen == {"hopper", "blackwell", "cdna3"}
     # The generations differ in what they are priced with (else the check above could not fail).
     b200, mi300x = (c.scenario.prfaas.roofline for c in cells[1:] if c.scenario is not None)
     h200 = spec.prfaas.roofline
     assert b200.dtype_compute_efficiency != h200.dtype_compute_efficiency  # FP8 GEMMs: 0.5 against 0.4 prior
-    assert mi300x.decode_step_overhead_s != h200.decode_step_overhead_s
+    assert mi300x.decode_op_overhead_s != h200.decode_op_overhead_s  # the CDNA 3 factor on decode overheads
