@@ -5,6 +5,9 @@
 - A phase an engine has no held-out point of: the quantile pooled over the engines that have (stated).
 - The serving defaults (a pool with no ``engine:``): predicted on every corpus point; the defaults were fitted
   to the paper's Tables 3 and 5, not to the corpus, so these errors are held out too.
+- The range of prompt lengths, contexts and batches each band was measured on: what at least two sources reached
+  (``reached_span``), with the counts per model kind and GPU generation (``checked_ranges``); ``kv``, ``size``,
+  ``matrix`` and ``review`` flag a time outside it.
 
 Run: python3 -m tests.benchmarks.error_bands           (the table; from the repository root)
      python3 -m tests.benchmarks.error_bands --write   (also write hardware_profiles/serving/error_bands.yaml and
