@@ -88,8 +88,9 @@ ALL_TERMS = (
 FIT_TERMS = ALL_TERMS[:5]
 #: The terms the public corpus fits (``fit_corpus``): per matrix-multiply kernel rather than per layer in
 #: decode (a layer's kernels differ by a factor 2.4 between dense and MLA-with-experts models), and the CDNA 3
-#: factor on decode overheads. Not the attention efficiency: the corpus's prompts (at most 8K tokens) spend at
-#: most about a quarter of their kernel time in attention, too little to tell it from the GEMM rate, while it
+#: factor on decode overheads. Not the attention efficiency: the corpus's prompts (at most 8K tokens but one
+#: benchmark's two dense prompts) spend at most about a quarter of their kernel time in attention, too little to
+#: tell it from the GEMM rate, while it
 #: decides every prompt of 32K and more (``tests/benchmarks/corpus_cv.py`` sets it from long-prompt evidence
 #: where some exists, else leaves its prior).
 CORPUS_TERMS = (

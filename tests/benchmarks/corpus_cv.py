@@ -234,8 +234,9 @@ def settled_study(
 
 
 #: The terms the paper's setup sets apart from the corpus fit (``paper_setup_terms``): the attention efficiency
-#: (the corpus's prompts, at most 8K tokens, spend at most about a quarter of their kernel time in attention and
-#: cannot identify it) and the KV handoff (no public benchmark of an aggregated server carries it).
+#: (the corpus's prompts, at most 8K tokens but one benchmark's two dense Llama prompts, spend at most about a
+#: quarter of their kernel time in attention and cannot identify it) and the KV handoff (no public benchmark of an
+#: aggregated server carries it).
 PAPER_SETUP_TERMS = ("attention_efficiency", "kv_handoff_s")
 
 
@@ -296,10 +297,11 @@ def _moved(new: float, old: float) -> bool:
 PAPER_SETUP = ("sglang",)
 ATTENTION_SOURCE = (
     "fitted with kv_handoff_s on the paper's Table 3 (SGLang v0.5.9, 8xH200, five public models, 1K-128K: the "
-    "only SGLang timings of prompts of 32K and more found), alternated with the corpus fit of the other terms "
-    "until both settle (tests/benchmarks/corpus_cv.py, settled_fit; each cross-validation fold redoes both "
-    "without its source). Not from the public corpus, whose prompts (at most 8K tokens) spend at most about a "
-    "quarter of their kernel time in attention and cannot tell it from the GEMM rate. The cells are S_kv / "
+    "only SGLang timings of prompts of 32K and more found but one benchmark's two dense Llama-3.1-70B prompts), "
+    "alternated with the corpus fit of the other terms until both settle (tests/benchmarks/corpus_cv.py, "
+    "settled_fit; each cross-validation fold redoes both without its source). Not from the public corpus, whose "
+    "prompts (at most 8K tokens but those two) spend at most about a quarter of their kernel time in attention "
+    "and cannot tell it from the GEMM rate. The cells are S_kv / "
     "Phi_kv with the KV dtype (BF16 assumed) and batching unstated, so they are a consistency check of this "
     "term (the paper's Table 5, which checks the KV handoff, cannot tell this term: it passes at 0.2 and at the "
     "prior). Prior: "
@@ -308,8 +310,8 @@ ATTENTION_SOURCE = (
 )
 NO_ATTENTION_SOURCE = (
     "prior, not fitted: FlashAttention-3 causal BF16 forward on H100 at long context (hardware_profiles/serving/"
-    "defaults.yaml kernel_shapes). The corpus's prompts (at most 8K tokens) spend at most about a quarter "
-    "of their kernel time in attention and cannot identify it, and no long-prompt timing of this engine was found: "
+    "defaults.yaml kernel_shapes). The corpus's prompts of this engine (at most 8K tokens) spend at most about a "
+    "quarter of their kernel time in attention and cannot identify it, and no long-prompt timing of it was found: "
     "prompts of 32K and more are priced by extrapolation (kv flags them)"
 )
 HANDOFF_SOURCE = (

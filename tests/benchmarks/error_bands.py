@@ -5,9 +5,9 @@
 - A phase an engine has no held-out point of: the quantile pooled over the engines that have (stated).
 - The serving defaults (a pool with no ``engine:``): predicted on every corpus point; the defaults were fitted
   to the paper's Tables 3 and 5, not to the corpus, so these errors are held out too.
-- The range of prompt lengths, contexts and batches each band was measured on: what at least two sources reached
-  (``reached_span``), with the counts per model kind and GPU generation (``checked_ranges``); ``kv``, ``size``,
-  ``matrix`` and ``review`` flag a time outside it.
+- The range of prompt lengths, contexts and batches each band was measured on: where at least two sources have
+  measurements on each side (``reached_span``), with the counts per model kind and GPU generation
+  (``checked_ranges``); ``kv``, ``size``, ``matrix`` and ``review`` flag a time outside it.
 
 Run: python3 -m tests.benchmarks.error_bands           (the table; from the repository root)
      python3 -m tests.benchmarks.error_bands --write   (also write hardware_profiles/serving/error_bands.yaml and
@@ -54,21 +54,23 @@ def _entry(ratios: list[float], sources: int, basis: str) -> dict[str, Any]:
     }
 
 
-#: A prompt length, context or batch counts as measured where at least this many sources reached it: a band is a
-#: leave-one-source-out error, so a range only one source reached (as two long prompts of one benchmark among
-#: prompts of at most 8K) was measured on that source alone.
+#: A prompt length, context or batch counts as measured where at least this many sources have a measurement at or
+#: beyond it on each side: a band is a leave-one-source-out error whose quantile is over all its points, so an end of
+#: the range that one source alone reached (as two long prompts of one benchmark among prompts of at most 8K) says
+#: little about the band there.
 MIN_SOURCES_OF_A_RANGE = 2
 
 
 def reached_span(per_source: dict[str, list[float]]) -> list[float]:
-    """The range of a quantity (prompt tokens, context, batch) that at least ``MIN_SOURCES_OF_A_RANGE`` sources
-    reached, from each source's ``[min, max]`` of it: the second smallest of their minima to the second largest
-    of their maxima. Where that is empty (two sources whose ranges do not overlap) or there is one source, the
-    whole range: no part of it is corroborated, and the band says so no better for one end than the other."""
+    """From each source's ``[min, max]`` of a quantity (prompt tokens, context, batch), the range of values x with
+    at least ``MIN_SOURCES_OF_A_RANGE`` sources that have a measurement at or below x and as many that have one at
+    or above x: the second smallest of the minima to the second largest of the maxima. Where that range is empty
+    or a single value (two sources that do not overlap, or touch at one value) or there is only one source, the
+    whole span: no part of it is corroborated, and no end deserves to be kept over the other."""
     lows = sorted(lo for lo, _ in per_source.values())
     highs = sorted((hi for _, hi in per_source.values()), reverse=True)
     k = MIN_SOURCES_OF_A_RANGE - 1
-    if len(per_source) <= k or lows[k] > highs[k]:
+    if len(per_source) <= k or lows[k] >= highs[k]:
         return [lows[0], highs[0]]
     return [lows[k], highs[k]]
 
@@ -76,7 +78,7 @@ def reached_span(per_source: dict[str, list[float]]) -> list[float]:
 def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
     """Per engine (and ``defaults``: every point) and phase, what the counted measurements span: the range of
     prompt tokens of the prefills, of context tokens and batch of the decode steps that at least
-    ``MIN_SOURCES_OF_A_RANGE`` sources reached (``reached_span``), how many were of each model (by model kind) and
+    ``MIN_SOURCES_OF_A_RANGE`` sources bracket (``reached_span``), how many were of each model (by model kind) and
     on each GPU generation (``PhaseBand.beyond`` reads them)."""
     generations = load_generations()
     out: dict[str, dict[str, dict[str, Any]]] = {}
