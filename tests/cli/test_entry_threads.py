@@ -19,10 +19,17 @@ _CHOICES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 _PROC = Path("/proc/self/task").is_dir()
 
 
-def _python(code: str, **extra: str) -> str:
+def _env(**extra: str) -> dict[str, str]:
+    """This environment without any thread choice, plus ``extra`` and the repository on the path."""
     env = {k: v for k, v in os.environ.items() if k not in _CHOICES}
     env.update(extra, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    return env
+
+
+def _python(code: str, **extra: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(**extra), cwd=REPO, check=False
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -61,10 +68,8 @@ main()
 
 
 def _command_threads(**extra: str) -> int:
-    env = {k: v for k, v in os.environ.items() if k not in _CHOICES}
-    env.update(extra, PYTHONPATH=str(REPO))
     done = subprocess.run(
-        [sys.executable, "-c", _COMMAND], capture_output=True, text=True, env=env, cwd=REPO, check=False
+        [sys.executable, "-c", _COMMAND], capture_output=True, text=True, env=_env(**extra), cwd=REPO, check=False
     )
     assert done.returncode == 0, done.stderr
     return int(done.stderr.strip().splitlines()[-1])

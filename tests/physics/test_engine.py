@@ -581,8 +581,10 @@ def test_an_engine_only_timing_in_the_corpus_pays_no_request_cost(
         return
     corpus = load_corpus(path)
     assert corpus[0].includes_request_overhead is expected
-    shipped = load_corpus(REPO / "hardware_profiles/serving/corpus/public-measurements.yaml")
-    assert [m.includes_request_overhead for m in corpus[1:]] == [m.includes_request_overhead for m in shipped[1:]]
+    # The others keep what the file says of them: true by default, false only where an entry states it.
+    stated_false = text.count("\n  includes_request_overhead: false\n")
+    assert stated_false >= 1  # the corpus holds an engine-only timing (SGLang PR 5432's bench_one_batch prefill)
+    assert sum(not m.includes_request_overhead for m in corpus[1:]) == stated_false
 
 
 def test_the_corpus_records_why_a_point_is_excluded() -> None:
