@@ -16,6 +16,8 @@ from prfaas_plan.spec.scenario import ModelCard, Pool
 
 if TYPE_CHECKING:
     from prfaas_plan.physics.curves import Curve
+    from prfaas_plan.spec.hardware import Accelerator
+    from prfaas_plan.spec.model import Architecture
 
 # The roofline's modules (calibration, decode, prefill, roofline) are imported by the functions that price a
 # roofline or calibrated pool: a scenario of measured pools never loads them (start-up time).
@@ -100,8 +102,9 @@ def pool_costs(
         "roofline, serving defaults"
         if params == RooflineParams()
         else (
-            f"roofline ({params.source}: e_c {params.compute_efficiency:.2f}, e_a {params.attention_efficiency:.2f}, "
-            f"e_m {params.memory_efficiency:.2f}, overhead {params.overhead_s:.3f} s + "
+            f"roofline ({params.source}: {gemm_label(arch, params, pool.accelerator)}, "
+            f"e_a {params.attention_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
+            f"overhead {params.overhead_s:.3f} s + "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk"
             + (
                 f"; KV handoff {params.kv_handoff_s:.3f} s per request: in TTFT and Φ_kv, not in capacity)"
@@ -176,3 +179,16 @@ def pool_costs(
         ),
         pool,
     )
+
+
+def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelerator) -> str:
+    """``e_c`` as the model's GEMMs run: the efficiency of each compute dtype its weights and routed experts
+    multiply in (``physics.roofline.compute_dtype``), named where it is not bf16, e.g. ``e_c 0.16 (fp8)``; a
+    dtype the accelerator has no peak for runs at its bf16 peak, and is named so."""
+    from prfaas_plan.physics.roofline import compute_dtype
+
+    parts = []
+    for d in sorted({compute_dtype(arch, group) for group in ("weights", "experts")}):
+        name = "" if d == "bf16" else f" ({d})" if d in accelerator.dense_flop_per_s else f" ({d} at the bf16 peak)"
+        parts.append(f"{params.gemm_efficiency(d):.2f}{name}")
+    return "e_c " + " / ".join(parts)

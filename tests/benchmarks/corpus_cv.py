@@ -524,5 +524,7 @@ if __name__ == "__main__":
         print(held_out_markdown(held_out_checks()))
         if "--write" in args:
             print()
-            print("(bands: hardware_profiles/serving/error_bands.yaml as it stands; `python3 -m "
-                  "tests.benchmarks.error_bands --write` refits them on this fit)")
+            print(
+                "(bands: hardware_profiles/serving/error_bands.yaml as it stands; `python3 -m "
+                "tests.benchmarks.error_bands --write` refits them on this fit)"
+            )

@@ -838,3 +838,22 @@ def points_of(points: Any, cases: list[CorpusCase]) -> list[Any]:
     """The held-out points in the order of ``cases``."""
     by_id = {p.id: p for p in points}
     return [by_id[c.measurement.id] for c in cases]
+
+
+def test_the_gemm_efficiency_label_names_the_dtype_the_gemms_run_in() -> None:
+    """The pool's source line shows e_c of the dtypes the model's GEMMs multiply in: FP8 weights show the FP8
+    figure (not bf16's), and a dtype the part has no peak for is named as run at its bf16 peak."""
+    from prfaas_plan.physics.pools import gemm_label
+
+    vllm = load_named_engine("vllm")
+    params = engine_params(vllm, "hopper")
+    llama = load_named_model("llama-3.1-70b").architecture
+    assert llama is not None
+    fp8 = vllm.gemm_efficiency_of("hopper", "fp8")
+    bf16 = vllm.gemm_efficiency_of("hopper", "bf16")
+    assert fp8 != pytest.approx(bf16, abs=0.005)  # else the label could not tell them apart
+    assert gemm_label(with_dtypes(llama, weights_dtype="fp8"), params, H200) == f"e_c {fp8:.2f} (fp8)"
+    assert gemm_label(with_dtypes(llama, weights_dtype="bf16"), params, H200) == f"e_c {bf16:.2f}"
+    oss = load_named_model("gpt-oss-120b").architecture
+    assert oss is not None
+    assert "(fp4 at the bf16 peak)" in gemm_label(oss, params, H200)
