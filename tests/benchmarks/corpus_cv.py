@@ -402,6 +402,8 @@ class HeldOutCheck:
     #: The band's factor for the engine and phase, and ``beyond``'s sentence ("" inside its domain).
     band_factor: float
     outside_domain: str
+    #: The fit its source was found after (the source's ``found_after`` in the held-out file: a commit).
+    found_after: str = ""
 
     @property
     def ratio(self) -> float:
@@ -421,6 +423,7 @@ def held_out_checks(path: Path = HELD_OUT) -> list[HeldOutCheck]:
 
     generations = load_generations()
     measurements = load_corpus(path)
+    found = found_after(path)
     keys = {m.engine for m in measurements}
     engines = {key: load_named_engine(key) for key in keys}
     bands = {key: builtin_band(key) for key in keys}
@@ -442,9 +445,16 @@ def held_out_checks(path: Path = HELD_OUT) -> list[HeldOutCheck]:
                 predicted_s=predict(case, engines[m.engine]),
                 band_factor=phase_band.factor,
                 outside_domain=note,
+                found_after=found.get(m.source, ""),
             )
         )
     return out
+
+
+def found_after(path: Path = HELD_OUT) -> dict[str, str]:
+    """Each held-out source's ``found_after``: the commit of the fit it was found after ("" where not given)."""
+    sources = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sources") or ()
+    return {str(s["id"]): str(s.get("found_after", "")) for s in sources if isinstance(s, dict) and "id" in s}
 
 
 def held_out_markdown(checks: Sequence[HeldOutCheck]) -> str:
@@ -465,6 +475,15 @@ def held_out_markdown(checks: Sequence[HeldOutCheck]) -> str:
         lines.append(
             f"| {engine} | {phase} | {len(mine)} | {len({c.source for c in mine})} | {median:.2f} | {within:.0%} | "
             f"{inside} of {len(mine)} | {flagged} of {len(mine)} |"
+        )
+    for commit in dict.fromkeys(c.found_after for c in checks if c.found_after):
+        mine = [c for c in checks if c.found_after == commit]
+        median, within = factor_stats([c.ratio for c in mine])
+        inside = sum(c.within_band for c in mine)
+        flagged = sum(bool(c.outside_domain) for c in mine)
+        lines.append(
+            f"| found after {commit} | both | {len(mine)} | {len({c.source for c in mine})} | {median:.2f} | "
+            f"{within:.0%} | {inside} of {len(mine)} | {flagged} of {len(mine)} |"
         )
     if checks:
         median, within = factor_stats([c.ratio for c in checks])

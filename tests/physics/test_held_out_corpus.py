@@ -56,3 +56,19 @@ def test_the_out_of_sample_check_prices_every_held_out_point() -> None:
         assert c.band_factor >= 1.0, c.id
     report = held_out_markdown(checks)
     assert all(c.id in report for c in checks)
+
+
+def test_every_held_out_source_says_which_fit_it_was_found_after() -> None:
+    """A held-out batch is judged apart (corpus_cv prints one row per ``found_after``), so every source names the
+    commit of the fit it was found after, and every batch shows up in the report."""
+    from tests.benchmarks.corpus_cv import found_after, held_out_checks, held_out_markdown
+
+    found = found_after(HELD_OUT)
+    sources = {m.source for m in load_corpus(HELD_OUT)}
+    assert sources <= set(found)
+    for source in sources:
+        commit = found[source]
+        assert len(commit) >= 7 and all(ch in "0123456789abcdef" for ch in commit), (source, commit)
+    report = held_out_markdown(held_out_checks())
+    for commit in set(found.values()):
+        assert f"| found after {commit} |" in report
