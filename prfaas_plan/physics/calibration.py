@@ -100,9 +100,12 @@ def _fit(
     theta = fit.x if fit.cost <= 0.5 * float(loss[i]) else start
     ec, fitted_overhead = (float(v) for v in theta)
     em = float(em_fixed)
+    # The fit divides every GEMM by the one e_c, whatever its dtype: the fitted parameters price them so too
+    # (no per-dtype figure of ``base`` may override it, or an FP8 model would be priced at base's FP8 rate).
     return replace(
         base,
         compute_efficiency=ec,
+        dtype_compute_efficiency=(),
         memory_efficiency=em,
         overhead_s=fitted_overhead,
         source=f"least squares on {lengths.size} measured prefill points (relative residuals)",

@@ -851,9 +851,15 @@ def test_the_gemm_efficiency_label_names_the_dtype_the_gemms_run_in() -> None:
     assert llama is not None
     fp8 = vllm.gemm_efficiency_of("hopper", "fp8")
     bf16 = vllm.gemm_efficiency_of("hopper", "bf16")
-    assert fp8 != pytest.approx(bf16, abs=0.005)  # else the label could not tell them apart
+    assert f"{fp8:.2f}" != f"{bf16:.2f}"  # else the label could not tell them apart
     assert gemm_label(with_dtypes(llama, weights_dtype="fp8"), params, H200) == f"e_c {fp8:.2f} (fp8)"
     assert gemm_label(with_dtypes(llama, weights_dtype="bf16"), params, H200) == f"e_c {bf16:.2f}"
-    oss = load_named_model("gpt-oss-120b").architecture
+    oss = load_named_model("gpt-oss-120b").architecture  # BF16 attention and MXFP4 routed experts
     assert oss is not None
-    assert "(fp4 at the bf16 peak)" in gemm_label(oss, params, H200)
+    fp4 = vllm.gemm_efficiency_of("hopper", "fp4")
+    assert gemm_label(oss, params, H200) == f"e_c {bf16:.2f} / {fp4:.2f} (fp4 at the bf16 peak)"
+    b200 = load_hardware(REPO / "hardware_profiles" / "b200.yaml").accelerator
+    assert "fp4" in b200.dense_flop_per_s
+    blackwell = engine_params(vllm, "blackwell")
+    dense, experts = (vllm.gemm_efficiency_of("blackwell", d) for d in ("bf16", "fp4"))
+    assert gemm_label(oss, blackwell, b200) == f"e_c {dense:.2f} / {experts:.2f} (fp4)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import yaml
 
 from prfaas_plan.io.engine_profile import CORPUS_FILE, HELD_OUT_FILE, engines_dir, load_corpus
@@ -72,3 +73,23 @@ def test_every_held_out_source_says_which_fit_it_was_found_after() -> None:
     report = held_out_markdown(held_out_checks())
     for commit in set(found.values()):
         assert f"| found after {commit} |" in report
+
+
+def test_every_found_after_names_a_commit_of_this_repository() -> None:
+    """Where the repository's history is at hand, each ``found_after`` resolves to one of its commits (a typo
+    that is still hexadecimal would pass the format check)."""
+    import shutil
+    import subprocess
+
+    from tests.benchmarks.corpus_cv import found_after
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("no git history here (an installed copy): nothing to resolve the commits against")
+    for source, commit in found_after(HELD_OUT).items():
+        done = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"{source}: found_after {commit} is not a commit of this repository"

@@ -123,6 +123,30 @@ def test_calibration_recovers_known_parameters(arch: Architecture, ec: float, ov
     assert np.allclose(result.leave_one_out_s, measured, rtol=1e-2)
 
 
+def test_calibration_on_an_engine_base_prices_fp8_gemms_at_the_fitted_efficiency() -> None:
+    """An engine's parameters carry per-dtype GEMM efficiencies (FP8 on Hopper apart from BF16); a calibration
+    fits one e_c for every GEMM, so the fitted parameters price an FP8 model's GEMMs at it too: points generated
+    at a known e_c are refitted to the same times (before the fix the base's FP8 figure overrode the fitted one
+    and the 'fitted' curve ran about 2x off its own points)."""
+    from prfaas_plan.io.engine_profile import load_named_engine
+    from prfaas_plan.io.names import load_named_model
+    from prfaas_plan.physics.engine import engine_params, with_dtypes
+
+    base = engine_params(load_named_engine("vllm"), "hopper")
+    assert base.gemm_efficiency("fp8") != base.gemm_efficiency("bf16")  # else this checks nothing
+    card = load_named_model("llama-3.1-70b").architecture
+    assert card is not None
+    arch = with_dtypes(card, weights_dtype="fp8")
+    instance = Instance(accelerator=H200, gpus=8)
+    truth = replace(base, compute_efficiency=0.06, dtype_compute_efficiency=(), overhead_s=0.05)
+    lengths = (2_000.0, 4_000.0, 8_000.0, 16_000.0)
+    measured = tuple(float(v) for v in prefill_seconds(arch, instance, truth, np.array(lengths)))
+    result = calibrate(arch, instance, lengths, measured, base=base, leave_one_out=False)
+    assert result.params.gemm_efficiency("fp8") == pytest.approx(result.params.compute_efficiency)
+    assert result.params.compute_efficiency == pytest.approx(0.06, rel=1e-3)
+    assert np.allclose(result.fitted_s, measured, rtol=1e-3)
+
+
 def test_tabulated_curve_expectations_match_its_polynomial() -> None:
     """A polynomial tabulated on a fine grid has the same partial expectations (power 1 and 2) to 1e-5."""
     lengths = TruncatedLogNormal(mu=9.9, sigma=1.0, lower_tokens=128, upper_tokens=131_072)
