@@ -298,7 +298,10 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: Roofline
     checked: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     if len(checked) < len(values) or expert_parallel is None:
         return default
-    return replace(default, source=source, expert_parallel=expert_parallel, **checked)
+    # A compute efficiency the pool sets is its GEMMs' rate in every dtype: the engine's per-dtype figures (FP8
+    # apart from BF16) would otherwise override it for an FP8 or FP4 model (as ``kv --compute-efficiency``).
+    table = () if r.has("compute_efficiency") else default.dtype_compute_efficiency
+    return replace(default, source=source, expert_parallel=expert_parallel, dtype_compute_efficiency=table, **checked)
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:

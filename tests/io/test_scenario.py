@@ -171,6 +171,26 @@ def test_every_shipped_profile_loads() -> None:
         assert load_hardware(path).accelerator.key == path.stem
 
 
+def test_a_pools_compute_efficiency_prices_its_fp8_gemms_too(tmp_path: Path) -> None:
+    """An engine pool's ``roofline: compute_efficiency`` sets its GEMMs' rate whatever their dtype: the engine's
+    FP8 figure does not override it for an FP8 model (before, it silently did), while a pool that sets none
+    keeps the engine's per-dtype figures."""
+    text = (REPO / "workloads" / "qwen3-next-b200-h100.yaml").read_text()
+    text = text.replace("  card: qwen3-next-80b-a3b\n", "  card: qwen3-next-80b-a3b\n  dtypes: {weights: fp8}\n", 1)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(text)
+    old = "    hardware: h100\n    method: roofline\n"
+    assert text.count(old) == 1
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(text.replace(old, old + "    roofline: {compute_efficiency: 0.33}\n"))
+    engine = load_scenario(plain).local.roofline
+    assert engine.gemm_efficiency("fp8") != pytest.approx(engine.compute_efficiency)  # else this checks nothing
+    local = load_scenario(edited).local.roofline
+    assert local.compute_efficiency == pytest.approx(0.33)
+    assert local.gemm_efficiency("fp8") == pytest.approx(0.33)
+    assert local.gemm_efficiency("fp4") == pytest.approx(0.33)
+
+
 def test_overrides_are_checked() -> None:
     """Command-line overrides are edits checked by the scenario loader, with its limits, naming the option."""
     with pytest.raises(InputError, match="--bandwidth-gbit-per-s: must be > 0"):
