@@ -457,6 +457,18 @@ def found_after(path: Path = HELD_OUT) -> dict[str, str]:
     return {str(s["id"]): str(s.get("found_after", "")) for s in sources if isinstance(s, dict) and "id" in s}
 
 
+def _summary_row(first: str, phase: str, mine: Sequence[HeldOutCheck]) -> str:
+    """One summary row of the held-out section: points, sources, median factor, share within 2x, how many lie
+    within their band and how many ``kv`` flags as outside its domain."""
+    median, within = factor_stats([c.ratio for c in mine])
+    inside = sum(c.within_band for c in mine)
+    flagged = sum(bool(c.outside_domain) for c in mine)
+    return (
+        f"| {first} | {phase} | {len(mine)} | {len({c.source for c in mine})} | {median:.2f} | {within:.0%} | "
+        f"{inside} of {len(mine)} | {flagged} of {len(mine)} |"
+    )
+
+
 def held_out_markdown(checks: Sequence[HeldOutCheck]) -> str:
     """The held-out measurements' section: per engine and phase the median factor and share within 2x, then
     every point with its band and whether ``kv`` flags it as outside the band's domain."""
@@ -468,23 +480,9 @@ def held_out_markdown(checks: Sequence[HeldOutCheck]) -> str:
     ]
     groups = sorted({(c.engine, c.phase) for c in checks}, key=lambda g: (ENGINES.index(g[0]), g[1] != "prefill"))
     for engine, phase in groups:
-        mine = [c for c in checks if (c.engine, c.phase) == (engine, phase)]
-        median, within = factor_stats([c.ratio for c in mine])
-        inside = sum(c.within_band for c in mine)
-        flagged = sum(bool(c.outside_domain) for c in mine)
-        lines.append(
-            f"| {engine} | {phase} | {len(mine)} | {len({c.source for c in mine})} | {median:.2f} | {within:.0%} | "
-            f"{inside} of {len(mine)} | {flagged} of {len(mine)} |"
-        )
+        lines.append(_summary_row(engine, phase, [c for c in checks if (c.engine, c.phase) == (engine, phase)]))
     for commit in dict.fromkeys(c.found_after for c in checks if c.found_after):
-        mine = [c for c in checks if c.found_after == commit]
-        median, within = factor_stats([c.ratio for c in mine])
-        inside = sum(c.within_band for c in mine)
-        flagged = sum(bool(c.outside_domain) for c in mine)
-        lines.append(
-            f"| found after {commit} | both | {len(mine)} | {len({c.source for c in mine})} | {median:.2f} | "
-            f"{within:.0%} | {inside} of {len(mine)} | {flagged} of {len(mine)} |"
-        )
+        lines.append(_summary_row(f"found after {commit}", "both", [c for c in checks if c.found_after == commit]))
     if checks:
         median, within = factor_stats([c.ratio for c in checks])
         lines.append(f"| all | both | {len(checks)} | | {median:.2f} | {within:.0%} | | |")
