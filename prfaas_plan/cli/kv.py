@@ -99,6 +99,7 @@ def kv(
     off; not in the planner's prefill curves). The roofline
     options override the engine's figures, e.g. --compute-efficiency 0.3 --overhead-s 0.4.
     """
+    from prfaas_plan.errors import InputError, Problem
     from prfaas_plan.io.names import pool_for
     from prfaas_plan.physics.table3 import kv_rows
     from prfaas_plan.report.plans import kv_rows_to_dict
@@ -111,13 +112,20 @@ def kv(
                 "--overhead-s": overhead_s,
             }
         )
+        calibrated = method == "calibrated"
+        for flag, value in (("--compute-efficiency", compute_efficiency), ("--overhead-s", overhead_s)):
+            if calibrated and value is not None:
+                raise InputError(Problem(field=flag, message="is what --method calibrated fits; leave it out"))
+        # A calibrated pool is made kernel-only after its fit (``_fitted``): zeroed before, the fit would put the
+        # overhead back into its per-request term.
+        zero = kernel_only and not calibrated
         overrides = {
             key: value
             for key, value in (
                 ("compute_efficiency", compute_efficiency),
                 ("memory_efficiency", memory_efficiency),
-                ("overhead_s", 0.0 if kernel_only else overhead_s),
-                ("layer_overhead_s", 0.0 if kernel_only else None),
+                ("overhead_s", 0.0 if zero else overhead_s),
+                ("layer_overhead_s", 0.0 if zero else None),
             )
             if value is not None
         }
@@ -130,8 +138,10 @@ def kv(
             {"model": "--model", "hardware": "--hardware", "method": "--method"},
         )
         pool, card, engine_label = _served(
-            pool, card, engine, weights_dtype, kv_dtype, kernel_only, decode_batch, overrides
+            pool, card, engine, weights_dtype, kv_dtype, kernel_only and not calibrated, decode_batch, overrides
         )
+        if calibrated:
+            pool = _fitted(pool, card, kernel_only)
         lengths = tuple(float(v) for v in (length or _DEFAULT_LENGTHS))
         rows = kv_rows(pool, card, lengths)
         payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
@@ -212,6 +222,26 @@ def _served(
         params = replace(params, dtype_compute_efficiency=table, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"
     return replace(pool, roofline=params), card, label
+
+
+def _fitted(pool: Pool, card: ModelCard, kernel_only: bool) -> Pool:
+    """A calibrated pool as the roofline pool of its fitted parameters (kernel-only after the fit where asked), so
+    that the rows, their splits and the decode step are all priced with what the calibration fitted."""
+    from dataclasses import replace
+
+    from prfaas_plan.physics.pools import pool_costs
+
+    assert pool.calibration is not None and pool.calibration_accelerator is not None  # pool_for's calibrated pool
+    fitted = pool_costs(pool, card, context_tokens=0.0, tpot_s=1.0, with_decode=False).roofline
+    assert fitted is not None  # a calibrated pool is priced by the roofline
+    source = (
+        f"calibrated on {pool.calibration_accelerator.key} {pool.calibration.prefill.provenance} points "
+        f"over {pool.roofline.source}"
+    )
+    params = replace(
+        fitted.kernel_only if kernel_only else fitted, source=source + (", kernel only" if kernel_only else "")
+    )
+    return replace(pool, method="roofline", roofline=params, calibration=None, calibration_accelerator=None)
 
 
 def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: ModelCard) -> None:

@@ -402,6 +402,42 @@ def test_kv_without_an_engine_is_priced_by_the_default_engine_and_its_flags_over
     assert slower["rows"][1]["prefill_split"]["compute_s"] > 2 * plain["rows"][1]["prefill_split"]["compute_s"]
 
 
+def test_kv_calibrated_splits_and_decode_step_are_the_fitted_pools() -> None:
+    """`kv --method calibrated` prices its rows, their splits and the decode step with the parameters the
+    calibration fitted (the splits add up to T_prefill; the decode step is the planner's, from the same fit);
+    --kernel-only drops the fitted overheads after the fit instead of letting the fit put them back; the flags the
+    fit sets are refused."""
+    from prfaas_plan.io.names import pool_for
+    from prfaas_plan.physics.engine import decode_split
+    from prfaas_plan.physics.pools import pool_costs
+    from prfaas_plan.physics.roofline import Instance
+    from tests.conftest import run_cli
+
+    flags = ("--model", "paper-1t-hybrid", "--hardware", "h200", "--method", "calibrated", "--length", "8000")
+    served = _kv_json(*flags, "--length", "32000", "--decode-batch", "512")
+    for row in served["rows"]:
+        assert sum(row["prefill_split"].values()) == pytest.approx(row["prefill_s"], rel=2e-3)
+    pool, card = pool_for("paper-1t-hybrid", "h200", 8, "calibrated")
+    fitted = pool_costs(
+        replace(pool, roofline=engine_params(SGLANG, "hopper", base=pool.roofline)),
+        card,
+        context_tokens=0.0,
+        tpot_s=1.0,
+        with_decode=False,
+    ).roofline
+    assert fitted is not None and card.architecture is not None
+    expected = decode_split(card.architecture, Instance(accelerator=H200, gpus=8), fitted, 512, 8000.0)
+    assert served["decode"]["step_s"] == pytest.approx(expected.total_s, rel=1e-9)
+    kernel = _kv_json(*flags, "--length", "32000", "--kernel-only")
+    for row, full in zip(kernel["rows"], served["rows"], strict=True):
+        assert row["prefill_split"]["overhead_s"] == 0.0
+        assert sum(row["prefill_split"].values()) == pytest.approx(row["prefill_s"], rel=2e-3)
+        assert row["prefill_s"] == pytest.approx(full["prefill_s"] - full["prefill_split"]["overhead_s"], rel=2e-3)
+    for flag in ("--compute-efficiency", "--overhead-s"):
+        result = run_cli("kv", *flags, flag, "0.3")
+        assert result.returncode == 2 and flag in result.stderr and "Traceback" not in result.stderr
+
+
 def test_kv_refuses_an_engine_for_measured_points() -> None:
     from tests.conftest import run_cli
 
