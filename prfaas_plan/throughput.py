@@ -206,7 +206,8 @@ def decode_step_knots(
     scenario: Scenario, params: RooflineParams | None, max_batch: int, context_tokens: float
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The local pool's decode step at batches 1..``max_batch`` (batch, s): the physics decode step at
-    ``context_tokens`` for a roofline or calibrated pool (times its ``decode_time_scale``); the profile's one
+    ``context_tokens`` for a roofline or calibrated pool, on its instance shape where it has one (times its
+    ``decode_time_scale``), the same step its decode capacity was found with; the profile's one
     (BS_max, T_decode) point for a measured pool, which makes the curve flat (one point says nothing of how
     the step varies with the batch)."""
     pool, arch = scenario.local, scenario.model.architecture
@@ -219,8 +220,14 @@ def decode_step_knots(
     from prfaas_plan.physics.roofline import Instance
 
     batches = np.arange(1, max_batch + 1, dtype=np.float64)
-    instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
-    steps = decode_step_seconds(arch, instance, params, batches, context_tokens) * pool.decode_time_scale
+    if pool.shape is not None:  # the shape's step (attention over DP replicas, experts over EP), as its capacity
+        from prfaas_plan.physics.shapes import shaped_decode_step
+
+        shaped = shaped_decode_step(arch, pool.accelerator, pool.shape, params, batches, context_tokens).total_s
+        steps = np.asarray(shaped, dtype=np.float64) * pool.decode_time_scale
+    else:
+        instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
+        steps = decode_step_seconds(arch, instance, params, batches, context_tokens) * pool.decode_time_scale
     return tuple(batches.tolist()), tuple(float(v) for v in steps)
 
 

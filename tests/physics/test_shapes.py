@@ -184,3 +184,16 @@ def test_variants_put_the_screens_best_first() -> None:
     assert pairs[0].local_shape == local.screened[0].shape
     assert pairs[0].prfaas_shape == spec.prfaas.instance_shape  # the PrfaaS pool did not ask to choose
     assert len(pairs) == 2 and ruled == local.ruled_out
+
+
+def test_the_decode_step_curve_is_the_shapes_own(tmp_path: Path) -> None:
+    """With attention data parallelism the stage model's decode-step curve (TPOT under load, the TPOT model's
+    decode capacity, the simulator) is priced on the shape, as its batch and step are: at BS_max the curve is the
+    capacity's step (priced as a plain tensor-parallel instance it was about twice as long on DeepSeek-V3 DP8 EP8)."""
+    from prfaas_plan.throughput import stage_model
+
+    dp8 = "    shape: {tensor_parallel: 1, attention_data_parallel: 8, expert_parallel: 8}\n"
+    for extra in (dp8, ""):
+        model = stage_model(load_scenario(_scenario(tmp_path, extra)))
+        assert model.decode_step_times_s, "a roofline pool prices a curve"
+        assert model.decode_step_times_s[-1] == pytest.approx(model.decode_step_time_s, rel=1e-9), extra
