@@ -179,6 +179,12 @@ def pool_for(
                 )
             )
     overrides: dict[str, Any] = dict(roofline or {})  # float fields only (the options that set them)
+    # The hardware file's measured kernel shapes, as the scenario loader applies them; the options over both.
+    base = (
+        RooflineParams()
+        if profile_file.kernel_shapes is None
+        else RooflineParams().with_kernel_shapes(profile_file.kernel_shapes)
+    )
     pool = Pool(
         hardware_key=profile_file.accelerator.key,
         accelerator=profile_file.accelerator,
@@ -186,13 +192,17 @@ def pool_for(
         instances=1,
         profile=profile,
         method=method,
-        roofline=replace(RooflineParams(), source="command-line overrides", **overrides)
-        if overrides
-        else RooflineParams(),
+        roofline=replace(base, source=_overridden(base), **overrides) if overrides else base,
         calibration=calibration,
         calibration_accelerator=profile_file.accelerator if calibration else None,
     )
     return pool, card
+
+
+def _overridden(base: RooflineParams) -> str:
+    """The source of command-line overrides over ``base``: the serving defaults' are not named (the label says
+    so), a hardware file's kernel shapes are."""
+    return "command-line overrides" if base == RooflineParams() else f"{base.source}; command-line overrides"
 
 
 def resolve_scenario_path(name: str | None, field: str = "SCENARIO") -> Path:

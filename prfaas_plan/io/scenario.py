@@ -254,16 +254,7 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: Roofline
     of the defaults' and any field the pool's ``roofline:`` section sets over both."""
     default = RooflineParams() if engine is None else engine
     if shapes is not None:
-        default = replace(
-            default,
-            gemm_half_rows=shapes.gemm_half_rows,
-            attention_half_context_tokens=shapes.attention_half_context_tokens,
-            moe_load_skew=shapes.moe_load_skew,
-            memory_efficiency=default.memory_efficiency
-            if shapes.memory_efficiency is None
-            else shapes.memory_efficiency,
-            source=f"{default.source}; kernel shapes from the hardware profile ({shapes.source})",
-        )
+        default = default.with_kernel_shapes(shapes)
     if not sec.has("roofline"):
         return default
     r = sec.sub("roofline", optional=_ROOFLINE_KEYS)

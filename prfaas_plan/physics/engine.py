@@ -65,8 +65,19 @@ def engine_params(
         kv_handoff_s=engine.kv_handoff_s,
         expert_gemm_half_rows=engine.expert_gemm_half_rows,
         expert_parallel=expert_parallel,
-        source=f"engine {engine.key} on {generation}" + ("" if graphs else ", eager decode") + f" ({engine.file})",
+        source=f"engine {engine.key} on {generation}"
+        + ("" if graphs else ", eager decode")
+        + f" ({engine.file})"
+        + _kernel_shapes_note(base.source),
     )
+
+
+def _kernel_shapes_note(source: str) -> str:
+    """The note of a hardware profile's kernel shapes in a base's source (kept: the base's curves are kept), or ""."""
+    from prfaas_plan.spec.kernel_shapes import SHAPES_NOTE
+
+    at = source.find(SHAPES_NOTE)
+    return "" if at < 0 else source[at:]
 
 
 def with_dtypes(

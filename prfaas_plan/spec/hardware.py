@@ -191,6 +191,21 @@ class RooflineParams:
             source=f"kernel only ({self.source})",
         )
 
+    def with_kernel_shapes(self, shapes: KernelShapes) -> RooflineParams:
+        """These parameters with a hardware profile's measured curves in place of their own (the memory
+        efficiency kept where the profile measured none); the source names them (``physics.engine`` keeps that
+        note). The one merge the scenario loader, ``kv`` and the hardware matrix all use."""
+        from prfaas_plan.spec.kernel_shapes import SHAPES_NOTE
+
+        return replace(
+            self,
+            gemm_half_rows=shapes.gemm_half_rows,
+            attention_half_context_tokens=shapes.attention_half_context_tokens,
+            moe_load_skew=shapes.moe_load_skew,
+            memory_efficiency=self.memory_efficiency if shapes.memory_efficiency is None else shapes.memory_efficiency,
+            source=f"{self.source}{SHAPES_NOTE} ({shapes.source})",
+        )
+
     def gemm_efficiency(self, dtype: str) -> float:
         """The GEMM efficiency for weights multiplied in ``dtype``: its entry in ``dtype_compute_efficiency``,
         else ``compute_efficiency``."""

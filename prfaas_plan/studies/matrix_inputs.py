@@ -31,7 +31,7 @@ from prfaas_plan.optimize.shapes import PoolShapes, chooses_shapes, pool_shapes,
 from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.roofline import missing_peak
 from prfaas_plan.spec.engine import EngineProfile
-from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile
+from prfaas_plan.spec.hardware import HardwareProfile, InstanceProfile, RooflineParams
 from prfaas_plan.spec.scenario import Pool, Scenario
 from prfaas_plan.throughput import StageModel, stage_model
 
@@ -65,6 +65,20 @@ def _measured_sources(model: str) -> list[tuple[HardwareProfile, InstanceProfile
     return found
 
 
+def _cell_roofline(template: RooflineParams, hw: HardwareProfile) -> RooflineParams:
+    """The template pool's roofline with the per-accelerator curves (``spec.kernel_shapes.SHAPE_FIELDS``: small-M
+    and context curves, MoE skew, memory efficiency) of the cell's own hardware file where it measured them, else
+    the serving defaults': the template hardware's measurements describe that part only (a template's own
+    ``roofline:`` values for those fields do not carry to other hardware either)."""
+    from prfaas_plan.spec.kernel_shapes import SHAPE_FIELDS, SHAPES_NOTE
+
+    defaults = RooflineParams()
+    note = template.source.find(SHAPES_NOTE)  # the template hardware's curves, named in its source
+    source = template.source if note < 0 else template.source[:note]
+    clean = replace(template, source=source, **{f: getattr(defaults, f) for f in SHAPE_FIELDS})
+    return clean if hw.kernel_shapes is None else clean.with_kernel_shapes(hw.kernel_shapes)
+
+
 def _pool(
     spec: Scenario,
     key: str,
@@ -77,7 +91,13 @@ def _pool(
     gpus = template.gpus_per_instance
     profile = hw.find(spec.model.key, gpus)
     needs = (profile is not None) and (profile.kv_cache is not None if role == "prfaas" else profile.decode is not None)
-    base = replace(template, hardware_key=hw.accelerator.key, accelerator=hw.accelerator, profile=profile)
+    base = replace(
+        template,
+        hardware_key=hw.accelerator.key,
+        accelerator=hw.accelerator,
+        profile=profile,
+        roofline=_cell_roofline(template.roofline, hw),
+    )
     how = "paper-fit serving defaults"
     engine = template.engine
     if engine is None and template.method == "measured":  # a measured template names no engine: the default's
@@ -86,7 +106,7 @@ def _pool(
     if engine is not None:  # the engine's terms on this accelerator's generation, not the template's
         generation = generation_of(hw.accelerator.key)
         params = engine_params(
-            engine, generation, expert_parallel=template.roofline.expert_parallel, base=template.roofline
+            engine, generation, expert_parallel=template.roofline.expert_parallel, base=base.roofline
         )
         base = replace(base, roofline=params)
         how = f"engine {engine.key} on {generation}"

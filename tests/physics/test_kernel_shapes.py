@@ -191,3 +191,71 @@ def test_a_measured_weight_read_above_the_reference_rate_round_trips(tmp_path: P
     too_fast = replace(shapes, memory_efficiency=MAX_MEASURED_MEMORY_EFFICIENCY * 1.01)
     with pytest.raises(InputError, match=r"kernel_shapes\.memory_efficiency.*must be <="):
         load_hardware(write_accelerator_profile(ACCELERATOR, tmp_path / "bad.yaml", "", too_fast))
+
+
+def _h200_with_shapes(folder: Path) -> Path:
+    """The shipped H200 file with measured kernel shapes added (named h200.yaml: its generation is found by name)."""
+    from tests.conftest import REPO
+
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (REPO / "hardware_profiles" / "h200.yaml").read_text()
+    shapes = (
+        "kernel_shapes: {gemm_half_rows: 2000, attention_half_context_tokens: 5000, moe_load_skew: 0.5, "
+        "memory_efficiency: 0.4, source: test}\n"
+    )
+    path = folder / "h200.yaml"
+    path.write_text(text.rstrip("\n") + "\n" + shapes)
+    return path
+
+
+def test_kv_prices_a_hardware_files_kernel_shapes_as_a_scenario_does(tmp_path: Path) -> None:
+    """`kv` on a hardware file with measured kernel shapes prices them (it ignored them while a scenario on the
+    same file applied them), names them in its source, and agrees with the scenario loader's pool."""
+    import json
+
+    from prfaas_plan.io.names import pool_for
+    from prfaas_plan.physics.pools import pool_costs
+    from tests.conftest import run_cli
+
+    shaped = _h200_with_shapes(tmp_path / "ks")
+    args = ("kv", "--model", "llama-3.1-70b", "--length", "1000", "--json", "--engine", "sglang")
+    plain = json.loads(run_cli(*args, "--hardware", "h200").stdout)["rows"][0]
+    measured = run_cli(*args, "--hardware", str(shaped))
+    assert measured.returncode == 0, measured.stderr
+    row = json.loads(measured.stdout)["rows"][0]
+    assert row["prefill_s"] > 1.2 * plain["prefill_s"]  # GEMMs at half rate below 2,000 rows
+    assert "kernel shapes from the hardware profile (test)" in row["source"] and "e_m 0.40" in row["source"]
+    pool, card = pool_for("llama-3.1-70b", str(shaped), 8, "roofline")
+    assert pool.roofline.memory_efficiency == 0.4 and pool.roofline.gemm_half_rows == 2000
+    assert pool_costs(pool, card, context_tokens=0.0, tpot_s=1.0, with_decode=False).prefill is not None
+
+
+def test_matrix_cells_take_their_own_hardwares_kernel_shapes(tmp_path: Path) -> None:
+    """A hardware matrix prices each cell with its own hardware file's measured kernel shapes and the serving
+    defaults' where it has none: the template hardware's measurements do not follow it to other accelerators."""
+    from prfaas_plan.io.scenario import load_scenario
+    from prfaas_plan.studies.matrix_inputs import matrix_cells
+    from tests.conftest import REPO
+
+    shaped = _h200_with_shapes(tmp_path / "ks")
+    text = (REPO / "workloads" / "qwen3-next-b200-h100.yaml").read_text()
+    for old in ("    hardware: b200\n", "    hardware: h100\n"):
+        assert text.count(old) == 1
+        text = text.replace(old, f"    hardware: {shaped}\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    spec = load_scenario(path)
+    assert spec.local.roofline.gemm_half_rows == 2000  # the template's own file applies
+    defaults = RooflineParams()
+    for cell in matrix_cells(spec, ["h100"], ["h100", str(shaped)]):
+        assert cell.scenario is not None
+        local = cell.scenario.local.roofline
+        if cell.scenario.local.hardware_key == "h100":
+            assert (local.gemm_half_rows, local.memory_efficiency) == (
+                defaults.gemm_half_rows,
+                defaults.memory_efficiency,
+            )
+            assert "kernel shapes" not in local.source
+        else:
+            assert (local.gemm_half_rows, local.memory_efficiency) == (2000, 0.4)
+            assert "kernel shapes from the hardware profile (test)" in local.source
