@@ -285,7 +285,9 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: Roofline
     )
     values["moe_load_skew"] = r.number("moe_load_skew", ge=0, le=MAX_MOE_LOAD_SKEW, default=default.moe_load_skew)
     expert_parallel = r.boolean("expert_parallel", default=default.expert_parallel)
-    source = r.string("source", default="scenario roofline overrides") or "scenario roofline overrides"
+    # What the overrides sit on (the engine, a hardware file's kernel shapes) stays named before them.
+    own = r.string("source", default="scenario roofline overrides") or "scenario roofline overrides"
+    source = own if default == RooflineParams() else f"{default.source}; {own}"
     checked: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     if len(checked) < len(values) or expert_parallel is None:
         return default

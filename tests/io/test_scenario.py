@@ -191,6 +191,18 @@ def test_a_pools_compute_efficiency_prices_its_fp8_gemms_too(tmp_path: Path) -> 
     assert local.gemm_efficiency("fp4") == pytest.approx(0.33)
 
 
+def test_a_pools_roofline_overrides_keep_its_engine_named(tmp_path: Path) -> None:
+    """A pool's `roofline:` overrides sit on its engine's figures, and its source says so: the engine stays named
+    before the overrides (it was replaced by "scenario roofline overrides" while its terms were still priced)."""
+    text = (REPO / "workloads" / "qwen3-next-b200-h100.yaml").read_text()
+    old = "    hardware: h100\n    method: roofline\n"
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace(old, old + "    engine: vllm\n    roofline: {memory_efficiency: 0.5}\n"))
+    local = load_scenario(path).local.roofline
+    assert local.memory_efficiency == 0.5
+    assert local.source.startswith("engine vllm on hopper") and local.source.endswith("scenario roofline overrides")
+
+
 def test_overrides_are_checked() -> None:
     """Command-line overrides are edits checked by the scenario loader, with its limits, naming the option."""
     with pytest.raises(InputError, match="--bandwidth-gbit-per-s: must be > 0"):
