@@ -8,6 +8,7 @@ built-in directories that ship with the package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -248,6 +249,10 @@ def _engine_base(
     return engine_params(profile, generation), profile
 
 
+#: The roofline fields a calibrated pool's fit sets (``physics.calibration``): a value given for them is refused.
+_CALIBRATION_FITS = ("compute_efficiency", "overhead_s")
+
+
 def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: RooflineParams | None = None) -> RooflineParams:
     """The pool's roofline: the serving defaults (or its engine's parameters), with the shape curves its
     hardware profile measured (``kernel_shapes``, as ``validate kernel --profile-out`` writes them) in place
@@ -331,6 +336,15 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     if method == "measured" and sec.has("engine"):
         sec.checker.report((*sec.path, "engine"), "prices a roofline or calibrated pool; use method: roofline")
         return None
+    if method == "calibrated" and isinstance(sec.raw("roofline"), Mapping):
+        fitted = [key for key in _CALIBRATION_FITS if key in sec.raw("roofline")]
+        for key in fitted:  # a value the fit replaces would be silently dropped
+            sec.checker.report(
+                (*sec.path, "roofline", key),
+                "is what method: calibrated fits to the measured points; leave it out, or use method: roofline",
+            )
+        if fitted:
+            return None
     if method != "measured" and model.architecture is None:
         sec.checker.report(
             (*sec.path, "method"), f"'{method}' needs the model card '{model.key}' to have an architecture"

@@ -330,6 +330,7 @@ def schema(kind: str) -> dict[str, Any]:
     if kind == "topology":
         _graft_topology(body, schema("scenario"))
         _topology_rules(body)
+        _calibrated_pool_rule(body["properties"]["clusters"]["items"])
     _apply_rules(kind, body)
     description = _DIFFERENCES + {"topology": _TOPOLOGY_DIFFERENCES, "engine": _ENGINE_DIFFERENCES}.get(kind, "")
     return {"$schema": SCHEMA_DRAFT, "title": title, **body, "description": description}
@@ -460,4 +461,19 @@ def _apply_rules(kind: str, body: dict[str, Any]) -> None:
             node = _at(body, "deployment", pool, key)
             if node is not None:
                 node.update(hardware)
+        _calibrated_pool_rule(_at(body, "deployment", pool))
     _model_names(body, yaml_path)
+
+
+def _calibrated_pool_rule(pool: dict[str, Any] | None) -> None:
+    """A calibrated pool's `roofline:` may not set what its fit sets (``io.scenario._CALIBRATION_FITS``)."""
+    from prfaas_plan.io.scenario import _CALIBRATION_FITS
+
+    if pool is None:
+        return
+    pool.setdefault("allOf", []).append(
+        {
+            "if": {"properties": {"method": {"const": "calibrated"}}, "required": ["method"]},
+            "then": {"properties": {"roofline": {"not": {"anyOf": [{"required": [k]} for k in _CALIBRATION_FITS]}}}},
+        }
+    )

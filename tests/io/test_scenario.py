@@ -203,6 +203,31 @@ def test_a_pools_roofline_overrides_keep_its_engine_named(tmp_path: Path) -> Non
     assert local.source.startswith("engine vllm on hopper") and local.source.endswith("scenario roofline overrides")
 
 
+@pytest.mark.parametrize("key", ["compute_efficiency", "overhead_s"])
+def test_a_calibrated_pool_refuses_the_values_its_fit_sets(tmp_path: Path, key: str) -> None:
+    """`method: calibrated` fits the compute efficiency and the per-request overhead: a value given for either
+    is refused with its file, line and field (it was accepted and silently replaced by the fit)."""
+    text = (REPO / "workloads" / "example-annotated.yaml").read_text()
+    old = "      memory_efficiency: 0.8 "
+    assert text.count(old) == 1
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace(old, f"      {key}: 0.3\n{old}"))
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    line = _line_of(path, f"{key}: 0.3")
+    assert f"s.yaml:{line} deployment.prfaas.roofline.{key}: is what method: calibrated fits" in str(err.value)
+    load_scenario(REPO / "workloads" / "example-annotated.yaml")  # its other overrides stay accepted
+    # The published schema refuses it too, and still accepts the annotated example.
+    import yaml
+    from jsonschema import Draft202012Validator
+
+    from prfaas_plan.io.schema import schema
+
+    validator = Draft202012Validator(schema("scenario"))
+    assert not validator.is_valid(yaml.safe_load(path.read_text()))
+    assert validator.is_valid(yaml.safe_load((REPO / "workloads" / "example-annotated.yaml").read_text()))
+
+
 def test_overrides_are_checked() -> None:
     """Command-line overrides are edits checked by the scenario loader, with its limits, naming the option."""
     with pytest.raises(InputError, match="--bandwidth-gbit-per-s: must be > 0"):
