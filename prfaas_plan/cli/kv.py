@@ -76,7 +76,11 @@ def kv(
     ] = None,
     weights_dtype: Annotated[
         str | None,
-        typer.Option("--weights-dtype", help="Serve the weights in this dtype (bf16, fp8, fp4, int4, ...)."),
+        typer.Option(
+            "--weights-dtype",
+            help="Serve the weights in this dtype (bf16, fp8, fp4, int4, ...): every matrix, routed experts "
+            "included, but the embeddings, which stay as the card stores them.",
+        ),
     ] = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="Store the KV cache in this dtype.")] = None,
     decode_batch: Annotated[
