@@ -109,30 +109,11 @@ def kv(
     from prfaas_plan.report.plans import kv_rows_to_dict
 
     with handled():
-        check_finite(
-            {
-                "--compute-efficiency": compute_efficiency,
-                "--memory-efficiency": memory_efficiency,
-                "--overhead-s": overhead_s,
-            }
-        )
         calibrated = method == "calibrated"
-        for flag, value in (("--compute-efficiency", compute_efficiency), ("--overhead-s", overhead_s)):
-            if calibrated and value is not None:
+        overrides = _overrides(compute_efficiency, memory_efficiency, overhead_s, kernel_only and not calibrated)
+        for flag, key in (("--compute-efficiency", "compute_efficiency"), ("--overhead-s", "overhead_s")):
+            if calibrated and key in overrides:
                 raise InputError(Problem(field=flag, message="is what --method calibrated fits; leave it out"))
-        # A calibrated pool is made kernel-only after its fit (``_fitted``): zeroed before, the fit would put the
-        # overhead back into its per-request term.
-        zero = kernel_only and not calibrated
-        overrides = {
-            key: value
-            for key, value in (
-                ("compute_efficiency", compute_efficiency),
-                ("memory_efficiency", memory_efficiency),
-                ("overhead_s", 0.0 if zero else overhead_s),
-                ("layer_overhead_s", 0.0 if zero else None),
-            )
-            if value is not None
-        }
         pool, card = pool_for(
             model,
             hardware,
@@ -175,6 +156,31 @@ def kv(
 
 
 _PARTS = ("compute_s", "memory_s", "communication_s", "overhead_s")
+
+
+def _overrides(
+    compute_efficiency: float | None, memory_efficiency: float | None, overhead_s: float | None, zero: bool
+) -> dict[str, float]:
+    """The roofline options given (checked finite), the serving overheads zeroed where ``zero`` (--kernel-only on
+    a roofline pool; a calibrated pool is made kernel-only after its fit, ``_fitted``, since zeroed before, the
+    fit would put the overhead back into its per-request term)."""
+    check_finite(
+        {
+            "--compute-efficiency": compute_efficiency,
+            "--memory-efficiency": memory_efficiency,
+            "--overhead-s": overhead_s,
+        }
+    )
+    return {
+        key: value
+        for key, value in (
+            ("compute_efficiency", compute_efficiency),
+            ("memory_efficiency", memory_efficiency),
+            ("overhead_s", 0.0 if zero else overhead_s),
+            ("layer_overhead_s", 0.0 if zero else None),
+        )
+        if value is not None
+    }
 
 
 def _served(
