@@ -125,6 +125,7 @@ def kv(
         pool, card, engine_label = _served(
             pool, card, engine, weights_dtype, kv_dtype, kernel_only and not calibrated, decode_batch, overrides
         )
+        banded = pool  # a calibrated pool's error band is its calibration's (``_add_domain``)
         if calibrated:
             pool = _fitted(pool, card, kernel_only)
         lengths = tuple(float(v) for v in (length or _DEFAULT_LENGTHS))
@@ -133,7 +134,7 @@ def kv(
         payload["engine"] = engine_label
         if pool.method != "measured":
             _add_splits(payload, pool, card, lengths, decode_batch, float(context))
-            _add_domain(payload, engine, pool, card)
+            _add_domain(payload, engine, banded, card)
     if json_output:
         emit(payload)
         return
@@ -227,7 +228,8 @@ def _served(
         params = params.kernel_only
     if overrides:  # the options set over the engine's figures (compute_efficiency also over its dtype table)
         table = () if "compute_efficiency" in overrides else params.dtype_compute_efficiency
-        note = f"{params.source}; command-line overrides"
+        mark = "; command-line overrides"  # pool_for marks overrides over a hardware file's kernel shapes already
+        note = params.source if params.source.endswith(mark) else params.source + mark
         fields: dict[str, Any] = dict(overrides)  # float fields only (the options that set them)
         params = replace(params, dtype_compute_efficiency=table, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"

@@ -426,7 +426,14 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         shape=shape,
         choose_shape=choose_shape,
         engine=None if engine is None else engine[1],
+        roofline_set=_roofline_set(sec),
     )
+
+
+def _roofline_set(sec: Section) -> tuple[str, ...]:
+    """The fields the pool's ``roofline:`` section sets (``Pool.roofline_set``)."""
+    given = sec.raw("roofline")
+    return tuple(k for k in _ROOFLINE_KEYS if k != "source" and k in given) if isinstance(given, Mapping) else ()
 
 
 def _pool_shape(

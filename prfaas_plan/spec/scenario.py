@@ -147,6 +147,9 @@ class Pool:
     #: The pool's ``engine:`` profile (None: the serving defaults); ``roofline`` holds its terms on this pool's
     #: accelerator generation, and a pool moved to another accelerator (``matrix``) is re-priced from it.
     engine: EngineProfile | None = None
+    #: The ``roofline`` fields the pool's own ``roofline:`` section set (the hardware matrix keeps them on every
+    #: cell, where it replaces the template hardware's measured kernel shapes by each cell's).
+    roofline_set: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:

@@ -65,18 +65,23 @@ def _measured_sources(model: str) -> list[tuple[HardwareProfile, InstanceProfile
     return found
 
 
-def _cell_roofline(template: RooflineParams, hw: HardwareProfile) -> RooflineParams:
+def _cell_roofline(template: Pool, hw: HardwareProfile) -> RooflineParams:
     """The template pool's roofline with the per-accelerator curves (``spec.kernel_shapes.SHAPE_FIELDS``: small-M
     and context curves, MoE skew, memory efficiency) of the cell's own hardware file where it measured them, else
-    the serving defaults': the template hardware's measurements describe that part only (a template's own
-    ``roofline:`` values for those fields do not carry to other hardware either)."""
+    the serving defaults': the template hardware's measurements describe that part only. A value the pool's own
+    ``roofline:`` section set (``Pool.roofline_set``) is kept on every cell, as the loader keeps it over a file's
+    kernel shapes."""
     from prfaas_plan.spec.kernel_shapes import SHAPE_FIELDS, SHAPES_NOTE
 
+    params, kept = template.roofline, set(template.roofline_set)
     defaults = RooflineParams()
-    note = template.source.find(SHAPES_NOTE)  # the template hardware's curves, named in its source
-    source = template.source if note < 0 else template.source[:note]
-    clean = replace(template, source=source, **{f: getattr(defaults, f) for f in SHAPE_FIELDS})
-    return clean if hw.kernel_shapes is None else clean.with_kernel_shapes(hw.kernel_shapes)
+    note = params.source.find(SHAPES_NOTE)  # the template hardware's curves, named in its source
+    source = params.source if note < 0 else params.source[:note] + ("; scenario roofline overrides" if kept else "")
+    cell = replace(params, source=source, **{f: getattr(defaults, f) for f in SHAPE_FIELDS if f not in kept})
+    if hw.kernel_shapes is None:
+        return cell
+    cell = cell.with_kernel_shapes(hw.kernel_shapes)
+    return replace(cell, **{f: getattr(params, f) for f in SHAPE_FIELDS if f in kept})
 
 
 def _pool(
@@ -96,7 +101,7 @@ def _pool(
         hardware_key=hw.accelerator.key,
         accelerator=hw.accelerator,
         profile=profile,
-        roofline=_cell_roofline(template.roofline, hw),
+        roofline=_cell_roofline(template, hw),
     )
     how = "paper-fit serving defaults"
     engine = template.engine

@@ -436,6 +436,9 @@ def test_kv_calibrated_splits_and_decode_step_are_the_fitted_pools() -> None:
     for flag in ("--compute-efficiency", "--overhead-s"):
         result = run_cli("kv", *flags, flag, "0.3")
         assert result.returncode == 2 and flag in result.stderr and "Traceback" not in result.stderr
+    # Its rows are judged against the calibration's own band (its points' lengths), not the engine's.
+    short, inside = _kv_json(*flags[:6], "--length", "500", "--length", "32000")["rows"]
+    assert "1,000-128,000" in short["outside_band"] and "outside_band" not in inside
 
 
 def test_kv_refuses_an_engine_for_measured_points() -> None:

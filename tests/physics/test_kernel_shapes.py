@@ -259,3 +259,29 @@ def test_matrix_cells_take_their_own_hardwares_kernel_shapes(tmp_path: Path) -> 
         else:
             assert (local.gemm_half_rows, local.memory_efficiency) == (2000, 0.4)
             assert "kernel shapes from the hardware profile (test)" in local.source
+
+
+def test_matrix_cells_keep_what_the_pools_roofline_section_set(tmp_path: Path) -> None:
+    """A value the template pool's own `roofline:` section set is kept on every cell (the loader keeps it over a
+    file's kernel shapes too); the fields it did not set follow each cell's hardware."""
+    from prfaas_plan.io.scenario import load_scenario
+    from prfaas_plan.studies.matrix_inputs import matrix_cells
+    from tests.conftest import REPO
+
+    shaped = _h200_with_shapes(tmp_path / "ks")
+    text = (REPO / "workloads" / "qwen3-next-b200-h100.yaml").read_text()
+    old = "    hardware: h100\n    method: roofline\n"
+    assert text.count(old) == 1
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        text.replace(old, f"    hardware: {shaped}\n    method: roofline\n    roofline: {{memory_efficiency: 0.5}}\n")
+    )
+    spec = load_scenario(path)
+    assert spec.local.roofline_set == ("memory_efficiency",) and spec.local.roofline.memory_efficiency == 0.5
+    halves = {}
+    for cell in matrix_cells(spec, ["h100"], ["h100", str(shaped)]):
+        assert cell.scenario is not None
+        local = cell.scenario.local.roofline
+        assert local.memory_efficiency == 0.5, cell.scenario.local.hardware_key
+        halves[cell.scenario.local.hardware_key] = local.gemm_half_rows
+    assert halves == {"h100": RooflineParams().gemm_half_rows, "h200": 2000}
