@@ -228,8 +228,7 @@ def _served(
         params = params.kernel_only
     if overrides:  # the options set over the engine's figures (compute_efficiency also over its dtype table)
         table = () if "compute_efficiency" in overrides else params.dtype_compute_efficiency
-        mark = "; command-line overrides"  # pool_for marks overrides over a hardware file's kernel shapes already
-        note = params.source if params.source.endswith(mark) else params.source + mark
+        note = f"{params.source}; command-line overrides"
         fields: dict[str, Any] = dict(overrides)  # float fields only (the options that set them)
         params = replace(params, dtype_compute_efficiency=table, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"
@@ -241,11 +240,11 @@ def _fitted(pool: Pool, card: ModelCard, kernel_only: bool) -> Pool:
     that the rows, their splits and the decode step are all priced with what the calibration fitted."""
     from dataclasses import replace
 
-    from prfaas_plan.physics.pools import pool_costs
+    from prfaas_plan.physics.pools import calibrated_params
 
     assert pool.calibration is not None and pool.calibration_accelerator is not None  # pool_for's calibrated pool
-    fitted = pool_costs(pool, card, context_tokens=0.0, tpot_s=1.0, with_decode=False).roofline
-    assert fitted is not None  # a calibrated pool is priced by the roofline
+    assert card.architecture is not None  # pool_for refuses a calibrated pool of a card without one
+    fitted = calibrated_params(pool, card.architecture)
     source = (
         f"calibrated on {pool.calibration_accelerator.key} {pool.calibration.prefill.provenance} points "
         f"over {pool.roofline.source}"

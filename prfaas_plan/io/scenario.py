@@ -250,7 +250,7 @@ def _engine_base(
 
 
 #: The roofline fields a calibrated pool's fit sets (``physics.calibration``): a value given for them is refused.
-_CALIBRATION_FITS = ("compute_efficiency", "overhead_s")
+CALIBRATION_FITS = ("compute_efficiency", "overhead_s")
 
 
 def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: RooflineParams | None = None) -> RooflineParams:
@@ -337,7 +337,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
         sec.checker.report((*sec.path, "engine"), "prices a roofline or calibrated pool; use method: roofline")
         return None
     if method == "calibrated" and isinstance(sec.raw("roofline"), Mapping):
-        fitted = [key for key in _CALIBRATION_FITS if key in sec.raw("roofline")]
+        fitted = [key for key in CALIBRATION_FITS if key in sec.raw("roofline")]
         for key in fitted:  # a value the fit replaces would be silently dropped
             sec.checker.report(
                 (*sec.path, "roofline", key),

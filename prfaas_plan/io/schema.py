@@ -466,14 +466,14 @@ def _apply_rules(kind: str, body: dict[str, Any]) -> None:
 
 
 def _calibrated_pool_rule(pool: dict[str, Any] | None) -> None:
-    """A calibrated pool's `roofline:` may not set what its fit sets (``io.scenario._CALIBRATION_FITS``)."""
-    from prfaas_plan.io.scenario import _CALIBRATION_FITS
+    """A calibrated pool's `roofline:` may not set what its fit sets (``io.scenario.CALIBRATION_FITS``)."""
+    from prfaas_plan.io.scenario import CALIBRATION_FITS
 
     if pool is None:
         return
     pool.setdefault("allOf", []).append(
         {
             "if": {"properties": {"method": {"const": "calibrated"}}, "required": ["method"]},
-            "then": {"properties": {"roofline": {"not": {"anyOf": [{"required": [k]} for k in _CALIBRATION_FITS]}}}},
+            "then": {"properties": {"roofline": {"not": {"anyOf": [{"required": [k]} for k in CALIBRATION_FITS]}}}},
         }
     )

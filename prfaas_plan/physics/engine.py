@@ -68,16 +68,8 @@ def engine_params(
         source=f"engine {engine.key} on {generation}"
         + ("" if graphs else ", eager decode")
         + f" ({engine.file})"
-        + _kernel_shapes_note(base.source),
+        + base.kernel_shapes_note,  # the base's curves are kept, and so is their note
     )
-
-
-def _kernel_shapes_note(source: str) -> str:
-    """The note of a hardware profile's kernel shapes in a base's source (kept: the base's curves are kept), or ""."""
-    from prfaas_plan.spec.kernel_shapes import SHAPES_NOTE
-
-    at = source.find(SHAPES_NOTE)
-    return "" if at < 0 else source[at:]
 
 
 def with_dtypes(

@@ -89,7 +89,6 @@ def pool_costs(
             decode_source=f"{decode.provenance} profile ({pool.hardware_key})" if decode else "none",
         )
         return _time_scaled(costs, pool)
-    from prfaas_plan.physics.calibration import calibrate
     from prfaas_plan.physics.decode import decode_capacity, decode_step_time
     from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_curve, prefill_time
     from prfaas_plan.physics.roofline import Instance, time_splits
@@ -117,17 +116,7 @@ def pool_costs(
         assert pool.calibration is not None and pool.calibration_accelerator is not None
         points = pool.calibration.prefill
         base = "the serving defaults" if params == RooflineParams() else params.source
-        fitted = calibrate(
-            arch,
-            Instance(accelerator=pool.calibration_accelerator, gpus=pool.calibration.gpus_per_instance),
-            points.lengths_tokens,
-            points.values,
-            base=params,
-            leave_one_out=False,
-        )
-        # The calibration's per-request cost is fitted on the points as they were timed: a handoff in them (the
-        # paper's profiles time disaggregated prefill instances) is in it, so no separate handoff is added.
-        params = replace(fitted.params, kv_handoff_s=0.0)
+        params = calibrated_params(pool, arch)
         label = (
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
@@ -179,6 +168,26 @@ def pool_costs(
         ),
         pool,
     )
+
+
+def calibrated_params(pool: Pool, arch: Architecture) -> RooflineParams:
+    """A calibrated pool's roofline: its parameters fitted to its calibration's measured prefill points
+    (``physics.calibration``), with no separate KV handoff: the fitted per-request cost holds the one in the points
+    as they were timed (the paper's profiles time disaggregated prefill instances)."""
+    from prfaas_plan.physics.calibration import calibrate
+    from prfaas_plan.physics.roofline import Instance
+
+    assert pool.calibration is not None and pool.calibration_accelerator is not None
+    points = pool.calibration.prefill
+    fitted = calibrate(
+        arch,
+        Instance(accelerator=pool.calibration_accelerator, gpus=pool.calibration.gpus_per_instance),
+        points.lengths_tokens,
+        points.values,
+        base=pool.roofline,
+        leave_one_out=False,
+    )
+    return replace(fitted.params, kv_handoff_s=0.0)
 
 
 def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelerator) -> str:

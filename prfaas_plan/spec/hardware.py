@@ -176,6 +176,9 @@ class RooflineParams:
     moe_load_skew: float = 0.0
     expert_parallel: bool = False
     source: str = "serving defaults fitted to the paper's Tables 3 and 5 (hardware_profiles/serving/defaults.yaml)"
+    #: Where the measured kernel-shape curves in place came from (``with_kernel_shapes``: a hardware profile's
+    #: ``kernel_shapes.source``); "" while the serving defaults' are.
+    kernel_shapes_source: str = ""
 
     @property
     def kernel_only(self) -> RooflineParams:
@@ -193,8 +196,8 @@ class RooflineParams:
 
     def with_kernel_shapes(self, shapes: KernelShapes) -> RooflineParams:
         """These parameters with a hardware profile's measured curves in place of their own (the memory
-        efficiency kept where the profile measured none); the source names them (``physics.engine`` keeps that
-        note). The one merge the scenario loader, ``kv`` and the hardware matrix all use."""
+        efficiency kept where the profile measured none); the source names them (``kernel_shapes_note``, which
+        ``physics.engine`` keeps). The one merge the scenario loader, ``kv`` and the hardware matrix all use."""
         from prfaas_plan.spec.kernel_shapes import SHAPES_NOTE
 
         return replace(
@@ -204,7 +207,15 @@ class RooflineParams:
             moe_load_skew=shapes.moe_load_skew,
             memory_efficiency=self.memory_efficiency if shapes.memory_efficiency is None else shapes.memory_efficiency,
             source=f"{self.source}{SHAPES_NOTE} ({shapes.source})",
+            kernel_shapes_source=shapes.source,
         )
+
+    @property
+    def kernel_shapes_note(self) -> str:
+        """How ``source`` names the measured kernel shapes in place ("" while the serving defaults' are)."""
+        from prfaas_plan.spec.kernel_shapes import SHAPES_NOTE
+
+        return f"{SHAPES_NOTE} ({self.kernel_shapes_source})" if self.kernel_shapes_source else ""
 
     def gemm_efficiency(self, dtype: str) -> float:
         """The GEMM efficiency for weights multiplied in ``dtype``: its entry in ``dtype_compute_efficiency``,

@@ -10,7 +10,7 @@ from prfaas_plan._frozen import frozen
 
 #: The ``RooflineParams`` fields a hardware profile's kernel shapes set: measurements of one accelerator.
 SHAPE_FIELDS = ("gemm_half_rows", "attention_half_context_tokens", "moe_load_skew", "memory_efficiency")
-#: How ``RooflineParams.with_kernel_shapes`` names the curves it put into a source (``physics.engine`` keeps the note).
+#: How ``RooflineParams.with_kernel_shapes`` names the curves it put into a source (``kernel_shapes_note``).
 SHAPES_NOTE = "; kernel shapes from the hardware profile"
 
 

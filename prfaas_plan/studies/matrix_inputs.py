@@ -71,13 +71,17 @@ def _cell_roofline(template: Pool, hw: HardwareProfile) -> RooflineParams:
     the serving defaults': the template hardware's measurements describe that part only. A value the pool's own
     ``roofline:`` section set (``Pool.roofline_set``) is kept on every cell, as the loader keeps it over a file's
     kernel shapes."""
-    from prfaas_plan.spec.kernel_shapes import SHAPE_FIELDS, SHAPES_NOTE
+    from prfaas_plan.spec.kernel_shapes import SHAPE_FIELDS
 
     params, kept = template.roofline, set(template.roofline_set)
     defaults = RooflineParams()
-    note = params.source.find(SHAPES_NOTE)  # the template hardware's curves, named in its source
-    source = params.source if note < 0 else params.source[:note] + ("; scenario roofline overrides" if kept else "")
-    cell = replace(params, source=source, **{f: getattr(defaults, f) for f in SHAPE_FIELDS if f not in kept})
+    source = params.source.replace(params.kernel_shapes_note, "") if params.kernel_shapes_note else params.source
+    cell = replace(
+        params,
+        source=source,
+        kernel_shapes_source="",
+        **{f: getattr(defaults, f) for f in SHAPE_FIELDS if f not in kept},
+    )
     if hw.kernel_shapes is None:
         return cell
     cell = cell.with_kernel_shapes(hw.kernel_shapes)

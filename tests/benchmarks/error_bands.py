@@ -95,11 +95,13 @@ def checked_ranges() -> dict[str, dict[str, dict[str, Any]]]:
                 sources = seen.setdefault((key, m.phase, name), {})
                 lo, hi = sources.get(m.source, [v, v])
                 sources[m.source] = [min(lo, v), max(hi, v)]
-                spans[name] = reached_span(sources)
+                spans.setdefault(name, [])  # its place among the keys; the range is set once every source is seen
             models = spans.setdefault("kinds", {}).setdefault(kind, {})
             models[m.model] = models.get(m.model, 0) + 1
             counts = spans.setdefault("generations", {})
             counts[generation] = counts.get(generation, 0) + 1
+    for (key, phase, name), sources in seen.items():
+        out[key][phase][name] = reached_span(sources)
     for phases in out.values():
         for spans in phases.values():
             spans["kinds"] = {k: dict(sorted(v.items())) for k, v in sorted(spans["kinds"].items())}

@@ -210,12 +210,14 @@ def _h200_with_shapes(folder: Path) -> Path:
 
 def test_kv_prices_a_hardware_files_kernel_shapes_as_a_scenario_does(tmp_path: Path) -> None:
     """`kv` on a hardware file with measured kernel shapes prices them (it ignored them while a scenario on the
-    same file applied them), names them in its source, and agrees with the scenario loader's pool."""
+    same file applied them), names them in its source, and gives the prefill time a scenario's pool on that file
+    is priced with."""
     import json
 
     from prfaas_plan.io.names import pool_for
+    from prfaas_plan.io.scenario import load_scenario
     from prfaas_plan.physics.pools import pool_costs
-    from tests.conftest import run_cli
+    from tests.conftest import REPO, run_cli
 
     shaped = _h200_with_shapes(tmp_path / "ks")
     args = ("kv", "--model", "llama-3.1-70b", "--length", "1000", "--json", "--engine", "sglang")
@@ -225,9 +227,20 @@ def test_kv_prices_a_hardware_files_kernel_shapes_as_a_scenario_does(tmp_path: P
     row = json.loads(measured.stdout)["rows"][0]
     assert row["prefill_s"] > 1.2 * plain["prefill_s"]  # GEMMs at half rate below 2,000 rows
     assert "kernel shapes from the hardware profile (test)" in row["source"] and "e_m 0.40" in row["source"]
-    pool, card = pool_for("llama-3.1-70b", str(shaped), 8, "roofline")
+    pool, _ = pool_for("llama-3.1-70b", str(shaped), 8, "roofline")
     assert pool.roofline.memory_efficiency == 0.4 and pool.roofline.gemm_half_rows == 2000
-    assert pool_costs(pool, card, context_tokens=0.0, tpot_s=1.0, with_decode=False).prefill is not None
+    text = (REPO / "workloads" / "qwen3-next-b200-h100.yaml").read_text()  # 8-GPU roofline pools, SGLang's terms
+    for old, edited in (
+        ("    hardware: h100\n", f"    hardware: {shaped}\n"),
+        ("  card: qwen3-next-80b-a3b\n", "  card: llama-3.1-70b\n"),
+    ):
+        assert text.count(old) == 1
+        text = text.replace(old, edited)
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    spec = load_scenario(path)
+    local = pool_costs(spec.local, spec.model, context_tokens=0.0, tpot_s=1.0, with_decode=False)
+    assert float(local.prefill(np.array([1000.0]))[0]) == pytest.approx(row["prefill_s"], rel=2e-3)
 
 
 def test_matrix_cells_take_their_own_hardwares_kernel_shapes(tmp_path: Path) -> None:
