@@ -389,6 +389,62 @@ def markdown(results: Results | None = None) -> str:
     return "\n".join(lines)
 
 
+def demands_at_least(a: CorpusMeasurement, b: CorpusMeasurement) -> bool:
+    """Whether ``a`` is the same prefill configuration as ``b`` (engine, model, hardware, GPUs, parallelism and
+    weight dtypes) with at least as much of every input the physics prices a prefill by: as many tokens, the
+    per-request cost where ``b`` pays it, the KV handoff where ``b`` waits for it."""
+    same = ("engine", "model", "hardware", "gpus", "tensor_parallel", "expert_parallel", "weights_dtype")
+    return (
+        a.phase == b.phase == "prefill"
+        and all(getattr(a, k) == getattr(b, k) for k in same)
+        and (a.experts_dtype or a.weights_dtype) == (b.experts_dtype or b.weights_dtype)
+        and a.tokens >= b.tokens
+        and (a.includes_request_overhead or not b.includes_request_overhead)
+        and (a.disaggregated or not b.disaggregated)
+    )
+
+
+def contradictions(measurements: Sequence[CorpusMeasurement]) -> list[tuple[CorpusMeasurement, CorpusMeasurement]]:
+    """Pairs (slower, faster) of fitted prefill measurements, of one source or two, where ``faster`` demands at
+    least as much as ``slower`` (``demands_at_least``) and was measured in less time. Prefill time never falls
+    as a prompt grows or a cost is added (tests/physics/test_engine.py), so for a pair measured a factor r apart
+    any profile prices one of the two off by sqrt(r) or more: the disagreement between the sources, not the
+    physics, sets that floor (or, within one source, its noise)."""
+    kept = [m for m in measurements if m.phase == "prefill" and not m.exclude_from_fit]
+    return [
+        (slow, fast)
+        for slow in kept
+        for fast in kept
+        if fast is not slow and demands_at_least(fast, slow) and fast.measured_s < slow.measured_s
+    ]
+
+
+def contradictions_markdown(results: Results, measurements: Sequence[CorpusMeasurement]) -> str:
+    """The contradicting pairs (``contradictions``) with each side's held-out ratio and the floor they set."""
+    pairs = contradictions(measurements)
+    ratios = {p.id: p.ratio for _, _, points in results.values() for p in points}
+    lines = [
+        "## Measurements that contradict each other (same prefill configuration, the more demanding one timed faster)",
+        "",
+        "Any profile prices one point of each pair off by at least the floor, sqrt(slower / faster): prefill time "
+        "never falls as the prompt grows or a cost is added.",
+        "",
+        "| engine | slower: id | tokens | s | held-out ratio | faster: id | tokens | s | held-out ratio | "
+        "slower / faster | floor | sources |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for slow, fast in pairs:
+        r = slow.measured_s / fast.measured_s
+        lines.append(
+            f"| {slow.engine} | {slow.id} | {slow.tokens:.0f} | {slow.measured_s:.4g} | {ratios[slow.id]:.2f} | "
+            f"{fast.id} | {fast.tokens:.0f} | {fast.measured_s:.4g} | {ratios[fast.id]:.2f} | {r:.2f} | "
+            f"{r**0.5:.2f} | {'one' if slow.source == fast.source else 'two'} |"
+        )
+    if not pairs:
+        lines.append("| none | | | | | | | | | | | |")
+    return "\n".join(lines)
+
+
 @frozen
 class HeldOutCheck:
     """One held-out measurement predicted by its engine's shipped profile, against its error band."""
@@ -530,6 +586,8 @@ if __name__ == "__main__":
         )
     found, settled = settled_study(fit_paper=with_paper, also=HELD_OUT if with_held_out else None)
     print(markdown(found))
+    print()
+    print(contradictions_markdown(found, load_corpus(CORPUS)))
     if "--write" in args:
         write(found, settled)
         # The profiles are shipped files: their stored parses (prfaas_plan/io/parsed/) follow them.

@@ -148,6 +148,29 @@ def test_more_engine_overhead_never_speeds_anything_up(
 
 
 @SETTINGS
+@given(
+    architectures(),
+    st.lists(st.floats(0.0, 4.0), min_size=len(ADDITIVE), max_size=len(ADDITIVE)),
+    st.sampled_from((1, 2, 8, 16)),
+    st.booleans(),
+    st.floats(1.0, 200_000.0),
+    st.floats(1.0, 4.0),
+)
+def test_a_longer_prompt_never_prefills_sooner(
+    arch: Architecture, scales: list[float], gpus: int, expert_parallel: bool, short: float, longer: float
+) -> None:
+    """Prefill time is non-decreasing in the prompt's length, whatever the engine terms, GPU count and
+    parallelism (chunk boundaries, routed-expert tiles and collectives included). The corpus report leans on
+    it: two sources' measurements of one configuration where the longer prompt was timed faster cannot both be
+    priced within the square root of their ratio (tests/benchmarks/corpus_cv.py, contradictions)."""
+    params = replace(_params(scales), expert_parallel=expert_parallel)
+    instance = Instance(accelerator=H200, gpus=gpus)
+    grid = np.sort(np.concatenate([short * np.linspace(1.0, longer, 64), LENGTHS]))
+    times = prefill_seconds(arch, instance, params, grid)
+    assert np.all(np.diff(times) >= -1e-12 * times[1:]), (grid, times)
+
+
+@SETTINGS
 @given(st.sampled_from(("minimax-m2.5", "kimi-linear-48b-a3b")), st.floats(0.0, 2.0), st.floats(1e-4, 1.0))
 def test_a_longer_kv_handoff_lowers_phi_kv_only(model: str, handoff: float, extra: float) -> None:
     """Φ_kv's T_prefill is the batch-1 prefill plus the KV handoff: a longer handoff lowers Φ_kv by exactly that

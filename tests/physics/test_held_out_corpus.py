@@ -98,3 +98,34 @@ def test_every_found_after_names_a_commit_of_this_repository() -> None:
             check=False,
         )
         assert done.returncode == 0, f"{source}: found_after {commit} is not a commit of this repository"
+
+
+def test_contradictions_pair_a_more_demanding_prefill_timed_faster() -> None:
+    """The corpus report's contradicting pairs: the same prefill configuration where the point with at least as many
+    tokens (and the per-request cost where the other pays it) was timed faster. Another GPU count, a shorter prompt
+    timed faster, or a point kept out of the fit makes no pair."""
+    from dataclasses import replace
+
+    from prfaas_plan.spec.engine import CorpusMeasurement
+    from tests.benchmarks.corpus_cv import contradictions
+
+    base = CorpusMeasurement(
+        id="a", source="one", engine="sglang", engine_version="x", model="deepseek-v3", hardware="h200", gpus=8,
+        tensor_parallel=8, expert_parallel=1, weights_dtype="fp8", kv_dtype="bf16", cuda_graphs=None,
+        phase="prefill", batch=1, tokens=600.0, measured_s=0.16,
+    )  # fmt: skip
+    longer_faster = replace(base, id="b", source="two", tokens=1_000.0, measured_s=0.10)
+    engine_only = replace(
+        base, id="c", source="three", tokens=1_000.0, measured_s=0.09, includes_request_overhead=False
+    )
+    other_gpus = replace(longer_faster, id="d", gpus=4, tensor_parallel=4, measured_s=0.05)
+    shorter_faster = replace(base, id="e", tokens=300.0, measured_s=0.08)  # faster than a and b, and shorter
+    excluded = replace(longer_faster, id="f", measured_s=0.01, exclude_from_fit="served from a cache")
+    pairs = contradictions([base, longer_faster, engine_only, other_gpus, shorter_faster, excluded])
+    assert {(slow.id, fast.id) for slow, fast in pairs} == {("a", "b")}
+    # The engine-only timing skips the per-request cost, so the served one may take longer without contradiction,
+    # but not the other way round.
+    served_slower = replace(base, id="g", tokens=1_000.0, measured_s=0.5)
+    engine_only_slow = replace(engine_only, tokens=500.0, measured_s=0.6)
+    pairs = contradictions([served_slower, engine_only_slow])
+    assert {(slow.id, fast.id) for slow, fast in pairs} == {("c", "g")}
