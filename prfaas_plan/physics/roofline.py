@@ -248,7 +248,9 @@ def communication_s(
     chunks; 1 for a decode step), alpha-beta: tensor-parallel all-reduces, 2 per layer per pass, each
     ``all_reduce_latency_s`` plus its ring bytes 2(g-1)/g x tokens x hidden over the per-direction link rate x
     e_n; with ``expert_parallel``, the MoE layers' dispatch and combine all-to-alls, 2 per MoE layer per pass,
-    each ``all_to_all_latency_s`` plus the (g-1)/g of tokens x top-k x hidden activations that leave a GPU.
+    each ``all_to_all_latency_s`` plus, over each GPU's own link, the (g-1)/g of its 1/g of the tokens x top-k x
+    hidden activations that leave it (every GPU sends its share at once; with tensor-parallel attention, where each
+    GPU already holds every token, this is an upper bound on what dispatch adds to the all-reduces).
     Nothing on one GPU or an accelerator without a scale-up link.
 
     An instance of more GPUs than one scale-up domain (``scale_up_gpus`` k, n = ceil(g / k) nodes) runs each
@@ -281,11 +283,12 @@ def communication_s(
     total = 2 * arch.n_layers * (ring + n_passes * ar_latency)
     layers, top_k = moe_layers(arch)
     if params.expert_parallel and layers:
-        routed_bytes = t * top_k * arch.hidden_size * ACTIVATION_BYTES
-        moved = routed_bytes * (g - 1) / g / per_direction
+        # Each GPU sends the routed copies of its own 1/g of the tokens, all GPUs at once over their own links.
+        per_gpu = t / g * top_k * arch.hidden_size * ACTIVATION_BYTES
+        moved = per_gpu * (g - 1) / g / per_direction
         if multi_node:
             assert nic is not None
-            moved = routed_bytes * (local - 1) / g / per_direction + routed_bytes * (g - local) / g / (
+            moved = per_gpu * (local - 1) / g / per_direction + per_gpu * (g - local) / g / (
                 nic * params.communication_efficiency
             )
         total = total + 2 * layers * (moved + n_passes * a2a_latency)

@@ -105,6 +105,34 @@ def test_alpha_beta_collectives() -> None:
     assert communication_s(arch, Instance(accelerator=H200, gpus=1), tokens, alpha)[0] == 0.0
 
 
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+def test_an_all_to_all_moves_each_gpus_own_share_at_once(gpus: int) -> None:
+    """Under expert parallelism every GPU sends the routed copies of its own 1/g of the tokens over its own link,
+    all at once: the dispatch and combine add, per MoE layer, twice (t / g) x top-k x hidden x 2 bytes x (g - 1) / g
+    over the per-direction link rate (no latency here). Pricing the whole batch's copies over one link made an
+    8-GPU prefill's all-to-alls 8 times too long (Qwen3.5-397B, 8,192 tokens on 8 x H200 at EP 8: 0.2 s of a 0.22 s
+    TTFT)."""
+    from prfaas_plan.physics.ops import ACTIVATION_BYTES
+    from prfaas_plan.physics.roofline import moe_layers
+
+    arch = load_named_model("qwen3-235b-a22b").architecture
+    assert arch is not None
+    instance = Instance(accelerator=H200, gpus=gpus)  # one NVLink domain of 8; 16 spans two nodes
+    params = replace(RooflineParams(), all_reduce_latency_s=0.0, all_to_all_latency_s=0.0, inter_node_latency_s=0.0)
+    tokens = np.array([8_192.0])
+    added = communication_s(arch, instance, tokens, replace(params, expert_parallel=True))[0]
+    added -= communication_s(arch, instance, tokens, params)[0]
+    layers, top_k = moe_layers(arch)
+    per_gpu = 8_192.0 / gpus * top_k * arch.hidden_size * ACTIVATION_BYTES
+    link = H200.scale_up_bandwidth_bytes_per_s / 2 * params.communication_efficiency
+    local = min(gpus, H200.scale_up_gpus or gpus)
+    one = per_gpu * (local - 1) / gpus / link
+    if gpus > local:
+        assert H200.scale_out_bandwidth_bytes_per_s is not None
+        one += per_gpu * (gpus - local) / gpus / (H200.scale_out_bandwidth_bytes_per_s * params.communication_efficiency)
+    assert added == pytest.approx(2 * layers * one, rel=1e-9)
+
+
 def test_decode_reads_the_experts_a_batch_touches() -> None:
     """Batch 1 reads k experts' weights per MoE layer; a large batch approaches all E of them."""
     arch = load_named_model("qwen3-235b-a22b").architecture
