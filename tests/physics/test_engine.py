@@ -813,9 +813,9 @@ def test_a_band_range_is_read_checked_and_named_in_its_basis(tmp_path: Path) -> 
 
 def test_kv_says_when_the_band_holds_too_few_points_of_the_models_kind_or_the_gpus_generation() -> None:
     """The shipped bands count their measurements per model (by kind) and GPU generation; `kv` says so where a
-    time is of a kind the band holds fewer than MIN_POINTS_OF_A_KIND of (a dense model on vLLM's prefill band, a
-    mixture of experts on TensorRT-LLM's), of a kind all of whose points are one other model (DeepSeek-V3 on
-    vLLM's prefill band, all gpt-oss-120b), or of a generation it holds too few of (TensorRT-LLM's decode on
+    time is of a kind the band holds fewer than MIN_POINTS_OF_A_KIND of (a dense model on vLLM's prefill band), of
+    a kind all of whose points are one other model (DeepSeek-V3 on vLLM's prefill band, all gpt-oss-120b; Qwen3-235B
+    on TensorRT-LLM's, all DeepSeek-V3), or of a generation it holds too few of (TensorRT-LLM's decode on
     Ampere); and nothing where it holds enough (a mixture of experts on Hopper for SGLang, gpt-oss-120b itself on
     vLLM)."""
     from prfaas_plan.io.error_bands import builtin_band
@@ -827,7 +827,7 @@ def test_kv_says_when_the_band_holds_too_few_points_of_the_models_kind_or_the_gp
     vllm, trt, sglang = builtin_band("vllm"), builtin_band("trtllm"), builtin_band("sglang")
     assert sum(of(vllm.prefill, "dense").values()) < MIN_POINTS_OF_A_KIND
     assert list(of(vllm.prefill, "moe")) == ["gpt-oss-120b"]
-    assert sum(of(trt.prefill, "moe").values()) < MIN_POINTS_OF_A_KIND
+    assert list(of(trt.prefill, "moe")) == ["deepseek-v3"]
     assert dict(trt.decode.generations).get("ampere", 0) < MIN_POINTS_OF_A_KIND
     assert sum(of(sglang.prefill, "moe").values()) >= MIN_POINTS_OF_A_KIND and len(of(sglang.prefill, "moe")) > 1
     assert dict(sglang.prefill.generations)["hopper"] >= MIN_POINTS_OF_A_KIND
@@ -842,8 +842,8 @@ def test_kv_says_when_the_band_holds_too_few_points_of_the_models_kind_or_the_gp
         "outside_band"
         not in _kv_json("--model", "gpt-oss-120b", "--hardware", "h200", "--engine", "vllm", *one)["rows"][0]
     )
-    moe = _kv_json("--model", "deepseek-v3", "--hardware", "h200", "--engine", "trtllm", "--length", "1024")
-    assert "prefill of a mixture-of-experts model is outside" in moe["rows"][0]["outside_band"]
+    moe = _kv_json("--model", "qwen3-235b-a22b", "--hardware", "h200", "--engine", "trtllm", "--length", "1024")
+    assert "mixture-of-experts model other than deepseek-v3 is outside" in moe["rows"][0]["outside_band"]
     flags = ("--model", "llama-3.1-8b", "--hardware", "a100-80gb", "--engine", "trtllm", *one)
     ampere = _kv_json(*flags, "--decode-batch", "8", "--context", "2000")
     assert "outside_band" not in ampere["rows"][0]  # TensorRT-LLM's prefill band holds Ampere points
