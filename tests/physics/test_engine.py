@@ -128,8 +128,9 @@ def test_an_all_to_all_moves_each_gpus_own_share_at_once(gpus: int) -> None:
     local = min(gpus, H200.scale_up_gpus or gpus)
     one = per_gpu * (local - 1) / gpus / link
     if gpus > local:
-        assert H200.scale_out_bandwidth_bytes_per_s is not None
-        one += per_gpu * (gpus - local) / gpus / (H200.scale_out_bandwidth_bytes_per_s * params.communication_efficiency)
+        nic = H200.scale_out_bandwidth_bytes_per_s
+        assert nic is not None
+        one += per_gpu * (gpus - local) / gpus / (nic * params.communication_efficiency)
     assert added == pytest.approx(2 * layers * one, rel=1e-9)
 
 

@@ -15,7 +15,8 @@ sources) 1.46 / 100 % miss the issue's per-engine median target (1.3x). The seve
 sources) added TensorRT-LLM issue 5929's DeepSeek-R1 on 8xH200 (trtllm-serve's PyTorch flow), which the profile
 fitted on dense Llama engines prices 2-3x too fast and which, held in, prices the dense engine benchmarks too slow:
 TensorRT-LLM prefill 1.87 / 58 %, decode 1.31 / 87 %, all 1.32 / 89 %. The bounds asserted are guards around those
-figures, not targets (the per-engine share within 2x was 70 % until that gathering). Table 3 and Table 5 against the shipped SGLang profile: tests/validation/test_table3.py.
+figures, not targets (the per-engine share within 2x was 70 % until that gathering). Table 3 and Table 5 against
+the shipped SGLang profile: tests/validation/test_table3.py.
 """
 
 from __future__ import annotations
