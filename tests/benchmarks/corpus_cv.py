@@ -136,7 +136,7 @@ def case_of(m: CorpusMeasurement, generations: dict[str, str]) -> CorpusCase:
 
 #: Why Table 3 is not in the corpus fit: it fails the corpus's rule for a prefill point (a latency of an
 #: aggregated server at batch 1) and carries a per-request time no public benchmark shows. The 2.7 % below is
-#: `prfaas-plan kv --model qwen3.5-397b-a17b --hardware h200 --gpus 8 --engine sglang --length 610` (0.145 s)
+#: `prfaas-plan kv --model qwen3.5-397b-a17b --hardware h200 --gpus 8 --engine sglang --length 610` (0.146 s)
 #: against `--length 1000` (0.149 s) with the shipped SGLang profile; a refit can move it.
 PAPER_EXCLUDED = (
     "not an aggregated server's latency: recovered as S_kv / Phi_kv from Table 3's KV throughputs, the time of a "
@@ -392,18 +392,32 @@ def markdown(results: Results | None = None) -> str:
     return "\n".join(lines)
 
 
+def _priced_configuration(m: CorpusMeasurement) -> tuple[object, ...]:
+    """What ``case_of`` and the fit price a prefill's configuration by, but its length, request cost, handoff and KV
+    dtype: engine, model, hardware, the instance's GPUs, whether experts are parallel, and the weights' and experts'
+    dtypes as priced (fp16 as bf16; ``unknown`` the card's)."""
+    weights = _dtype(m.weights_dtype)
+    experts = _dtype(m.experts_dtype) if m.experts_dtype else weights
+    gpus = max(m.tensor_parallel, m.expert_parallel)
+    return (m.engine, m.model, m.hardware, gpus, m.expert_parallel > 1, weights, experts)
+
+
+def _fast_kv(m: CorpusMeasurement) -> bool:
+    """Whether the KV cache is priced at a narrower dtype than the card's BF16 (attention then runs at its rate)."""
+    return _dtype(m.kv_dtype) in ("fp8", "fp4")
+
+
 def demands_at_least(a: CorpusMeasurement, b: CorpusMeasurement) -> bool:
-    """Whether ``a`` is the same prefill configuration as ``b`` (engine, model, hardware, GPUs, parallelism and
-    weight dtypes) with at least as much of every input the physics prices a prefill by: as many tokens, the
-    per-request cost where ``b`` pays it, the KV handoff where ``b`` waits for it."""
-    same = ("engine", "model", "hardware", "gpus", "tensor_parallel", "expert_parallel", "weights_dtype")
+    """Whether ``a`` is a prefill the physics prices as ``b``'s configuration (``_priced_configuration``: EP 4 and
+    EP 8 on 8 GPUs alike) with at least as much of every other input it prices by: as many tokens, the per-request
+    cost where ``b`` pays it, the KV handoff where ``b`` waits for it, a KV dtype no narrower than ``b``'s."""
     return (
         a.phase == b.phase == "prefill"
-        and all(getattr(a, k) == getattr(b, k) for k in same)
-        and (a.experts_dtype or a.weights_dtype) == (b.experts_dtype or b.weights_dtype)
+        and _priced_configuration(a) == _priced_configuration(b)
         and a.tokens >= b.tokens
         and (a.includes_request_overhead or not b.includes_request_overhead)
         and (a.disaggregated or not b.disaggregated)
+        and (_fast_kv(b) or not _fast_kv(a))
     )
 
 
@@ -412,7 +426,8 @@ def contradictions(measurements: Sequence[CorpusMeasurement]) -> list[tuple[Corp
     least as much as ``slower`` (``demands_at_least``) and was measured in less time. Prefill time never falls
     as a prompt grows or a cost is added (tests/physics/test_engine.py), so for a pair measured a factor r apart
     any profile prices one of the two off by sqrt(r) or more: the disagreement between the sources, not the
-    physics, sets that floor (or, within one source, its noise)."""
+    physics, sets that floor (or, within one source, its noise). Where a side is a mean over prompts of several
+    lengths (ShareGPT, a random range), its length is the mean and the floor holds only approximately."""
     kept = [m for m in measurements if m.phase == "prefill" and not m.exclude_from_fit]
     return [
         (slow, fast)

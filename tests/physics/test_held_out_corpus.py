@@ -101,9 +101,9 @@ def test_every_found_after_names_a_commit_of_this_repository() -> None:
 
 
 def test_contradictions_pair_a_more_demanding_prefill_timed_faster() -> None:
-    """The corpus report's contradicting pairs: the same prefill configuration where the point with at least as many
-    tokens (and the per-request cost where the other pays it) was timed faster. Another GPU count, a shorter prompt
-    timed faster, or a point kept out of the fit makes no pair."""
+    """The corpus report's contradicting pairs: the same prefill configuration as priced where the point with at least
+    as many tokens (and the per-request cost where the other pays it, a KV dtype no narrower) was timed faster.
+    Another GPU count, a shorter prompt timed faster, or a point kept out of the fit makes no pair."""
     from dataclasses import replace
 
     from prfaas_plan.spec.engine import CorpusMeasurement
@@ -129,3 +129,9 @@ def test_contradictions_pair_a_more_demanding_prefill_timed_faster() -> None:
     engine_only_slow = replace(engine_only, tokens=500.0, measured_s=0.6)
     pairs = contradictions([served_slower, engine_only_slow])
     assert {(slow.id, fast.id) for slow, fast in pairs} == {("c", "g")}
+    # An FP8 KV cache prices attention faster, so a faster FP8-KV point contradicts no BF16 one; EP 4 and EP 8 on 8
+    # GPUs are priced alike, so they pair.
+    fp8_kv = replace(longer_faster, id="h", kv_dtype="fp8")
+    assert not contradictions([base, fp8_kv])
+    ep4, ep8 = replace(base, id="i", expert_parallel=4), replace(longer_faster, id="j", expert_parallel=8)
+    assert {(slow.id, fast.id) for slow, fast in contradictions([ep4, ep8])} == {("i", "j")}

@@ -14,8 +14,10 @@ latency, and on the one configuration also measured on such a server it is 2.1x 
 sources) 1.46 / 100 % miss the issue's per-engine median target (1.3x). The seventh gathering (159 points from 22
 sources) added TensorRT-LLM issue 5929's DeepSeek-R1 on 8xH200 (trtllm-serve's PyTorch flow), which the profile
 fitted on dense Llama engines prices 2-3x too fast and which, held in, prices the dense engine benchmarks too slow:
-TensorRT-LLM prefill 1.87 / 58 %, decode 1.31 / 87 %, all 1.32 / 89 %. The bounds asserted are guards around those
-figures, not targets (the per-engine share within 2x was 70 % until that gathering). Table 3 and Table 5 against
+TensorRT-LLM prefill 1.87 / 58 %, decode 1.31 / 87 %, all 1.32 / 89 % (with the all-to-all fix of the same pass; under
+the old all-to-all form, which overcharged its expert-parallel points, TensorRT-LLM prefill 1.39 / 68 %). The bounds
+asserted are guards around those figures, not targets (TensorRT-LLM prefill's share within 2x is guarded at 50 %,
+every other engine and phase at 70 %). Table 3 and Table 5 against
 the shipped SGLang profile: tests/validation/test_table3.py.
 """
 
@@ -65,15 +67,17 @@ def test_fitted_profiles_are_a_refit_of_the_corpus(settled_results: tuple[Result
 
 
 def test_held_out_error_per_engine_and_phase(results: Results) -> None:
-    """Every engine and phase with points has a held-out median factor below 2 and at least half its points within
-    2x; over all points a median below 1.45 and 85 % within 2x."""
+    """Every engine and phase with points has a held-out median factor below 2 and 70 % of its points within 2x
+    (TensorRT-LLM prefill half, since the seventh gathering); over all points a median below 1.45 and 85 % within
+    2x."""
     every = []
     for key, (_, _, points) in results.items():
         for phase in ("prefill", "decode"):
             ratios = [p.ratio for p in points if p.phase == phase and not p.excluded]
             if ratios:
                 median, within = factor_stats(ratios)
-                assert median < 2.0 and within >= 0.5, (key, phase, median, within)
+                least = 0.5 if (key, phase) == ("trtllm", "prefill") else 0.7
+                assert median < 2.0 and within >= least, (key, phase, median, within)
                 every += ratios
     median, within = factor_stats(every)
     assert median < 1.45 and within >= 0.85, (median, within)
