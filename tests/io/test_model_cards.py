@@ -59,6 +59,29 @@ EXPECTED = {
         active_b=17,
         gap="vision encoder and the attention output gates (0.5B) are not in the card",
     ),
+    # Qwen3.5's smaller sizes: full layers x KV heads x 512 x 2 B; Gated DeltaNet layers x (value heads x 128 x 128 x
+    # 4 B + (2 x 16 x 128 + value heads x 128) x 3 x 2 B), e.g. 9B 24 x (32 x 65,536 + 8,192 x 6) = 51,511,296.
+    "qwen3.5-9b": Expected(
+        kv_bytes_per_token=32_768,
+        linear_state_bytes=51_511_296,
+        parameters_b=9,
+        active_b=9,
+        gap="the vision encoder and the MTP module are not in the card",
+    ),
+    "qwen3.5-27b": Expected(
+        kv_bytes_per_token=65_536,
+        linear_state_bytes=153_944_064,
+        parameters_b=27,
+        active_b=27,
+        gap="the vision encoder and the MTP module are not in the card",
+    ),
+    "qwen3.5-35b-a3b": Expected(
+        kv_bytes_per_token=20_480,
+        linear_state_bytes=64_389_120,
+        parameters_b=35,
+        active_b=3,
+        gap="the vision encoder, the shared-expert gates and the MTP module are not in the card",
+    ),
     "qwen3-next-80b-a3b": Expected(
         kv_bytes_per_token=24_576, linear_state_bytes=77_266_944, parameters_b=80, active_b=3
     ),
