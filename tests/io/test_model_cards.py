@@ -43,6 +43,12 @@ class Expected:
     gap: str = ""  # why the count and the published figure differ by more than rounding
 
 
+def _qwen35(kv: int, state: int, total_b: float, active_b: float) -> Expected:
+    """A smaller Qwen3.5 size: its card leaves out the multimodal checkpoint's vision encoder and the MTP module."""
+    gap = "the vision encoder, the MTP module (and any shared-expert gates) are not in the card"
+    return Expected(kv_bytes_per_token=kv, linear_state_bytes=state, parameters_b=total_b, active_b=active_b, gap=gap)
+
+
 # Hand derivations from each model's published config (the card's source names it), BF16 KV:
 #   GQA: full layers x kv_heads x (d_k + d_v) x 2 B, e.g. MiniMax-M2.5 62 x 8 x 256 x 2 = 253,952;
 #   MLA: layers x (kv_lora_rank + qk_rope_head_dim) x 2 B, e.g. DeepSeek-V3 61 x 576 x 2 = 70,272;
@@ -59,29 +65,11 @@ EXPECTED = {
         active_b=17,
         gap="vision encoder and the attention output gates (0.5B) are not in the card",
     ),
-    # Qwen3.5's smaller sizes: full layers x KV heads x 512 x 2 B; Gated DeltaNet layers x (value heads x 128 x 128 x
-    # 4 B + (2 x 16 x 128 + value heads x 128) x 3 x 2 B), e.g. 9B 24 x (32 x 65,536 + 8,192 x 6) = 51,511,296.
-    "qwen3.5-9b": Expected(
-        kv_bytes_per_token=32_768,
-        linear_state_bytes=51_511_296,
-        parameters_b=9,
-        active_b=9,
-        gap="the vision encoder and the MTP module are not in the card",
-    ),
-    "qwen3.5-27b": Expected(
-        kv_bytes_per_token=65_536,
-        linear_state_bytes=153_944_064,
-        parameters_b=27,
-        active_b=27,
-        gap="the vision encoder and the MTP module are not in the card",
-    ),
-    "qwen3.5-35b-a3b": Expected(
-        kv_bytes_per_token=20_480,
-        linear_state_bytes=64_389_120,
-        parameters_b=35,
-        active_b=3,
-        gap="the vision encoder, the shared-expert gates and the MTP module are not in the card",
-    ),
+    # Qwen3.5's smaller sizes (_qwen35): full layers x KV heads x 512 x 2 B; Gated DeltaNet layers x (value heads x 128
+    # x 128 x 4 B + (2 x 16 x 128 + value heads x 128) x 3 x 2 B), e.g. 9B 24 x (32 x 65,536 + 8,192 x 6) = 51,511,296.
+    "qwen3.5-9b": _qwen35(32_768, 51_511_296, 9, 9),
+    "qwen3.5-27b": _qwen35(65_536, 153_944_064, 27, 27),
+    "qwen3.5-35b-a3b": _qwen35(20_480, 64_389_120, 35, 3),
     "qwen3-next-80b-a3b": Expected(
         kv_bytes_per_token=24_576, linear_state_bytes=77_266_944, parameters_b=80, active_b=3
     ),
