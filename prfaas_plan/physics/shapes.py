@@ -36,12 +36,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prfaas_plan._frozen import frozen
-from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.physics.decode import DecodeCapacity, decode_capacity, decode_overhead_s, decode_step_time
 from prfaas_plan.physics.memory import cache_bytes, expert_parameter_count, weight_bytes
 from prfaas_plan.physics.ops import ACTIVATION_BYTES, Op, forward_ops
 from prfaas_plan.physics.pool_costs import SPLIT_LENGTHS_TOKENS, PoolCosts
-from prfaas_plan.physics.prefill import kv_transfer_curve, prefill_chunks, prefill_time, serving_overhead_s
+from prfaas_plan.physics.prefill import (
+    kv_transfer_curve,
+    prefill_chunks,
+    prefill_knots,
+    prefill_time,
+    serving_overhead_s,
+)
 from prfaas_plan.physics.roofline import Instance, RooflineTime, moe_layers, roofline_time, time_splits
 from prfaas_plan.physics.tabulated import TabulatedCurve
 from prfaas_plan.spec.hardware import Accelerator, RooflineParams
@@ -53,8 +58,6 @@ Array = NDArray[np.float64]
 
 #: Decode batches searched (as ``physics.decode.decode_capacity``).
 _MAX_BATCH = 4096
-#: Knots of a data-parallel shape's tabulated prefill curve (as ``physics.prefill``'s: 1 token to 4M, 2.2 % apart).
-_GRID = distinct_sorted(np.concatenate((np.geomspace(1.0, 4_194_304.0, 641), [128.0, 131_072.0])))
 
 
 def has_experts(arch: Architecture) -> bool:
@@ -336,10 +339,11 @@ def shaped_prefill_curve(
     source: str,
     cached_tokens: float = 0.0,
 ) -> TabulatedCurve:
-    """T_prefill(l) of ``shape`` tabulated on a geometric grid (as ``physics.prefill.prefill_curve``)."""
-    seconds = shaped_prefill_time(arch, accelerator, shape, params, _GRID, cached_tokens).total_s
+    """T_prefill(l) of ``shape`` tabulated on the prefill grid (as ``physics.prefill.prefill_curve``)."""
+    knots = prefill_knots(params)
+    seconds = shaped_prefill_time(arch, accelerator, shape, params, knots, cached_tokens).total_s
     return TabulatedCurve(
-        knots_tokens=tuple(float(k) for k in _GRID),
+        knots_tokens=tuple(float(k) for k in knots),
         knot_values=tuple(float(v) for v in seconds),
         provenance="derived",
         source=source,

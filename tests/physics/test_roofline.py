@@ -202,3 +202,30 @@ def test_a_profile_without_the_needed_dtype_is_an_input_error(tmp_path: Path) ->
     path.write_text(scenario.replace("    hardware: h200\n", "    hardware: rubin-cpx\n", 1))
     with pytest.raises(InputError, match=r"deployment.prfaas.hardware: .*rubin-cpx.yaml has no dense_tflops.bf16"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize("chunk", [2_048.0, 8_192.0, 16_384.0])
+def test_the_prefill_curve_is_exact_at_chunk_boundaries(chunk: float) -> None:
+    """The tabulated prefill curve (what `kv` and the planner read) equals the roofline at each of the first chunk
+    boundaries and one token past them, on a plain and on a data-parallel shape: the step of one chunk's per-layer
+    cost is not smeared over a knot interval (a prompt of exactly one SGLang chunk, 8,192 tokens, was priced about
+    2 % too slow for Qwen3.5-9B on one H200)."""
+    from prfaas_plan.io.names import load_named_model
+    from prfaas_plan.physics.prefill import CHUNK_BOUNDARY_KNOTS, prefill_curve
+    from prfaas_plan.physics.shapes import shaped_prefill_curve, shaped_prefill_time
+    from prfaas_plan.spec.shape import InstanceShape
+
+    h200 = load_hardware(REPO / "hardware_profiles" / "h200.yaml").accelerator
+    params = replace(RooflineParams(), prefill_chunk_tokens=chunk, layer_overhead_s=1e-3, overhead_s=0.04)
+    lengths = np.concatenate([chunk * np.arange(1, CHUNK_BOUNDARY_KNOTS + 1) + d for d in (0.0, 1.0)])
+    arch = load_named_model("qwen3.5-9b").architecture
+    assert arch is not None
+    one = Instance(accelerator=h200, gpus=1)
+    curve = prefill_curve(arch, one, params, source="test")
+    assert np.allclose(curve(lengths), prefill_seconds(arch, one, params, lengths), rtol=1e-12)
+    moe = load_named_model("deepseek-v3").architecture
+    assert moe is not None
+    shape = InstanceShape(gpus=8, tensor_parallel=1, attention_data_parallel=8, expert_parallel=8)
+    shaped = shaped_prefill_curve(moe, h200, shape, params, source="test")
+    direct = shaped_prefill_time(moe, h200, shape, params, lengths).total_s
+    assert np.allclose(shaped(lengths), direct, rtol=1e-12)
