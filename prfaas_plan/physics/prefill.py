@@ -27,24 +27,28 @@ from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
 
 # Knots of tabulated curves: geometric from 1 token to 4M tokens. Prefill time is smooth in l, so linear
-# interpolation between knots 2.2 % apart errs by well under 0.1 %, but for the chunk count (``prefill_knots``).
+# interpolation between knots 2.4 % apart errs by well under 0.1 %, but for the chunk count (``prefill_knots``).
 _GRID = distinct_sorted(np.concatenate((np.geomspace(1.0, 4_194_304.0, 641), [128.0, 131_072.0])))
-#: Chunk boundaries given knots of their own (``prefill_knots``): past 32 chunks one chunk's per-layer cost is a
-#: small share of the prefill (under 1 % on the corpus's models), and each knot lengthens every expectation.
-CHUNK_BOUNDARY_KNOTS = 32
+#: Chunk boundaries up to this many tokens get knots of their own (``prefill_knots``), at most
+#: ``CHUNK_BOUNDARY_KNOTS`` of them: past 262,144 tokens one chunk's per-layer cost is a small share of the
+#: prefill (0.2 % for an 8,192-token chunk on the corpus's models), and each knot lengthens every expectation.
+CHUNK_BOUNDARY_TOKENS = 262_144.0
+CHUNK_BOUNDARY_KNOTS = 1_024
 
 
 def prefill_knots(params: RooflineParams) -> NDArray[np.float64]:
-    """The knots of a tabulated prefill curve: ``_GRID`` plus each chunk boundary c = k x prefill_chunk_tokens and
-    c + 1 for the first ``CHUNK_BOUNDARY_KNOTS`` chunks, so that the step of one chunk's per-layer cost falls
-    between c and c + 1 instead of being smeared over a 2.3 % knot interval (an 8,192-token prompt, exactly one
-    chunk of SGLang's, was priced with 18 % of a second chunk's cost, a 32,768-token one with 36 % of a fifth's)."""
+    """The knots of a tabulated prefill curve: ``_GRID`` plus each chunk boundary c = k x prefill_chunk_tokens up to
+    ``CHUNK_BOUNDARY_TOKENS`` (at most ``CHUNK_BOUNDARY_KNOTS``) and the first whole token past it, floor(c) + 1,
+    so that the step of one chunk's per-layer cost falls between them instead of being smeared over a 2.4 % knot
+    interval (an 8,192-token prompt, exactly one chunk of SGLang's, was priced with 18 % of a second chunk's cost,
+    a 32,768-token one with 36 % of a fifth's)."""
     chunk = float(params.prefill_chunk_tokens)
     if not np.isfinite(chunk) or chunk <= 0:
         return _GRID
-    bounds = chunk * np.arange(1, CHUNK_BOUNDARY_KNOTS + 1, dtype=np.float64)
+    count = int(min(CHUNK_BOUNDARY_KNOTS, CHUNK_BOUNDARY_TOKENS // chunk))
+    bounds = chunk * np.arange(1, count + 1, dtype=np.float64)
     bounds = bounds[bounds < _GRID[-1]]
-    return distinct_sorted(np.concatenate((_GRID, bounds, bounds + 1.0)))
+    return distinct_sorted(np.concatenate((_GRID, bounds, np.floor(bounds) + 1.0)))
 
 
 def prefill_chunks(params: RooflineParams, new_tokens: ArrayLike) -> NDArray[np.float64]:
@@ -109,9 +113,9 @@ def prefill_curve(
 ) -> TabulatedCurve:
     """T_prefill(l) tabulated from the roofline (serving time; after ``cached_tokens`` of prefix, default 0).
 
-    The chunk count is a step function of l; the table has knots at each of the first chunk boundaries and one
-    token past it (``prefill_knots``), so each step of layers x layer_overhead_s is exact there; past them it is
-    smeared over one knot interval."""
+    The chunk count is a step function of l; the table has knots at each chunk boundary up to 262,144 tokens and at
+    the first whole token past it (``prefill_knots``), so each step of layers x layer_overhead_s is exact there;
+    past them it is smeared over one knot interval."""
     knots = prefill_knots(params)
     return TabulatedCurve(
         knots_tokens=tuple(knots),

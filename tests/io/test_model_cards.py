@@ -63,7 +63,7 @@ EXPECTED = {
         linear_state_bytes=192_061_440,
         parameters_b=397,
         active_b=17,
-        gap="vision encoder and the attention output gates (0.5B) are not in the card",
+        gap="the vision encoder is not in the card",
     ),
     # Qwen3.5's smaller sizes (_qwen35): full layers x KV heads x 512 x 2 B; Gated DeltaNet layers x (value heads x 128
     # x 128 x 4 B + (2 x 16 x 128 + value heads x 128) x 3 x 2 B), e.g. 9B 24 x (32 x 65,536 + 8,192 x 6) = 51,511,296.

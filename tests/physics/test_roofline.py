@@ -204,20 +204,21 @@ def test_a_profile_without_the_needed_dtype_is_an_input_error(tmp_path: Path) ->
         load_scenario(path)
 
 
-@pytest.mark.parametrize("chunk", [2_048.0, 8_192.0, 16_384.0])
+@pytest.mark.parametrize("chunk", [512.0, 2_048.0, 8_192.0, 16_384.0, 1_000.5])
 def test_the_prefill_curve_is_exact_at_chunk_boundaries(chunk: float) -> None:
-    """The tabulated prefill curve (what `kv` and the planner read) equals the roofline at each of the first chunk
-    boundaries and one token past them, on a plain and on a data-parallel shape: the step of one chunk's per-layer
-    cost is not smeared over a knot interval (a prompt of exactly one SGLang chunk, 8,192 tokens, was priced about
-    2 % too slow for Qwen3.5-9B on one H200)."""
+    """The tabulated prefill curve (what `kv` and the planner read) equals the roofline at each chunk boundary up to
+    262,144 tokens and at the first whole token past it, on a plain and on a data-parallel shape: the step of one
+    chunk's per-layer cost is not smeared over a knot interval (a prompt of exactly one SGLang chunk, 8,192
+    tokens, was priced about 2 % too slow for Qwen3.5-9B on one H200)."""
     from prfaas_plan.io.names import load_named_model
-    from prfaas_plan.physics.prefill import CHUNK_BOUNDARY_KNOTS, prefill_curve
+    from prfaas_plan.physics.prefill import CHUNK_BOUNDARY_TOKENS, prefill_curve
     from prfaas_plan.physics.shapes import shaped_prefill_curve, shaped_prefill_time
     from prfaas_plan.spec.shape import InstanceShape
 
     h200 = load_hardware(REPO / "hardware_profiles" / "h200.yaml").accelerator
     params = replace(RooflineParams(), prefill_chunk_tokens=chunk, layer_overhead_s=1e-3, overhead_s=0.04)
-    lengths = np.concatenate([chunk * np.arange(1, CHUNK_BOUNDARY_KNOTS + 1) + d for d in (0.0, 1.0)])
+    bounds = chunk * np.arange(1, int(CHUNK_BOUNDARY_TOKENS // chunk) + 1)
+    lengths = np.concatenate([bounds, np.floor(bounds) + 1.0])
     arch = load_named_model("qwen3.5-9b").architecture
     assert arch is not None
     one = Instance(accelerator=h200, gpus=1)
