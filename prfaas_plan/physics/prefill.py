@@ -45,9 +45,8 @@ def prefill_knots(params: RooflineParams) -> NDArray[np.float64]:
     chunk = float(params.prefill_chunk_tokens)
     if not np.isfinite(chunk) or chunk <= 0:
         return _GRID
-    count = int(min(CHUNK_BOUNDARY_KNOTS, CHUNK_BOUNDARY_TOKENS // chunk))
+    count = int(min(CHUNK_BOUNDARY_KNOTS, CHUNK_BOUNDARY_TOKENS // chunk))  # the bounds stay inside _GRID
     bounds = chunk * np.arange(1, count + 1, dtype=np.float64)
-    bounds = bounds[bounds < _GRID[-1]]
     return distinct_sorted(np.concatenate((_GRID, bounds, np.floor(bounds) + 1.0)))
 
 

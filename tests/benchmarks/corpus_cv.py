@@ -118,16 +118,26 @@ def _dtype(name: str) -> str | None:
     return None if name == "unknown" else ("bf16" if name == "fp16" else name)
 
 
+def _priced_dtypes(m: CorpusMeasurement) -> tuple[str | None, str | None]:
+    """The weights' and routed experts' dtypes a measurement is priced in (None: the card's)."""
+    return _dtype(m.weights_dtype), (_dtype(m.experts_dtype) if m.experts_dtype else None)
+
+
+def instance_gpus(m: CorpusMeasurement) -> int:
+    """The GPUs of the instance that serves one request: the tensor- or expert-parallel group."""
+    return max(m.tensor_parallel, m.expert_parallel)
+
+
 def case_of(m: CorpusMeasurement, generations: dict[str, str]) -> CorpusCase:
     """A measurement with its card (served in the measured dtypes; ``unknown`` keeps the card's, fp16 is priced
     as bf16), its instance (the tensor- or expert-parallel group that serves one request) and generation. A
     measurement that does not say whether CUDA graphs were on is priced with them (the engines' default)."""
     card = load_named_model(m.model)
     assert card.architecture is not None, m.model
-    experts = _dtype(m.experts_dtype) if m.experts_dtype else None
-    arch = with_dtypes(card.architecture, _dtype(m.weights_dtype), _dtype(m.kv_dtype), experts)
+    weights, experts = _priced_dtypes(m)
+    arch = with_dtypes(card.architecture, weights, _dtype(m.kv_dtype), experts)
     accelerator = load_named_hardware(m.hardware).accelerator
-    instance = Instance(accelerator=accelerator, gpus=max(m.tensor_parallel, m.expert_parallel))
+    instance = Instance(accelerator=accelerator, gpus=instance_gpus(m))
     measurement = m if m.cuda_graphs is not None else replace(m, cuda_graphs=True)
     return CorpusCase(
         measurement=measurement, arch=arch, instance=instance, generation=generations.get(m.hardware, "other")
@@ -394,12 +404,9 @@ def markdown(results: Results | None = None) -> str:
 
 def _priced_configuration(m: CorpusMeasurement) -> tuple[object, ...]:
     """What ``case_of`` and the fit price a prefill's configuration by, but its length, request cost, handoff and KV
-    dtype: engine, model, hardware, the instance's GPUs, whether experts are parallel, and the weights' and experts'
-    dtypes as priced (fp16 as bf16; ``unknown`` the card's)."""
-    weights = _dtype(m.weights_dtype)
-    experts = _dtype(m.experts_dtype) if m.experts_dtype else weights
-    gpus = max(m.tensor_parallel, m.expert_parallel)
-    return (m.engine, m.model, m.hardware, gpus, m.expert_parallel > 1, weights, experts)
+    dtype: engine, model, hardware, the instance's GPUs (``instance_gpus``), whether experts are parallel (as
+    ``corpus_fit.case_params`` reads it), and the weights' and experts' dtypes as priced (``_priced_dtypes``)."""
+    return (m.engine, m.model, m.hardware, instance_gpus(m), m.expert_parallel > 1, *_priced_dtypes(m))
 
 
 def _fast_kv(m: CorpusMeasurement) -> bool:
@@ -425,8 +432,8 @@ def contradictions(measurements: Sequence[CorpusMeasurement]) -> list[tuple[Corp
     """Pairs (slower, faster) of fitted prefill measurements, of one source or two, where ``faster`` demands at
     least as much as ``slower`` (``demands_at_least``) and was measured in less time. Prefill time never falls
     as a prompt grows or a cost is added (tests/physics/test_engine.py), so for a pair measured a factor r apart
-    any profile prices one of the two off by sqrt(r) or more: the disagreement between the sources, not the
-    physics, sets that floor (or, within one source, its noise). Where a side is a mean over prompts of several
+    any profile of this physics prices one of the two off by sqrt(r) or more: the disagreement between the sources,
+    not the physics, sets that floor (or, within one source, its noise). Where a side is a mean over prompts of several
     lengths (ShareGPT, a random range), its length is the mean and the floor holds only approximately."""
     kept = [m for m in measurements if m.phase == "prefill" and not m.exclude_from_fit]
     return [
@@ -444,8 +451,9 @@ def contradictions_markdown(results: Results, measurements: Sequence[CorpusMeasu
     lines = [
         "## Measurements that contradict each other (same prefill configuration, the more demanding one timed faster)",
         "",
-        "Any profile prices one point of each pair off by at least the floor, sqrt(slower / faster): prefill time "
-        "never falls as the prompt grows or a cost is added.",
+        "Any profile of this physics prices one point of each pair off by at least the floor, sqrt(slower / "
+        "faster): its prefill time never falls as the prompt grows or a cost is added (the floor is approximate "
+        "where a side is a mean over prompts of several lengths).",
         "",
         "| engine | slower: id | tokens | s | held-out ratio | faster: id | tokens | s | held-out ratio | "
         "slower / faster | floor | sources |",

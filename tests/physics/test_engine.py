@@ -110,8 +110,8 @@ def test_an_all_to_all_moves_each_gpus_own_share_at_once(gpus: int) -> None:
     """Under expert parallelism every GPU sends the routed copies of its own 1/g of the tokens over its own link,
     all at once: the dispatch and combine add, per MoE layer, twice (t / g) x top-k x hidden x 2 bytes x (g - 1) / g
     over the per-direction link rate (no latency here). Pricing the whole batch's copies over one link made an
-    8-GPU prefill's all-to-alls 8 times too long (Qwen3.5-397B, 8,192 tokens on 8 x H200 at EP 8: 0.2 s of a 0.22 s
-    TTFT)."""
+    8-GPU prefill's all-to-alls 8 times too long (Qwen3.5-397B, 8,192 tokens on 8 x H200 at EP 8: about 0.2 s too
+    much, against a measured TTFT of 0.22 s)."""
     from prfaas_plan.physics.ops import ACTIVATION_BYTES
     from prfaas_plan.physics.roofline import moe_layers
 
