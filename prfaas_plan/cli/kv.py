@@ -179,6 +179,7 @@ def _overrides(
             ("memory_efficiency", memory_efficiency),
             ("overhead_s", 0.0 if zero else overhead_s),
             ("layer_overhead_s", 0.0 if zero else None),
+            ("moe_layer_overhead_s", 0.0 if zero else None),
         )
         if value is not None
     }

@@ -36,10 +36,12 @@ TERMS: tuple[tuple[str, float, float], ...] = (
     ("attention_efficiency", 1e-3, 1.0),
     ("expert_gemm_half_rows", 0.0, 1e6),
 )
-#: Terms a profile may leave out (0 then): per matrix-multiply kernel per decode step, the alpha of a
+#: Terms a profile may leave out (0 then): per matrix-multiply kernel per decode step, per MoE layer per prefill
+#: chunk, the alpha of a
 #: collective across nodes, and a disaggregated prefill's wait per request until its KV is handed off.
 OPTIONAL_TERMS: tuple[tuple[str, float, float], ...] = (
     ("decode_op_overhead_s", 0.0, 0.01),
+    ("prefill_moe_layer_overhead_s", 0.0, 1.0),
     ("inter_node_latency_s", 0.0, 0.01),
     ("kv_handoff_s", 0.0, MAX_STEP_S),
 )

@@ -196,7 +196,7 @@ _SHAPE_KEYS = ("tensor_parallel", "expert_parallel", "attention_data_parallel")
 #: Roofline fields a pool may override: efficiencies in (0, 1], overheads in s, the prefill chunk in tokens
 #: and the small-GEMM half-rows (``spec.hardware.RooflineParams``).
 _ROOFLINE_EFFICIENCIES = ("compute_efficiency", "attention_efficiency", "memory_efficiency", "communication_efficiency")
-_ROOFLINE_SECONDS = ("overhead_s", "layer_overhead_s", "decode_step_overhead_s")
+_ROOFLINE_SECONDS = ("overhead_s", "layer_overhead_s", "moe_layer_overhead_s", "decode_step_overhead_s")
 #: Bounds of the chunk (a token to the longest context) and of the half-rows (rows of a GEMM).
 _MAX_GEMM_HALF_ROWS = 1e6
 _ROOFLINE_KEYS = (

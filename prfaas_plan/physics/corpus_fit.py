@@ -62,6 +62,7 @@ from prfaas_plan.physics.roofline import (
     communication_s,
     compute_dtype,
     memory_bytes,
+    moe_layers,
     op_peak_flop_per_s,
     shape_factor,
 )
@@ -83,6 +84,7 @@ ALL_TERMS = (
     "overhead_scale_cdna3",
     "attention_efficiency",
     "kv_handoff_s",
+    "prefill_moe_layer_overhead_s",
 )
 #: The terms a calibration from one deployment's benchmarks fits (``fit_engine``'s default).
 FIT_TERMS = ALL_TERMS[:5]
@@ -100,6 +102,7 @@ CORPUS_TERMS = (
     "decode_step_overhead_s",
     "decode_op_overhead_s",
     "overhead_scale_cdna3",
+    "prefill_moe_layer_overhead_s",
 )
 #: Of those, the ones one value serves every engine with: the platform's, not the engine's.
 SHARED_TERMS = ("overhead_scale_cdna3",)
@@ -113,9 +116,10 @@ _PHASE_OF = {
     "attention_efficiency": "prefill",
     "gemm_efficiency_scale": "prefill",
     "kv_handoff_s": "prefill",
+    "prefill_moe_layer_overhead_s": "prefill",
 }
-_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.0])
-_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0, 5.0])
+_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0])
+_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0, 5.0, 0.05])
 _SCALED = {"cdna3": 6}  # generation -> index of its decode-overhead factor in ALL_TERMS
 DEFAULT_PRIOR_WEIGHT = 0.1
 
@@ -140,7 +144,7 @@ class _Pieces:
     attention_memory_s: Array
     other_memory_s: float  # ops without matmuls (embeddings, norms)
     fixed_s: float  # collectives
-    overhead_counts: Array  # multipliers of (o_req, o_chunk, o_step, o_layer, o_op, o_handoff)
+    overhead_counts: Array  # multipliers of (o_req, o_chunk, o_step, o_layer, o_op, o_handoff, o_moe_chunk)
     scale_index: int  # index in ALL_TERMS of the decode overheads' generation factor; -1: none (factor 1)
     eager_s: float  # eager decode cost where cuda_graphs is false (fixed)
     measured_s: float
@@ -199,7 +203,8 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         chunks = float(prefill_chunks(params, tokens)[0])
         comm = float(communication_s(arch, instance, tokens, params, chunks)[0])
         request = 1.0 if m.includes_request_overhead else 0.0
-        counts = np.array([request, chunks * arch.n_layers, 0.0, 0.0, 0.0, 1.0 if m.disaggregated else 0.0])
+        handoff = 1.0 if m.disaggregated else 0.0
+        counts = np.array([request, chunks * arch.n_layers, 0.0, 0.0, 0.0, handoff, chunks * moe_layers(arch)[0]])
         eager = 0.0
     else:
         batch = np.asarray([float(m.batch)])
@@ -207,7 +212,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         comm = float(communication_s(arch, instance, batch, params)[0])
         graphs = m.cuda_graphs is not False  # unknown: the engines' default, CUDA graphs on
         kernels = matmul_kernels(arch)
-        counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers), kernels, 0.0]) if graphs else np.zeros(6)
+        counts = np.array([0.0, 0.0, 1.0, float(arch.n_layers), kernels, 0.0, 0.0]) if graphs else np.zeros(7)
         eager = 0.0 if graphs else decode_overhead_s(arch, params)
         share = interleaved_per_step(m)
         if share > 0:  # the arriving requests' prefills, without their per-request cost
@@ -215,7 +220,8 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
             parts.append((forward_ops(arch, cached=0.0, new=lengths), share))
             chunks = float(prefill_chunks(params, lengths)[0])
             comm += share * float(communication_s(arch, instance, lengths, params, chunks)[0])
-            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0, 0.0, 0.0])
+            moe = share * chunks * moe_layers(arch)[0]
+            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0, 0.0, 0.0, moe])
     rate = instance.bytes_per_s * params.memory_efficiency
     gemm, prior, gemm_mem, att, att_mem = [], [], [], [], []
     other_mem = 0.0
@@ -281,7 +287,9 @@ def _predict_pieces(p: _Pieces, theta: Array) -> float:
     att = np.maximum(p.attention_s / theta[7], p.attention_memory_s).sum() if p.attention_s.size else 0.0
     c = p.overhead_counts
     factor = theta[p.scale_index] if p.scale_index >= 0 else 1.0
-    overhead = float(c[:2] @ theta[1:3]) + factor * float(c[2:5] @ theta[3:6]) + float(c[5] * theta[8])
+    overhead = (
+        float(c[:2] @ theta[1:3]) + factor * float(c[2:5] @ theta[3:6]) + float(c[5] * theta[8] + c[6] * theta[9])
+    )
     return float(gemm + att + p.other_memory_s + p.fixed_s + overhead + p.eager_s)
 
 
@@ -338,6 +346,8 @@ def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
         return any(c.measurement.phase == "decode" and c.generation == generation for c in cases)
     if term == "kv_handoff_s":
         return any(c.measurement.disaggregated for c in cases)
+    if term == "prefill_moe_layer_overhead_s":
+        return any(c.measurement.phase == "prefill" and moe_layers(c.arch)[0] for c in cases)
     return _PHASE_OF[term] in phases
 
 
@@ -353,7 +363,7 @@ class _Batch:
     attention_memory_s: Array
     attention_case: NDArray[np.intp]  # the case each attention core belongs to
     constant_s: Array  # per case: other memory, collectives, eager cost (nothing fitted moves them)
-    counts: Array  # per case: overhead multipliers (o_req, o_chunk, o_step, o_layer, o_op, o_handoff)
+    counts: Array  # per case: overhead multipliers (o_req, o_chunk, o_step, o_layer, o_op, o_handoff, o_moe_chunk)
     scale_index: NDArray[np.intp]  # per case: ALL_TERMS index of its decode-overhead factor; -1 for none
 
     @staticmethod
@@ -386,7 +396,7 @@ class _Batch:
         factor = np.where(self.scale_index >= 0, theta[np.arange(n), np.maximum(self.scale_index, 0)], 1.0)
         prefill = np.einsum("ij,ij->i", self.counts[:, :2], theta[:, 1:3])
         decode = np.einsum("ij,ij->i", self.counts[:, 2:5], theta[:, 3:6])
-        handoff = self.counts[:, 5] * theta[:, 8]
+        handoff = self.counts[:, 5] * theta[:, 8] + self.counts[:, 6] * theta[:, 9]
         return np.asarray(self.constant_s + gemm + prefill + factor * decode + handoff, dtype=np.float64)
 
 

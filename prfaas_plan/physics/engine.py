@@ -1,7 +1,8 @@
 """Engine-aware serving parameters: an engine profile (``spec.hardware.EngineProfile``) on an accelerator
 generation becomes the ``RooflineParams`` the roofline prices with.
 
-    prefill(l) = kernels + request_overhead + ceil(l / chunk) x layers x prefill_layer_overhead
+    prefill(l) = kernels + request_overhead + ceil(l / chunk) x (layers x prefill_layer_overhead
+                                                   + MoE layers x prefill_moe_layer_overhead)
                  + collectives (each all-reduce: alpha + bytes / link, per chunk)
     decode(B)  = kernels(B) + s_gen x (step_overhead + layers x decode_layer_overhead (CUDA graphs or eager)
                  + matmul kernels x decode_op_overhead) + collectives (alpha + bytes / link)
@@ -55,6 +56,7 @@ def engine_params(
         attention_efficiency=engine.attention_efficiency,
         overhead_s=engine.request_overhead_s,
         layer_overhead_s=engine.prefill_layer_overhead_s,
+        moe_layer_overhead_s=engine.prefill_moe_layer_overhead_s,
         prefill_chunk_tokens=engine.prefill_chunk_tokens,
         decode_step_overhead_s=scale * step,
         decode_layer_overhead_s=scale * layer,

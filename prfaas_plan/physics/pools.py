@@ -105,6 +105,7 @@ def pool_costs(
             f"e_a {params.attention_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
             f"overhead {params.overhead_s:.3f} s + "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk"
+            + _moe_note(params)
             + (
                 f"; KV handoff {params.kv_handoff_s:.3f} s per request: in TTFT and Φ_kv, not in capacity)"
                 if params.kv_handoff_s
@@ -121,7 +122,7 @@ def pool_costs(
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
             f"overhead {params.overhead_s:.3f} s; e_a {params.attention_efficiency:.2f} and "
-            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk from {base})"
+            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk{_moe_note(params)} from {base})"
         )
     fd = pool.decode_time_scale
     if pool.shape is not None:  # a named instance shape: priced by physics.shapes
@@ -201,3 +202,10 @@ def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelera
         name = "" if d == "bf16" else f" ({d})" if d in accelerator.dense_flop_per_s else f" ({d} at the bf16 peak)"
         parts.append(f"{params.gemm_efficiency(d):.2f}{name}")
     return "e_c " + " / ".join(parts)
+
+
+def _moe_note(params: RooflineParams) -> str:
+    """The per-MoE-layer prefill cost for a pool's label, where the engine has one."""
+    if not params.moe_layer_overhead_s:
+        return ""
+    return f" (+ {params.moe_layer_overhead_s * 1e3:.2f} ms per MoE layer)"

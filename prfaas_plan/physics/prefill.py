@@ -7,7 +7,8 @@ c + l positions and the MLA decompression of its latents (``physics.ops``), not 
 
 Serving time = kernel time + serving overhead (``RooflineParams``):
 
-    T(c, l) = roofline kernels(c, l) + overhead_s + ceil(l / prefill_chunk_tokens) · layers · layer_overhead_s
+    T(c, l) = roofline kernels(c, l) + overhead_s
+              + ceil(l / prefill_chunk_tokens) · (layers · layer_overhead_s + MoE layers · moe_layer_overhead_s)
 
 ``prefill_kernel_seconds`` gives the kernels alone. Curves are tabulated on a geometric grid of lengths and
 interpolated linearly, so their expectations stay exact and closed-form (``TabulatedCurve``).
@@ -21,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from prfaas_plan.lengths import distinct_sorted
 from prfaas_plan.physics.memory import transfer_bytes
 from prfaas_plan.physics.ops import forward_ops
-from prfaas_plan.physics.roofline import Instance, RooflineTime, roofline_time
+from prfaas_plan.physics.roofline import Instance, RooflineTime, moe_layers, roofline_time
 from prfaas_plan.physics.tabulated import TabulatedCurve
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
@@ -57,10 +58,16 @@ def prefill_chunks(params: RooflineParams, new_tokens: ArrayLike) -> NDArray[np.
 
 
 def serving_overhead_s(arch: Architecture, params: RooflineParams, new_tokens: ArrayLike) -> NDArray[np.float64]:
-    """What the serving framework adds to a prefill's kernels, seconds: overhead_s per request plus
-    layer_overhead_s per decoder layer per chunk (``RooflineParams``)."""
+    """What the serving framework adds to a prefill's kernels, seconds: overhead_s per request plus, per chunk,
+    layer_overhead_s per decoder layer and moe_layer_overhead_s per MoE layer (``RooflineParams``)."""
     chunks = prefill_chunks(params, new_tokens)
-    return np.asarray(params.overhead_s + chunks * arch.n_layers * params.layer_overhead_s, dtype=np.float64)
+    return np.asarray(params.overhead_s + chunks * chunk_overhead_s(arch, params), dtype=np.float64)
+
+
+def chunk_overhead_s(arch: Architecture, params: RooflineParams) -> float:
+    """One prefill chunk's per-layer overheads, seconds: layers x layer_overhead_s + MoE layers x
+    moe_layer_overhead_s."""
+    return arch.n_layers * params.layer_overhead_s + moe_layers(arch)[0] * params.moe_layer_overhead_s
 
 
 def prefill_time(

@@ -49,17 +49,17 @@ class EngineProfile:
     """What a serving engine adds to the kernels' roofline, and the fractions of peak its kernels reach
     (``hardware_profiles/serving/engines/*.yaml``; ``physics.engine`` turns it into ``RooflineParams``).
 
-    Prefill: ``request_overhead_s`` once per request, ``prefill_layer_overhead_s`` once per decoder layer per
-    chunk of ``prefill_chunk_tokens``. Decode: ``decode_step_overhead_s`` once per step and
-    ``decode_layer_overhead_s`` once per decoder layer per step, with CUDA graphs (the ``*_eager_*`` pair
-    without them). Collectives: alpha of each all-reduce and all-to-all (``RooflineParams``). Kernels:
-    ``gemm_efficiency`` maps (generation, dtype) to a prior of the dense GEMMs' fraction of peak, missing dtypes
-    falling back to the generation's bf16 figure and missing generations to ``other``, scaled by the fitted
-    ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and ``expert_gemm_half_rows`` as
-    ``RooflineParams``; ``kv_handoff_s`` once per request of a disaggregated prefill instance (a wait until its
-    KV is handed off; not in the aggregated server's time). ``sources`` names a source for every term (key: the
-    term's name); ``priors`` the published or assumed value a fitted term started from and is regularised
-    towards (``physics.corpus_fit``); ``fitted_on`` lists the corpus measurement ids the fitted terms came
+    Prefill: ``request_overhead_s`` once per request, ``prefill_layer_overhead_s`` once per decoder layer per chunk of
+    ``prefill_chunk_tokens`` and ``prefill_moe_layer_overhead_s`` once more per MoE layer per chunk. Decode:
+    ``decode_step_overhead_s`` once per step and ``decode_layer_overhead_s`` once per decoder layer per step, with CUDA
+    graphs (the ``*_eager_*`` pair without them). Collectives: alpha of each all-reduce and all-to-all
+    (``RooflineParams``). Kernels: ``gemm_efficiency`` maps (generation, dtype) to a prior of the dense GEMMs' fraction
+    of peak, missing dtypes falling back to the generation's bf16 figure and missing generations to ``other``, scaled by
+    the fitted ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and ``expert_gemm_half_rows`` as
+    ``RooflineParams``; ``kv_handoff_s`` once per request of a disaggregated prefill instance (a wait until its KV is
+    handed off; not in the aggregated server's time). ``sources`` names a source for every term (key: the term's name);
+    ``priors`` the published or assumed value a fitted term started from and is regularised towards
+    (``physics.corpus_fit``); ``fitted_on`` lists the corpus measurement ids the fitted terms came
     from."""
 
     key: str
@@ -79,6 +79,11 @@ class EngineProfile:
     gemm_efficiency_scale: float = 1.0
     decode_op_overhead_s: float = 0.0
     inter_node_latency_s: float = 0.0
+    #: Per MoE layer per prefill chunk, on top of ``prefill_layer_overhead_s``: the routed experts' fixed
+    #: costs in a forward pass of many tokens (routing and top-k, the tokens' permutation to their experts and
+    #: back, the per-expert work of a grouped GEMM, the activations' quantisation), none of which a dense layer
+    #: pays.
+    prefill_moe_layer_overhead_s: float = 0.0
     #: What a prefill instance of a PD-disaggregated deployment adds per request to the aggregated server's time
     #: until its KV is handed to the decode side (the bootstrap with the decode instance, the send of the last
     #: layers): a wait, not GPU time, so ``kv`` adds it to T_prefill in Φ_kv and the planner's prefill curves

@@ -101,7 +101,8 @@ class RooflineParams:
     Serving time of a prefill of l new tokens = kernel time + overhead, with
 
         kernel   = sum over ops of max(FLOPs / (F · e), bytes / (B · e_m)) + all-reduces / e_n
-        overhead = overhead_s + ceil(l / prefill_chunk_tokens) · layers · layer_overhead_s
+        overhead = overhead_s + ceil(l / prefill_chunk_tokens) · (layers · layer_overhead_s
+                                                     + MoE layers · moe_layer_overhead_s)
 
     where e is ``compute_efficiency`` for the GEMMs and ``attention_efficiency`` for the attention cores
     (softmax attention and the linear-attention recurrence). ``overhead_s`` is charged once per request
@@ -130,19 +131,19 @@ class RooflineParams:
     causal prefill is exactly this factor at the mean context. The default, 318 tokens, is FlashAttention-3's
     causal forward on H100 (``hardware_profiles/serving/defaults.yaml``, ``kernel_shapes``).
 
-    Engine terms (``EngineProfile``, ``physics.engine``; all 0 in the paper-fitted defaults, which fold them
-    into the two prefill overheads): ``decode_layer_overhead_s`` once per decoder layer per decode step (kernel
-    launches and synchronisation that CUDA graphs shrink but do not remove), ``decode_op_overhead_s`` once per
-    matrix-multiply kernel per decode step (``physics.ops.matmul_kernels``: the launch gap, ramp and tail each
-    small kernel pays, so a layer of many small kernels, MLA with routed experts, costs more than a dense one),
-    ``all_reduce_latency_s`` the fixed latency (alpha) of each tensor-parallel all-reduce on top of its bytes
-    over the link (beta), two per layer per forward pass, ``all_to_all_latency_s`` that of each expert-parallel
-    dispatch or combine (two per MoE layer per forward pass, with ``expert_parallel``), and
-    ``inter_node_latency_s`` the alpha of a collective that spans more GPUs than one scale-up domain holds
-    (its bytes then also cross the scale-out NICs: ``physics.roofline.communication_s``).
-    ``dtype_compute_efficiency`` gives the GEMM efficiency of named compute dtypes (the engine's figure for the
-    accelerator's generation: ``physics.engine``), overriding ``compute_efficiency`` for them.
-    ``expert_gemm_half_rows`` is the small-M curve of the routed experts' grouped GEMMs (tokens per touched
+    Engine terms (``EngineProfile``, ``physics.engine``; all 0 in the paper-fitted defaults, which fold them into the
+    two prefill overheads): ``moe_layer_overhead_s`` once more per MoE layer per prefill chunk (the routed experts'
+    fixed costs in a forward pass of many tokens), ``decode_layer_overhead_s`` once per decoder layer per decode step
+    (kernel launches and synchronisation that CUDA graphs shrink but do not remove), ``decode_op_overhead_s`` once per
+    matrix-multiply kernel per decode step (``physics.ops.matmul_kernels``: the launch gap, ramp and tail each small
+    kernel pays, so a layer of many small kernels, MLA with routed experts, costs more than a dense one),
+    ``all_reduce_latency_s`` the fixed latency (alpha) of each tensor-parallel all-reduce on top of its bytes over the
+    link (beta), two per layer per forward pass, ``all_to_all_latency_s`` that of each expert-parallel dispatch or
+    combine (two per MoE layer per forward pass, with ``expert_parallel``), and ``inter_node_latency_s`` the alpha of a
+    collective that spans more GPUs than one scale-up domain holds (its bytes then also cross the scale-out NICs:
+    ``physics.roofline.communication_s``). ``dtype_compute_efficiency`` gives the GEMM efficiency of named compute
+    dtypes (the engine's figure for the accelerator's generation: ``physics.engine``), overriding ``compute_efficiency``
+    for them. ``expert_gemm_half_rows`` is the small-M curve of the routed experts' grouped GEMMs (tokens per touched
     expert at which they reach half their large-M rate; 0: the dense ``gemm_half_rows`` applies).
 
     MoE load: with ``expert_parallel`` the routed experts are spread over the instance's GPUs (E/g each)
@@ -159,6 +160,7 @@ class RooflineParams:
     communication_efficiency: float = 0.7
     overhead_s: float = 0.297
     layer_overhead_s: float = 0.00195
+    moe_layer_overhead_s: float = 0.0
     prefill_chunk_tokens: float = 8192.0  # a whole number of tokens; float so overrides type as the rest
     decode_step_overhead_s: float = 0.0
     decode_layer_overhead_s: float = 0.0
@@ -187,6 +189,7 @@ class RooflineParams:
             self,
             overhead_s=0.0,
             layer_overhead_s=0.0,
+            moe_layer_overhead_s=0.0,
             decode_step_overhead_s=0.0,
             decode_layer_overhead_s=0.0,
             decode_op_overhead_s=0.0,

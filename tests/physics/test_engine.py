@@ -22,6 +22,7 @@ from prfaas_plan.physics.corpus_fit import (
     _pieces,
     _predict_pieces,
     engine_theta,
+    fit_corpus,
     fit_engine,
     predict,
 )
@@ -29,7 +30,7 @@ from prfaas_plan.physics.decode import decode_step_seconds
 from prfaas_plan.physics.engine import engine_params, with_dtypes
 from prfaas_plan.physics.ops import forward_ops, matmul_kernels
 from prfaas_plan.physics.prefill import prefill_seconds
-from prfaas_plan.physics.roofline import Instance, communication_s
+from prfaas_plan.physics.roofline import Instance, communication_s, moe_layers
 from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
 from prfaas_plan.spec.hardware import RooflineParams
 from prfaas_plan.spec.model import Architecture
@@ -48,6 +49,7 @@ BATCHES = np.arange(1.0, 257.0)
 ADDITIVE = (
     "overhead_s",
     "layer_overhead_s",
+    "moe_layer_overhead_s",
     "decode_step_overhead_s",
     "decode_layer_overhead_s",
     "decode_op_overhead_s",
@@ -346,6 +348,33 @@ def test_a_fit_refits_its_own_synthetic_measurements(
     assert fit.values["decode_step_overhead_s"] == pytest.approx(step_s, rel=5e-2, abs=5e-5)
 
 
+def test_the_corpus_fit_tells_the_moe_layer_cost_from_the_per_layer_cost() -> None:
+    """Measurements priced with a per-layer and a per-MoE-layer prefill cost, fitted without regularisation by the
+    corpus fit from priors 10x off: dense and MoE prefills separate the two, and both come back."""
+    truth = replace(SGLANG, prefill_layer_overhead_s=2e-4, prefill_moe_layer_overhead_s=1.5e-3)
+    cases = [replace(c, measurement=replace(c.measurement, measured_s=predict(c, truth))) for c in CASES]
+    prior = replace(SGLANG, prefill_layer_overhead_s=2e-3, prefill_moe_layer_overhead_s=1.5e-4)
+    fit = fit_corpus(cases, {"sglang": prior}, prior_weight=0.0)["sglang"]
+    assert "prefill_moe_layer_overhead_s" in fit.values
+    assert fit.values["prefill_layer_overhead_s"] == pytest.approx(2e-4, rel=2e-2)
+    assert fit.values["prefill_moe_layer_overhead_s"] == pytest.approx(1.5e-3, rel=2e-2)
+    dense_only = [c for c in cases if not moe_layers(c.arch)[0]]
+    assert "prefill_moe_layer_overhead_s" not in fit_corpus(dense_only, {"sglang": prior})["sglang"].values
+
+
+def test_a_dense_prefill_pays_no_moe_layer_cost() -> None:
+    """The per-MoE-layer cost adds chunks x MoE layers x the term to a MoE model's prefill, nothing to a dense
+    model's."""
+    params = engine_params(SGLANG, "hopper")
+    more = replace(params, moe_layer_overhead_s=params.moe_layer_overhead_s + 1e-3)
+    lengths = np.array([1_000.0, 20_000.0])  # one chunk and three of SGLang's 8,192
+    for model, layers in (("llama-3.1-70b", 0), ("qwen3-235b-a22b", 94)):
+        arch = load_named_model(model).architecture
+        assert arch is not None and moe_layers(arch)[0] == layers
+        added = prefill_seconds(arch, INSTANCE, more, lengths) - prefill_seconds(arch, INSTANCE, params, lengths)
+        assert added == pytest.approx(np.array([1.0, 3.0]) * layers * 1e-3, abs=1e-12)
+
+
 def test_a_phase_without_measurements_keeps_its_priors() -> None:
     prefill_only = [c for c in CASES if c.measurement.phase == "prefill"]
     fit = fit_engine(prefill_only, SGLANG)
@@ -431,7 +460,9 @@ def test_kv_prices_prefill_and_a_decode_step_with_an_engine() -> None:
         + arch.n_layers * vllm.decode_layer_overhead_s
         + matmul_kernels(arch) * vllm.decode_op_overhead_s
     )
-    assert split["overhead_s"] == pytest.approx(vllm.request_overhead_s + arch.n_layers * vllm.prefill_layer_overhead_s)
+    per_chunk = arch.n_layers * vllm.prefill_layer_overhead_s + moe_layers(arch)[0] * vllm.prefill_moe_layer_overhead_s
+    assert moe_layers(arch)[0] == 94 and vllm.prefill_moe_layer_overhead_s > 0  # the MoE term is priced here
+    assert split["overhead_s"] == pytest.approx(vllm.request_overhead_s + per_chunk)
 
 
 def test_kv_without_an_engine_is_priced_by_the_default_engine_and_its_flags_override_it() -> None:
