@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from prfaas_plan.io.engine_profile import OPTIONAL_TERMS, TERMS
 from prfaas_plan.report.files import Owner, write_file
 from prfaas_plan.studies.bench_calibration import FOLDS, MAX_LEAVE_ONE_OUT, Calibration
 
@@ -35,22 +36,9 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
         f"engine {base.key}'s value as a weak prior (prfaas_plan/physics/corpus_fit.py)"
     )
     terms: dict[str, Any] = {}
-    for term in (
-        "request_overhead_s",
-        "prefill_layer_overhead_s",
-        "prefill_chunk_tokens",
-        "decode_step_overhead_s",
-        "decode_layer_overhead_s",
-        "decode_op_overhead_s",
-        "decode_step_overhead_eager_s",
-        "decode_layer_overhead_eager_s",
-        "all_reduce_latency_s",
-        "all_to_all_latency_s",
-        "inter_node_latency_s",
-        "kv_handoff_s",
-        "attention_efficiency",
-        "expert_gemm_half_rows",
-    ):
+    # Every term the loader reads, optional ones too: a term left out would load as 0 and price other than the
+    # calibration was fitted with (the base engine's per-MoE-layer prefill cost, say).
+    for term in (name for name, _, _ in (*TERMS, *OPTIONAL_TERMS)):
         value = getattr(engine, term)
         entry: dict[str, Any] = {"value": int(value) if term == "prefill_chunk_tokens" else _number(value)}
         if term in fitted:

@@ -14,7 +14,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import InputError
-from prfaas_plan.io.engine_profile import load_engine_profile, load_named_engine
+from prfaas_plan.io.engine_profile import OPTIONAL_TERMS, TERMS, load_engine_profile, load_named_engine
 from prfaas_plan.io.error_bands import pool_band
 from prfaas_plan.io.names import load_named_hardware, load_named_model
 from prfaas_plan.io.scenario import load_scenario
@@ -59,6 +59,8 @@ def test_each_format_calibrates_and_round_trips(tmp_path: Path, name: str) -> No
         written = back.gemm_efficiency_scale if term == "gemm_efficiency_scale" else getattr(back, term)
         assert written == pytest.approx(min(value, 10.0), rel=1e-4, abs=1e-12)
     assert set(back.fitted) == set(cal.fit.values)
+    for term, _, _ in (*TERMS, *OPTIONAL_TERMS):  # every term, fitted or the base engine's, prices as it was fitted
+        assert getattr(back, term) == pytest.approx(getattr(cal.engine, term), rel=1e-5, abs=1e-12), term
     band = pool_band(str(out), tmp_path)
     assert band.prefill.factor == pytest.approx(cal.bands["prefill"].factor, rel=1e-3)
     assert band.decode.factor == pytest.approx(cal.bands["decode"].factor, rel=1e-3)
