@@ -8,7 +8,8 @@ engine-aware roofline (``physics.engine``, ``physics.prefill``, ``physics.decode
     T = sum over ops of max(FLOPs x shape / (peak x e_op), bytes / (B x e_m)) + collectives + overhead
     e_op  = min(1, prior(generation, dtype) x s)   for GEMMs (s: the engine's fitted GEMM scale)
           = e_att                                   for attention cores (the engine's, prior FlashAttention-3's)
-    overhead = o_req + chunks x layers x o_chunk [+ o_handoff]          (prefill; o_handoff where disaggregated)
+    overhead = o_req + chunks x (layers x o_chunk + MoE layers x o_moe) [+ o_handoff]
+                                                                       (prefill; o_handoff where disaggregated)
              = f_gen x (o_step + layers x o_layer + kernels x o_op)    (decode; eager pair without CUDA graphs)
 
 o_handoff (``kv_handoff_s``): a prefill timed on a disaggregated prefill instance until its KV was handed to the
@@ -89,11 +90,12 @@ ALL_TERMS = (
 #: The terms a calibration from one deployment's benchmarks fits (``fit_engine``'s default).
 FIT_TERMS = ALL_TERMS[:5]
 #: The terms the public corpus fits (``fit_corpus``): per matrix-multiply kernel rather than per layer in
-#: decode (a layer's kernels differ by a factor 2.4 between dense and MLA-with-experts models), and the CDNA 3
-#: factor on decode overheads. Not the attention efficiency: the corpus's prompts (at most 8K tokens but one
-#: benchmark's two dense prompts) spend at most about a quarter of their kernel time in attention, too little to
-#: tell it from the GEMM rate, while it
-#: decides every prompt of 32K and more (``tests/benchmarks/corpus_cv.py`` sets it from long-prompt evidence
+#: decode (a layer's kernels differ by a factor 2.4 between dense and MLA-with-experts models), the CDNA 3
+#: factor on decode overheads, and the prefill cost per MoE layer per chunk beside the per-layer one (fitted
+#: where the engine's measurements include a prefill of a model with MoE layers). Not the attention efficiency:
+#: the corpus's prompts (at most 8K tokens but one benchmark's two dense prompts) spend at most about a quarter of
+#: their kernel time in attention, too little to tell it from the GEMM rate, while it decides every prompt of 32K
+#: and more (``tests/benchmarks/corpus_cv.py`` sets it from long-prompt evidence
 #: where some exists, else leaves its prior).
 CORPUS_TERMS = (
     "gemm_efficiency_scale",
@@ -336,8 +338,8 @@ def fitted_cases(cases: Sequence[CorpusCase]) -> list[CorpusCase]:
 
 def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
     """Whether ``cases`` carry ``term`` at all: a phase's overheads need a measurement of that phase, a
-    generation's factor a decode measurement on that generation, the KV handoff a disaggregated prefill; the GEMM
-    scale a prefill."""
+    generation's factor a decode measurement on that generation, the KV handoff a disaggregated prefill, the
+    per-MoE-layer prefill cost a prefill of a model with MoE layers; the GEMM scale a prefill."""
     phases = {c.measurement.phase for c in cases}
     if term == "gemm_efficiency_scale":
         return "prefill" in phases

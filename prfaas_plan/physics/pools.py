@@ -105,7 +105,7 @@ def pool_costs(
             f"e_a {params.attention_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
             f"overhead {params.overhead_s:.3f} s + "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk"
-            + _moe_note(params)
+            + _moe_note(arch, params)
             + (
                 f"; KV handoff {params.kv_handoff_s:.3f} s per request: in TTFT and Φ_kv, not in capacity)"
                 if params.kv_handoff_s
@@ -122,7 +122,7 @@ def pool_costs(
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
             f"overhead {params.overhead_s:.3f} s; e_a {params.attention_efficiency:.2f} and "
-            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk{_moe_note(params)} from {base})"
+            f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk{_moe_note(arch, params)} from {base})"
         )
     fd = pool.decode_time_scale
     if pool.shape is not None:  # a named instance shape: priced by physics.shapes
@@ -204,8 +204,10 @@ def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelera
     return "e_c " + " / ".join(parts)
 
 
-def _moe_note(params: RooflineParams) -> str:
-    """The per-MoE-layer prefill cost for a pool's label, where the engine has one."""
-    if not params.moe_layer_overhead_s:
+def _moe_note(arch: Architecture, params: RooflineParams) -> str:
+    """The per-MoE-layer prefill cost for a pool's label, where the engine has one and the model MoE layers."""
+    from prfaas_plan.physics.roofline import moe_layers
+
+    if not params.moe_layer_overhead_s or not moe_layers(arch)[0]:
         return ""
     return f" (+ {params.moe_layer_overhead_s * 1e3:.2f} ms per MoE layer)"

@@ -309,10 +309,18 @@ def _synthetic_cases() -> list[CorpusCase]:
 CASES = _synthetic_cases()
 
 
+def _interleaved_moe_decode() -> CorpusCase:
+    """A decode metric of a MoE model that carries the arriving requests' prefills (mean ITL at batch 16)."""
+    (case,) = [c for c in CASES if c.measurement.phase == "decode" and c.measurement.model == "qwen3-235b-a22b"][:1]
+    m = replace(case.measurement, id="synthetic-interleaved", batch=16, interleaved_input_tokens=9_000.0)
+    return replace(case, measurement=replace(m, interleaved_output_tokens=500.0))
+
+
 def test_the_fit_prices_as_the_roofline_does() -> None:
-    """The fit's pre-priced pieces give the same time as the physics path for every case."""
-    engine = replace(SGLANG, gemm_efficiency_scale=0.9, decode_layer_overhead_s=3e-5)
-    for case in CASES:
+    """The fit's pre-priced pieces give the same time as the physics path for every case (a decode metric carrying
+    a MoE model's interleaved prefills, of two chunks each, among them)."""
+    engine = replace(SGLANG, gemm_efficiency_scale=0.9, decode_layer_overhead_s=3e-5, prefill_moe_layer_overhead_s=2e-3)
+    for case in (*CASES, _interleaved_moe_decode()):
         fast = _predict_pieces(_pieces(case, engine, None), engine_theta(engine))
         assert fast == pytest.approx(predict(case, engine), rel=1e-9), case.measurement.id
 
@@ -368,7 +376,7 @@ def test_a_dense_prefill_pays_no_moe_layer_cost() -> None:
     params = engine_params(SGLANG, "hopper")
     more = replace(params, moe_layer_overhead_s=params.moe_layer_overhead_s + 1e-3)
     lengths = np.array([1_000.0, 20_000.0])  # one chunk and three of SGLang's 8,192
-    for model, layers in (("llama-3.1-70b", 0), ("qwen3-235b-a22b", 94)):
+    for model, layers in (("llama-3.1-70b", 0), ("qwen3-235b-a22b", 94), ("deepseek-v3", 58)):  # 3 dense + 58
         arch = load_named_model(model).architecture
         assert arch is not None and moe_layers(arch)[0] == layers
         added = prefill_seconds(arch, INSTANCE, more, lengths) - prefill_seconds(arch, INSTANCE, params, lengths)
