@@ -14,6 +14,8 @@ Run: python3 tests/benchmarks/corpus_cv.py                  (the report, Markdow
                                                             and rewrite their stored parses)
      python3 tests/benchmarks/corpus_cv.py --with-paper     (a report only: SGLang also fitted on Table 3)
      python3 tests/benchmarks/corpus_cv.py --with-held-out  (a report only: the held-out measurements fitted too)
+     python3 tests/benchmarks/corpus_cv.py --moe-prior S    (a report only: every engine's per-MoE-layer prefill
+                                                            cost drawn to a prior of S seconds)
 
 The paper's Table 3 is predicted and reported beside the corpus but fitted by no corpus fit (``PAPER_EXCLUDED``).
 Read as the times of a disaggregated prefill instance until its KV is handed off, its 20 cells set SGLang's
@@ -217,7 +219,7 @@ def study(corpus: Path = CORPUS, *, fit_paper: bool = False) -> Results:
 
 
 def settled_study(
-    corpus: Path = CORPUS, *, fit_paper: bool = False, also: Path | None = None
+    corpus: Path = CORPUS, *, fit_paper: bool = False, also: Path | None = None, moe_prior: float | None = None
 ) -> tuple[Results, dict[str, EngineProfile]]:
     """Per engine: its profile as shipped, the corpus fit on all its measurements and every held-out point, each
     fold redoing the corpus fit and, where the engine has evidence from the paper's setup, that fit without its
@@ -231,6 +233,8 @@ def settled_study(
     cases += paper_cases(generations, fitted=fit_paper)
     shipped = {key: load_named_engine(key) for key in ENGINES if any(c.measurement.engine == key for c in cases)}
     priors = {key: _priors(e) for key, e in shipped.items()}
+    if moe_prior is not None:  # every engine's per-MoE-layer prefill cost started from, and drawn to, this prior
+        priors = {key: replace(e, prefill_moe_layer_overhead_s=moe_prior) for key, e in priors.items()}
     settled: dict[str, EngineProfile] = {}
 
     def fold(keep: Sequence[CorpusCase], held_out: str | None) -> tuple[dict[str, EngineFit], dict[str, EngineProfile]]:
@@ -606,11 +610,23 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     with_paper = "--with-paper" in args  # SGLang also fitted on Table 3 (a report; never written)
     with_held_out = "--with-held-out" in args  # the held-out measurements fitted as corpus sources (a report)
-    if (with_paper or with_held_out) and "--write" in args:
+    # Another prior for every engine's per-MoE-layer prefill cost (seconds; a report): where a fold leaves an
+    # engine no prefill of a MoE model, that prior prices its held-out points.
+    moe_prior = None
+    if "--moe-prior" in args:
+        at = args.index("--moe-prior")
+        try:
+            moe_prior = float(args[at + 1])
+        except (IndexError, ValueError):
+            sys.exit("--moe-prior takes a number of seconds, e.g. --moe-prior 0.001")
+        if not 0.0 < moe_prior <= 0.05:
+            sys.exit(f"--moe-prior: must be in (0, 0.05] seconds, got {args[at + 1]}")
+    if (with_paper or with_held_out or moe_prior is not None) and "--write" in args:
         sys.exit(
-            "--with-paper and --with-held-out are reports only: the shipped profiles are fitted on the corpus alone"
+            "--with-paper, --with-held-out and --moe-prior are reports only: the shipped profiles are fitted on the "
+            "corpus alone, from the priors they state"
         )
-    found, settled = settled_study(fit_paper=with_paper, also=HELD_OUT if with_held_out else None)
+    found, settled = settled_study(fit_paper=with_paper, also=HELD_OUT if with_held_out else None, moe_prior=moe_prior)
     print(markdown(found))
     print()
     print(contradictions_markdown(found, load_corpus(CORPUS)))
