@@ -162,9 +162,10 @@ _PARTS = ("compute_s", "memory_s", "communication_s", "overhead_s")
 def _overrides(
     compute_efficiency: float | None, memory_efficiency: float | None, overhead_s: float | None, zero: bool
 ) -> dict[str, float]:
-    """The roofline options given (checked finite), the serving overheads zeroed where ``zero`` (--kernel-only on
-    a roofline pool; a calibrated pool is made kernel-only after its fit, ``_fitted``, since zeroed before, the
-    fit would put the overhead back into its per-request term)."""
+    """The roofline options given (checked finite), the per-request overhead zeroed where ``zero`` (--kernel-only on
+    a roofline pool, so that an --overhead-s beside it adds nothing; ``_served`` drops every other serving overhead
+    with ``RooflineParams.kernel_only``; a calibrated pool is made kernel-only after its fit, ``_fitted``, since
+    zeroed before, the fit would put the overhead back into its per-request term)."""
     check_finite(
         {
             "--compute-efficiency": compute_efficiency,
@@ -178,8 +179,6 @@ def _overrides(
             ("compute_efficiency", compute_efficiency),
             ("memory_efficiency", memory_efficiency),
             ("overhead_s", 0.0 if zero else overhead_s),
-            ("layer_overhead_s", 0.0 if zero else None),
-            ("moe_layer_overhead_s", 0.0 if zero else None),
         )
         if value is not None
     }
@@ -221,6 +220,8 @@ def _served(
         return pool, card, "measured points"
     chosen = engine_choice(engine)
     if chosen is None:
+        if kernel_only:
+            pool = replace(pool, roofline=pool.roofline.kernel_only)
         return pool, card, "paper-fit: serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3, 5)"
     profile = load_named_engine(chosen, "--engine")
     generation = generation_of(pool.hardware_key)

@@ -37,8 +37,8 @@ TERMS: tuple[tuple[str, float, float], ...] = (
     ("expert_gemm_half_rows", 0.0, 1e6),
 )
 #: Terms a profile may leave out (0 then): per matrix-multiply kernel per decode step, per MoE layer per prefill
-#: chunk, the alpha of a
-#: collective across nodes, and a disaggregated prefill's wait per request until its KV is handed off.
+#: chunk, the alpha of a collective across nodes, and a disaggregated prefill's wait per request until its KV is
+#: handed off.
 OPTIONAL_TERMS: tuple[tuple[str, float, float], ...] = (
     ("decode_op_overhead_s", 0.0, 0.01),
     ("prefill_moe_layer_overhead_s", 0.0, 1.0),

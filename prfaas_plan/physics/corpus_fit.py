@@ -55,7 +55,7 @@ from prfaas_plan._frozen import frozen
 from prfaas_plan.physics.decode import decode_overhead_s, decode_step_time
 from prfaas_plan.physics.engine import engine_params
 from prfaas_plan.physics.ops import Op, forward_ops, matmul_kernels
-from prfaas_plan.physics.prefill import prefill_chunks, prefill_time
+from prfaas_plan.physics.prefill import chunk_layer_counts, prefill_chunks, prefill_time
 from prfaas_plan.physics.roofline import (
     _GEMM_GROUP,
     ATTENTION_OPS,
@@ -95,8 +95,8 @@ FIT_TERMS = ALL_TERMS[:5]
 #: where the engine's measurements include a prefill of a model with MoE layers). Not the attention efficiency:
 #: the corpus's prompts (at most 8K tokens but one benchmark's two dense prompts) spend at most about a quarter of
 #: their kernel time in attention, too little to tell it from the GEMM rate, while it decides every prompt of 32K
-#: and more (``tests/benchmarks/corpus_cv.py`` sets it from long-prompt evidence
-#: where some exists, else leaves its prior).
+#: and more (``tests/benchmarks/corpus_cv.py`` sets it from long-prompt evidence where some exists, else leaves its
+#: prior).
 CORPUS_TERMS = (
     "gemm_efficiency_scale",
     "request_overhead_s",
@@ -206,7 +206,8 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
         comm = float(communication_s(arch, instance, tokens, params, chunks)[0])
         request = 1.0 if m.includes_request_overhead else 0.0
         handoff = 1.0 if m.disaggregated else 0.0
-        counts = np.array([request, chunks * arch.n_layers, 0.0, 0.0, 0.0, handoff, chunks * moe_layers(arch)[0]])
+        layers, moe = chunk_layer_counts(arch)
+        counts = np.array([request, chunks * layers, 0.0, 0.0, 0.0, handoff, chunks * moe])
         eager = 0.0
     else:
         batch = np.asarray([float(m.batch)])
@@ -222,8 +223,8 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
             parts.append((forward_ops(arch, cached=0.0, new=lengths), share))
             chunks = float(prefill_chunks(params, lengths)[0])
             comm += share * float(communication_s(arch, instance, lengths, params, chunks)[0])
-            moe = share * chunks * moe_layers(arch)[0]
-            counts = counts + np.array([0.0, share * chunks * arch.n_layers, 0.0, 0.0, 0.0, 0.0, moe])
+            layers, moe = chunk_layer_counts(arch)
+            counts = counts + np.array([0.0, share * chunks * layers, 0.0, 0.0, 0.0, 0.0, share * chunks * moe])
     rate = instance.bytes_per_s * params.memory_efficiency
     gemm, prior, gemm_mem, att, att_mem = [], [], [], [], []
     other_mem = 0.0
@@ -289,9 +290,8 @@ def _predict_pieces(p: _Pieces, theta: Array) -> float:
     att = np.maximum(p.attention_s / theta[7], p.attention_memory_s).sum() if p.attention_s.size else 0.0
     c = p.overhead_counts
     factor = theta[p.scale_index] if p.scale_index >= 0 else 1.0
-    overhead = (
-        float(c[:2] @ theta[1:3]) + factor * float(c[2:5] @ theta[3:6]) + float(c[5] * theta[8] + c[6] * theta[9])
-    )
+    prefill = float(c[:2] @ theta[1:3]) + float(c[6] * theta[9])
+    overhead = prefill + factor * float(c[2:5] @ theta[3:6]) + float(c[5] * theta[8])
     return float(gemm + att + p.other_memory_s + p.fixed_s + overhead + p.eager_s)
 
 
@@ -398,7 +398,8 @@ class _Batch:
         factor = np.where(self.scale_index >= 0, theta[np.arange(n), np.maximum(self.scale_index, 0)], 1.0)
         prefill = np.einsum("ij,ij->i", self.counts[:, :2], theta[:, 1:3])
         decode = np.einsum("ij,ij->i", self.counts[:, 2:5], theta[:, 3:6])
-        handoff = self.counts[:, 5] * theta[:, 8] + self.counts[:, 6] * theta[:, 9]
+        prefill = prefill + self.counts[:, 6] * theta[:, 9]  # per MoE layer per chunk
+        handoff = self.counts[:, 5] * theta[:, 8]
         return np.asarray(self.constant_s + gemm + prefill + factor * decode + handoff, dtype=np.float64)
 
 

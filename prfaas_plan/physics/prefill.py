@@ -64,10 +64,17 @@ def serving_overhead_s(arch: Architecture, params: RooflineParams, new_tokens: A
     return np.asarray(params.overhead_s + chunks * chunk_overhead_s(arch, params), dtype=np.float64)
 
 
+def chunk_layer_counts(arch: Architecture) -> tuple[float, float]:
+    """What one prefill chunk's per-layer overheads multiply: (decoder layers, MoE layers). The corpus fit
+    (``physics.corpus_fit``) prices by these counts, the planner by ``chunk_overhead_s``."""
+    return float(arch.n_layers), float(moe_layers(arch)[0])
+
+
 def chunk_overhead_s(arch: Architecture, params: RooflineParams) -> float:
     """One prefill chunk's per-layer overheads, seconds: layers x layer_overhead_s + MoE layers x
     moe_layer_overhead_s."""
-    return arch.n_layers * params.layer_overhead_s + moe_layers(arch)[0] * params.moe_layer_overhead_s
+    layers, moe = chunk_layer_counts(arch)
+    return layers * params.layer_overhead_s + moe * params.moe_layer_overhead_s
 
 
 def prefill_time(

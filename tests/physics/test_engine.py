@@ -311,7 +311,7 @@ CASES = _synthetic_cases()
 
 def _interleaved_moe_decode() -> CorpusCase:
     """A decode metric of a MoE model that carries the arriving requests' prefills (mean ITL at batch 16)."""
-    (case,) = [c for c in CASES if c.measurement.phase == "decode" and c.measurement.model == "qwen3-235b-a22b"][:1]
+    case = next(c for c in CASES if c.measurement.phase == "decode" and c.measurement.model == "qwen3-235b-a22b")
     m = replace(case.measurement, id="synthetic-interleaved", batch=16, interleaved_input_tokens=9_000.0)
     return replace(case, measurement=replace(m, interleaved_output_tokens=500.0))
 
