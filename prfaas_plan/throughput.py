@@ -149,6 +149,7 @@ def stage_model(scenario: Scenario) -> StageModel:
     tpot_s = 1.0 / scenario.slo.decode_tokens_per_s
     lengths = scenario.traffic.input_length
     context = lengths.mean_tokens + scenario.traffic.output_length.mean_tokens / 2
+    _check_prfaas_memory(scenario)
     prfaas = pool_costs(scenario.prfaas, scenario.model, context_tokens=context, tpot_s=tpot_s)
     local = pool_costs(scenario.local, scenario.model, context_tokens=context, tpot_s=tpot_s)
     # The loader guarantees measured pools carry these; derived pools always produce them.
@@ -200,6 +201,20 @@ def stage_model(scenario: Scenario) -> StageModel:
             f"decode ({scenario.local.hardware_key})": local.decode_source,
         },
     )
+
+
+def _check_prfaas_memory(scenario: Scenario) -> None:
+    """InfeasibleError when the PrfaaS pool's instance cannot hold the model's weights plus one request's
+    KV/state at the longest input it may be sent (the decode pool's check, ``physics.fit.memory_fit``, at the
+    length a prefill-only instance must hold). Measured pools were run, so they hold it."""
+    pool, arch = scenario.prfaas, scenario.model.architecture
+    if arch is None or pool.method == "measured":
+        return
+    from prfaas_plan.physics.fit import memory_fit
+
+    fit = memory_fit(arch, pool.accelerator, pool.gpus_per_instance, scenario.traffic.input_length.upper_tokens)
+    if not fit.fits:
+        raise InfeasibleError(f"prfaas: {pool.gpus_per_instance} x {pool.hardware_key}: {fit.describe()}")
 
 
 def decode_step_knots(

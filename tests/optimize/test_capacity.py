@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -29,7 +30,7 @@ from prfaas_plan.spec.plan import Plan, TtftSlo
 from prfaas_plan.spec.scenario import Scenario
 from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing
 from prfaas_plan.units import GBIT_PER_S
-from tests.conftest import examples
+from tests.conftest import REPO, examples, run_cli
 
 PORTS = LinkPricing(
     ports=(
@@ -390,6 +391,36 @@ def test_memory_fit_says_by_how_much_and_what_would_fit(paper_scenario: Scenario
     text = fit.describe()
     assert "GB" in text and "would fit" in text
     assert memory_fit(arch, h100, 16, 40_000.0).fits
+
+
+def test_a_prfaas_pool_whose_weights_do_not_fit_is_infeasible_in_every_command(tmp_path: Path) -> None:
+    """The PrfaaS (prefill-only) pool's instance is checked for memory as the decode pool's is: one H200 (127 GB
+    usable) cannot hold Qwen3.5-397B's 403 GB of FP8 weights, so optimize, size and review exit 1 naming the
+    pool and the figures, and matrix reports that cell infeasible beside a cell that fits (mi325x, 2 GPUs)."""
+    base = (REPO / "workloads" / "qwen3.5-capacity.yaml").read_text()
+    fixed = "    gpus_per_instance: 8\n    instances: 4"
+    assert fixed in base
+    easy = base.replace("  rate_req_per_s: 10", "  rate_req_per_s: 0.5").replace(
+        "  ttft_p90_s: 5\n", "  ttft_p90_s: 20\n"
+    )
+    one = tmp_path / "one.yaml"
+    one.write_text(easy.replace(fixed, "    gpus_per_instance: 1\n    instances: 4", 1))
+    two = tmp_path / "two.yaml"
+    two.write_text(easy.replace(fixed, "    gpus_per_instance: 2\n    instances: 4", 1))
+    why = "prfaas: 1 x h200: weights 403 GB + one request's cache"
+    for args in (
+        ("optimize", str(one)),
+        ("size", str(one)),
+        ("review", str(one), "--quick", "--no-verify", "-o", str(tmp_path / "rev")),
+    ):
+        result = run_cli(*args)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert why in result.stderr and "exceed the 1 GPUs' usable 127 GB" in result.stderr
+        assert "would fit: 4 GPUs per instance" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("matrix", str(two), "--prefill", "h200,mi325x", "--local", "h20")
+    assert result.returncode == 0, result.stderr
+    assert "prfaas: 2 x h200: weights 403 GB" in result.stdout
+    assert "mi325x × h20" in result.stdout and "prfaas: 2 x mi325x" not in result.stdout
 
 
 def test_n_minus_one_never_carries_more_than_intact(paper_model: StageModel) -> None:
