@@ -75,10 +75,14 @@ def engine_choice(name: str | None) -> str | None:
 
 def engine_path(name: str, field: str = "engine") -> Path:
     """An engine given by built-in name or by the path of a YAML profile; an unknown name is an InputError on
-    ``field``."""
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
+    ``field``. A value is a path only when it holds a path separator or ends in .yaml/.yml: any other value is a
+    built-in name, whatever the working directory holds (an ``sglang/`` checkout or a ``vllm`` file beside a
+    run must not shadow the built-in profile)."""
+    import os  # only this function needs it
+
+    separators = tuple(s for s in (os.sep, os.altsep, "/") if s)
+    if name.endswith((".yaml", ".yml")) or any(s in name for s in separators):
+        return Path(name)
     if name == PAPER_FIT:
         names = ", ".join(builtin_engines())
         raise InputError(
@@ -88,8 +92,9 @@ def engine_path(name: str, field: str = "engine") -> Path:
     if candidate.is_file():
         return candidate
     known = (*builtin_engines(), PAPER_FIT)
+    here = f"; to use the file '{name}' here as a profile, write ./{name}" if os.path.lexists(name) else ""
     raise InputError(
-        Problem(field=field, message=f"no engine named '{name}'{suggest(name, known)}; known: {', '.join(known)}")
+        Problem(field=field, message=f"no engine named '{name}'{suggest(name, known)}; known: {', '.join(known)}{here}")
     )
 
 

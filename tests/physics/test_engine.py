@@ -3,6 +3,7 @@ its own synthetic measurements, and the loaders' errors."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -797,6 +798,31 @@ def test_paper_fit_names_the_serving_defaults_not_a_profile() -> None:
     assert engine_choice("vllm") == "vllm"
     with pytest.raises(InputError, match=r"--engine.*'paper-fit' \(the serving defaults\) is not an engine profile"):
         engine_path(PAPER_FIT, "--engine")
+
+
+def test_engine_names_resolve_to_the_built_ins_whatever_the_working_directory_holds(tmp_path: Path) -> None:
+    """A bare engine name (sglang, vllm, trtllm, paper-fit) is a built-in even where a file or directory of that
+    name is in the working directory; only a value with a path separator or a .yaml/.yml suffix is a path."""
+    from tests.conftest import run_cli
+
+    for name in ("sglang", "trtllm", "paper-fit"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "vllm").write_text("not: [an, engine\n")
+    (tmp_path / "mine").write_text("not: [an, engine\n")
+    kv = ("kv", "--model", "llama-3.1-70b", "--hardware", "h200", "--length", "1000", "--json")
+    for engine in ((), ("--engine", "sglang"), ("--engine", "vllm"), ("--engine", "trtllm"), ("--engine", "paper-fit")):
+        here, home = run_cli(*kv, *engine, cwd=tmp_path), run_cli(*kv, *engine)
+        assert here.returncode == 0, (engine, here.stderr)
+        assert json.loads(here.stdout)["rows"][0]["prefill_s"] == json.loads(home.stdout)["rows"][0]["prefill_s"]
+    scenario = str(REPO / "workloads" / "qwen3.5-capacity.yaml")  # engine: sglang in both pools
+    here, home = run_cli("optimize", scenario, "--json", cwd=tmp_path), run_cli("optimize", scenario, "--json")
+    assert here.returncode == 0, here.stderr
+    assert json.loads(here.stdout)["plan"] == json.loads(home.stdout)["plan"]
+    result = run_cli(*kv, "--engine", "./vllm", cwd=tmp_path)  # a path is still read as one
+    assert result.returncode == 2 and "vllm:2: malformed YAML" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli(*kv, "--engine", "mine", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--engine: no engine named 'mine'" in result.stderr and "write ./mine" in result.stderr
 
 
 def test_kv_says_where_a_time_lies_outside_its_error_bands_measurements() -> None:
