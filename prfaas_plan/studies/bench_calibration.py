@@ -14,6 +14,7 @@ a phase is the ``coverage`` quantile of |log(held-out / measured)| over its meas
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -130,11 +131,36 @@ def _band(
 
 
 def _labels(files: Sequence[str]) -> list[str]:
-    """Each file's name in its measurements' ids, unique among ``files``: its base name, else (two files of one
-    name in different folders) its path as given, else (one file given twice) that and its position."""
+    """Each file's name in its measurements' ids, unique among ``files`` (``_read_files`` refuses one file given
+    twice): its base name, else (two files of one name in different folders) its path as given."""
     names = [Path(f).name for f in files]
-    labels = [n if names.count(n) == 1 else f for n, f in zip(names, files, strict=True)]
-    return [x if labels.count(x) == 1 else f"{x} ({i})" for i, x in enumerate(labels, start=1)]
+    return [n if names.count(n) == 1 else f for n, f in zip(names, files, strict=True)]
+
+
+def _read_files(paths: Sequence[str | Path], max_prefill_occupancy: float) -> list[BenchFile]:
+    """Read ``paths`` in order. One file given twice (the same path, or the same bytes under another name) is an
+    InputError on FILES naming both: its measurements would count twice, and leave-one-out would keep each
+    one's twin in the fit, narrowing the error band for nothing."""
+    files: list[BenchFile] = []
+    by_path: dict[str, str] = {}
+    by_hash: dict[str, str] = {}
+    for path in paths:
+        shown = str(path)
+        real = os.path.realpath(path)
+        if real in by_path:
+            raise _given_twice(by_path[real], shown, "are the same file")
+        bench = read_bench_file(path, shown, max_prefill_occupancy=max_prefill_occupancy)
+        if bench.sha256 in by_hash:
+            raise _given_twice(by_hash[bench.sha256], shown, f"hold the same bytes (sha256 {bench.sha256[:16]}…)")
+        by_path[real], by_hash[bench.sha256] = shown, shown
+        files.append(bench)
+    return files
+
+
+def _given_twice(first: str, second: str, how: str) -> InputError:
+    which = f"{first} is given twice" if first == second else f"{first} and {second} {how}"
+    message = f"{which}: its measurements would count twice and narrow the error band; give it once"
+    return InputError(Problem(field="FILES", message=message))
 
 
 def calibrate_files(
@@ -151,7 +177,7 @@ def calibrate_files(
 ) -> Calibration:
     """Read ``paths``, fit ``engine``'s terms on what they measured of ``model`` on ``gpus`` x ``hardware`` and
     cross-validate (module docstring). InputError naming the file, key or flag for anything unusable."""
-    files = [read_bench_file(p, str(p), max_prefill_occupancy=max_prefill_occupancy) for p in paths]
+    files = _read_files(paths, max_prefill_occupancy)
     card = load_named_model(model, "--model")
     profile = load_named_hardware(hardware, "--hardware")
     base = load_named_engine(engine, "--engine")

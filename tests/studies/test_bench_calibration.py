@@ -218,6 +218,31 @@ def test_files_of_one_name_in_two_folders_stay_apart(tmp_path: Path) -> None:
     assert 0.8 < float(np.sqrt(fast.fitted_s / fast.measured_s * slow.fitted_s / slow.measured_s)) < 1.25
 
 
+def test_one_file_given_twice_is_refused_naming_both(tmp_path: Path) -> None:
+    """The same file twice (one path, the path spelt another way, a link to it, or a byte-identical copy) is
+    exit 2 on FILES naming both: counted twice, each measurement's twin stayed in its leave-one-out fit and the
+    prefill band fell from the base engine's 2.06x to 1.05x."""
+    given = FIXTURES / "synthetic-sglang-bench-one-batch.jsonl"
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(given.read_bytes())
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(given)
+    flags = ("--model", "llama-3.1-70b", "--hardware", "h200")
+    assert run_cli("calibrate", str(given), *flags).returncode == 0
+    cases = {
+        str(given): f"FILES: {given} is given twice",
+        str(tmp_path / ".." / tmp_path.name / "link.jsonl"): "are the same file",
+        str(link): "are the same file",
+        str(copy): "hold the same bytes (sha256 ",
+    }
+    for second, expected in cases.items():
+        done = run_cli("calibrate", str(given), second, *flags)
+        assert done.returncode == 2, (second, done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0] and str(given) in lines[0] and second in lines[0], lines
+        assert "count twice" in lines[0] and "Traceback" not in done.stderr
+
+
 def test_a_calibrated_band_covers_the_model_and_generation_it_was_measured_on(tmp_path: Path) -> None:
     """A phase calibrated on the user's own measurements counts them as of the calibrated model and its GPU
     generation: the written profile's band says nothing of that model on that generation, and calls another
