@@ -28,8 +28,9 @@ What is read (each measurement carries its assumption, in words, for the calibra
   input + output / 2 tokens.
 
 A JSON file may hold one object, one per line (JSONL), or objects one after another as ``jq .`` pretty-prints
-them. Every file is read through ``io.guard`` (regular files only, bounded bytes, lines and JSON nesting); every
-problem is one ``InputError`` naming the file, its line and the key.
+them; a key given twice in one object is refused (``json`` would silently keep the last). Every file is read
+through ``io.guard`` (regular files only, bounded bytes, lines and JSON nesting); every problem is one
+``InputError`` naming the file, its line and the key.
 """
 
 from __future__ import annotations
@@ -173,13 +174,103 @@ def _constant(name: str) -> float:
     return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[name]
 
 
+class _RepeatedKey(Exception):
+    """A JSON object repeats a key (``_unique_keys``); not a ValueError, so no parse attempt swallows it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict; _RepeatedKey where a key comes twice (``json`` would keep the last)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return out
+
+
+class _DuplicateKeyError(InputError):
+    """A JSON object of a result file repeats a key: refused wherever the file is read (as one value, as JSONL
+    or as a stream), never taken for a file of another layout."""
+
+
+def _duplicate_key(text: str, start: int, display: str, line: int | None, key: str) -> _DuplicateKeyError:
+    """The problem of the value at ``text[start:]`` repeating ``key``: the repeated member's line (``line`` for
+    one JSONL line) and dotted path, and where it was first given, as the YAML reader says it."""
+    found = _repeat_in(text, start)
+    if found is None:  # not located (cannot happen on text the parser read): the key, on the value's line
+        at = line if line is not None else text.count("\n", 0, start) + 1
+        return _DuplicateKeyError(Problem(file=display, line=at, field=key, message="duplicate key"))
+    path, first, second = found
+    first_line, second_line = (text.count("\n", 0, i) + 1 if line is None else line for i in (first, second))
+    return _DuplicateKeyError(
+        Problem(
+            file=display,
+            line=second_line,
+            field=path,
+            message=f"duplicate key (first given on line {first_line})",
+        )
+    )
+
+
+def _repeat_in(text: str, start: int) -> tuple[str, int, int] | None:
+    """The first repeated key (in the order the text gives them) of the JSON value at ``text[start:]``: its
+    dotted path and the offsets of its first and second occurrence; None when there is none. Each value is
+    checked whole by the C parser and walked member by member only when a repeat is inside it, so the cost
+    is that of parsing the text once per level of nesting (``MAX_JSON_DEPTH`` at most)."""
+    checked = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=_unique_keys)
+    plain = json.JSONDecoder(parse_constant=_constant)
+
+    def skip(i: int) -> int:
+        return _JSON_SPACE.match(text, i).end()  # type: ignore[union-attr]  # matches the empty string
+
+    def walk(i: int, path: str) -> tuple[str, int, int] | int:
+        """The repeat inside the value at ``i`` (path, first, second), else the offset just past the value."""
+        try:
+            return int(checked.raw_decode(text, i)[1])
+        except _RepeatedKey:
+            pass
+        closing = "}" if text[i] == "{" else "]"
+        seen: dict[str, int] = {}
+        j, n = skip(i + 1), 0
+        while text[j] != closing:
+            name = f"{path}[{n}]"
+            if closing == "}":
+                key, after = plain.raw_decode(text, j)
+                name = f"{path}.{key}" if path else str(key)
+                if key in seen:
+                    return name, seen[key], j
+                seen[key] = j
+                j = skip(skip(after) + 1)  # past the ':'
+            found = walk(j, name)
+            if not isinstance(found, int):
+                return found
+            j, n = skip(found), n + 1
+            if text[j] == ",":
+                j = skip(j + 1)
+        return j + 1
+
+    try:
+        found = walk(skip(start), "")
+    except (ValueError, IndexError, RecursionError):
+        return None
+    return None if isinstance(found, int) else found
+
+
 def _loads(text: str, display: str, line: int | None) -> Any:
     bound = json_bound_problem(text)
     if bound is not None:
         at = line if line is not None else text.count("\n", 0, bound[0]) + 1
         raise InputError(Problem(file=display, line=at, message=f"malformed JSON: {bound[1]}"))
     try:
-        return json.loads(text, parse_constant=_constant)
+        return json.loads(text, parse_constant=_constant, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        raise _duplicate_key(text, 0, display, line, exc.key) from None
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
         raise InputError(
@@ -196,14 +287,18 @@ def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
         raise InputError(Problem(file=display, message="empty: no benchmark result in it"))
     try:
         return [(None, _loads(text, display, None))]
+    except _DuplicateKeyError:
+        raise
     except InputError:
         lines = [(n, s) for n, s in enumerate(text.splitlines(), start=1) if s.strip()]
         if len(lines) < 2:
             raise
     try:
         return [(n, _loads(s, display, n)) for n, s in lines]
+    except _DuplicateKeyError:
+        raise
     except InputError:
-        stream = _stream(text)
+        stream = _stream(text, display)
         if stream is None:
             raise
         return stream
@@ -212,13 +307,13 @@ def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _stream(text: str) -> list[tuple[int | None, Any]] | None:
+def _stream(text: str, display: str) -> list[tuple[int | None, Any]] | None:
     """The JSON values of ``text`` one after another, separated by nothing but white space, each with the line
     it starts on; None unless it holds two or more and nothing else (the caller then reports the JSONL error),
-    or where it is beyond the bounds on depth and digits."""
+    or where it is beyond the bounds on depth and digits. _DuplicateKeyError where a value repeats a key."""
     if json_bound_problem(text) is not None:
         return None
-    decoder = json.JSONDecoder(parse_constant=_constant)
+    decoder = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=_unique_keys)
     out: list[tuple[int | None, Any]] = []
     at, line = 0, 1
     try:
@@ -227,7 +322,10 @@ def _stream(text: str) -> list[tuple[int | None, Any]] | None:
             if start == len(text):
                 break
             line += text.count("\n", at, start)
-            value, end = decoder.raw_decode(text, start)
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except _RepeatedKey as exc:
+                raise _duplicate_key(text, start, display, None, exc.key) from None
             out.append((line, value))
             line += text.count("\n", start, end)
             at = end

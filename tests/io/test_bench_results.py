@@ -241,3 +241,44 @@ def test_cli_bad_file_exit_2_one_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "total_output_tokens" in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _with_second(lines: list[str], after: str, member: str) -> list[str]:
+    """``lines`` with ``member`` inserted after the first line holding ``after``."""
+    i = next(n for n, line in enumerate(lines) if after in line)
+    return [*lines[: i + 1], member, *lines[i + 1 :]]
+
+
+def test_a_repeated_json_key_is_refused_where_it_is(tmp_path: Path) -> None:
+    """A key given twice in one object (json keeps the last, silently) is refused in every layout: the file, the
+    repeated member's line and dotted path, and the line it was first given on, as the YAML reader says it. A
+    second mean_ttft_ms of 5000 ms once made the run too loaded to time a prefill, with rc 0."""
+    run = json.loads(VLLM.read_text())
+    one = json.dumps(run)
+    pretty = json.dumps(run, indent=2).splitlines()
+    twice = _with_second(pretty, '"completed"', '  "completed": 7,')
+    first = next(n for n, line in enumerate(pretty, start=1) if '"completed"' in line)
+    aiperf = json.dumps(json.loads(AIPERF.read_text()), indent=2).splitlines()
+    ttft = next(n for n, line in enumerate(aiperf) if '"time_to_first_token"' in line)
+    mean = next(n for n, line in enumerate(aiperf, start=1) if n > ttft and '"avg"' in line)  # its avg's line
+    avg = [*aiperf[:mean], '    "avg": 1.0,', *aiperf[mean:]]
+    cases = {  # name: (text, line, field, first line)
+        "one-line": (one[:-1] + ', "mean_ttft_ms": 5000.0}', 1, "mean_ttft_ms", 1),
+        "pretty": ("\n".join(twice), first + 1, "completed", first),
+        "jsonl": (f'{one}\n{one[:-1]}, "duration": 3}}\n{one}\n', 2, "duration", 2),
+        "pretty-stream": ("\n".join([*pretty, *twice]), len(pretty) + first + 1, "completed", len(pretty) + first),
+        "nested": ("\n".join(avg), mean + 1, "time_to_first_token.avg", mean),
+    }
+    for name, (text, line, field, first_line) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        with pytest.raises(InputError) as info:
+            read_bench_file(path)
+        expected = f"{path}:{line} {field}: duplicate key (first given on line {first_line})"
+        assert str(info.value) == expected, name
+    done = run_cli("calibrate", str(tmp_path / "one-line.json"), "--model", "minimax-m2.5", "--hardware", "h200")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert (
+        done.stderr.strip()
+        == f"error: {tmp_path / 'one-line.json'}:1 mean_ttft_ms: duplicate key (first given on line 1)"
+    )
