@@ -473,17 +473,34 @@ def _csv_run(text: str, display: str) -> _Run:
 _CSV_EXPORT = re.compile(r"\s*Metric,")
 
 
+class TooManyMeasurements(InputError):
+    """``read_bench_file`` read more than its ``max_measurements``: it stopped at the run that passed them
+    (``line``: None for a file of one run), with ``count`` read from the file."""
+
+    def __init__(self, display: str, line: int | None, count: int, limit: int) -> None:
+        message = f"{count:,} measurements read, more than the {limit:,} allowed: reading stopped here"
+        super().__init__(Problem(file=display, line=line, message=message))
+        self.display, self.line, self.count = display, line, count
+
+
 def read_bench_file(
-    path: str | Path, display: str | None = None, *, max_prefill_occupancy: float = MAX_PREFILL_OCCUPANCY
+    path: str | Path,
+    display: str | None = None,
+    *,
+    max_prefill_occupancy: float = MAX_PREFILL_OCCUPANCY,
+    max_measurements: int | None = None,
 ) -> BenchFile:
     """Read one result file (module docstring). InputError naming the file, line and key for anything that is
-    not a well-formed result of one known benchmark."""
+    not a well-formed result of one known benchmark; TooManyMeasurements as soon as more than
+    ``max_measurements`` are read (the runs after it are not looked at)."""
     shown = display or str(path)
     raw = read_bytes(path, shown, BENCH_LIMITS)
     check_lines(raw, shown, BENCH_LIMITS)
     text = decode_utf8(raw, shown)
     if _CSV_EXPORT.match(text):
         got, why = _aiperf(_csv_run(text, shown), max_prefill_occupancy)
+        if max_measurements is not None and len(got) > max_measurements:
+            raise TooManyMeasurements(shown, None, len(got), max_measurements)
         return BenchFile(
             file=shown,
             format="aiperf",
@@ -517,6 +534,8 @@ def read_bench_file(
         else:
             got, why = _serving(run, fmt, max_prefill_occupancy)
         measurements += got
+        if max_measurements is not None and len(measurements) > max_measurements:
+            raise TooManyMeasurements(shown, line, len(measurements), max_measurements)
         skipped += [f"{'line ' + str(line) if line else 'run'}: {w}" for w in why]
     return BenchFile(
         file=shown,

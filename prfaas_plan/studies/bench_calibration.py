@@ -22,7 +22,7 @@ import numpy as np
 
 from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, read_bench_file
+from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, TooManyMeasurements, read_bench_file
 from prfaas_plan.io.engine_profile import generation_of, load_named_engine
 from prfaas_plan.io.error_bands import engine_band
 from prfaas_plan.io.names import load_named_hardware, load_named_model
@@ -140,16 +140,29 @@ def _labels(files: Sequence[str]) -> list[str]:
 def _read_files(paths: Sequence[str | Path], max_prefill_occupancy: float) -> list[BenchFile]:
     """Read ``paths`` in order. One file given twice (the same path, or the same bytes under another name) is an
     InputError on FILES naming both: its measurements would count twice, and leave-one-out would keep each
-    one's twin in the fit, narrowing the error band for nothing."""
+    one's twin in the fit, narrowing the error band for nothing. Reading stops, with an InputError on FILES,
+    as soon as the running count of measurements passes ``MAX_MEASUREMENTS`` (no file after it is opened)."""
     files: list[BenchFile] = []
     by_path: dict[str, str] = {}
     by_hash: dict[str, str] = {}
+    read = 0
     for path in paths:
         shown = str(path)
         real = os.path.realpath(path)
         if real in by_path:
             raise _given_twice(by_path[real], shown, "are the same file")
-        bench = read_bench_file(path, shown, max_prefill_occupancy=max_prefill_occupancy)
+        try:
+            bench = read_bench_file(
+                path, shown, max_prefill_occupancy=max_prefill_occupancy, max_measurements=MAX_MEASUREMENTS - read
+            )
+        except TooManyMeasurements as exc:
+            where = shown if exc.line is None else f"{shown} line {exc.line}"
+            message = (
+                f"{read + exc.count:,} measurements read by {where}, more than the {MAX_MEASUREMENTS:,} one "
+                "calibration takes (reading stopped there): give fewer"
+            )
+            raise InputError(Problem(field="FILES", message=message)) from None
+        read += len(bench.measurements)
         if bench.sha256 in by_hash:
             raise _given_twice(by_hash[bench.sha256], shown, f"hold the same bytes (sha256 {bench.sha256[:16]}…)")
         by_path[real], by_hash[bench.sha256] = shown, shown
@@ -191,10 +204,7 @@ def calibrate_files(
     generation = generation_of(profile.accelerator.key)
     cases: list[CorpusCase] = []
     files_of: dict[str, str] = {}
-    total = sum(len(b.measurements) for b in files)
-    if total > MAX_MEASUREMENTS:
-        message = f"{total:,} measurements read, more than the {MAX_MEASUREMENTS:,} one calibration takes: give fewer"
-        raise InputError(Problem(field="FILES", message=message))
+    total = sum(len(b.measurements) for b in files)  # at most MAX_MEASUREMENTS (_read_files)
     one_out = total <= MAX_LEAVE_ONE_OUT
     held_out_by = "leave-one-out" if one_out else f"{FOLDS}-fold cross-validation (measurement i in fold i mod {FOLDS})"
     for bench, label in zip(files, _labels([b.file for b in files]), strict=True):

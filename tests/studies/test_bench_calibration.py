@@ -201,6 +201,25 @@ def test_many_measurements_are_cross_validated_in_folds_and_too_many_refused(tmp
         calibrate_files([too_many], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
 
 
+def test_reading_stops_as_soon_as_the_count_passes_the_limit(tmp_path: Path) -> None:
+    """Calibrate stops reading at the run that takes the running count past MAX_MEASUREMENTS: the rest of that
+    file and the files after it are not looked at (here a run of no known benchmark and a missing file, either
+    of which would be refused if read), instead of parsing every file first (eight 63 MB files took 78 s and
+    2 GB to be refused). Exit 2 on FILES, naming the file and line where the count passed."""
+    line = (FIXTURES / "synthetic-sglang-bench-one-batch.jsonl").read_text().splitlines()[0]
+    runs = MAX_MEASUREMENTS // 2 + 1  # 2 measurements a run (batch 1: a prefill and a decode step)
+    sweep = tmp_path / "sweep.jsonl"
+    sweep.write_text((line + "\n") * runs + '{"not": "a benchmark"}\n')
+    flags = ("--model", "llama-3.1-70b", "--hardware", "h200")
+    done = run_cli("calibrate", str(sweep), str(tmp_path / "never-opened.json"), *flags)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    expected = (
+        f"error: FILES: {2 * runs:,} measurements read by {sweep} line {runs}, more than the {MAX_MEASUREMENTS:,} "
+        "one calibration takes (reading stopped there): give fewer"
+    )
+    assert done.stderr.strip() == expected
+
+
 def test_files_of_one_name_in_two_folders_stay_apart(tmp_path: Path) -> None:
     """Two result files named alike in different folders: their measurements keep distinct ids (the file's path
     stands in for its name) and are fitted as two, so the prefill fit sits between a TTFT and its triple (their
