@@ -40,8 +40,9 @@ def kv(
         float | None,
         typer.Option(
             "--compute-efficiency",
-            help="Roofline GEMM e_c for bf16 weights (default: the engine's figure for the accelerator's "
-            f"generation; {_DEFAULTS.compute_efficiency:g} with --engine paper-fit).",
+            help="Roofline GEMM e_c, every GEMM's in every dtype, the routed experts' too (default: the engine's "
+            "figures for the accelerator's generation, its experts at its factor of them; "
+            f"{_DEFAULTS.compute_efficiency:g} with --engine paper-fit).",
             min=1e-6,
             max=1.0,
         ),
@@ -228,11 +229,14 @@ def _served(
     params = engine_params(profile, generation, base=pool.roofline)
     if kernel_only:
         params = params.kernel_only
-    if overrides:  # the options set over the engine's figures (compute_efficiency also over its dtype table)
-        table = () if "compute_efficiency" in overrides else params.dtype_compute_efficiency
+    if overrides:  # the options set over the engine's figures (compute_efficiency also over its dtype table and
+        # the routed experts' factor: every GEMM at the rate given)
+        every = "compute_efficiency" in overrides
+        table = () if every else params.dtype_compute_efficiency
+        experts = 1.0 if every else params.expert_gemm_efficiency
         note = f"{params.source}; command-line overrides"
         fields: dict[str, Any] = dict(overrides)  # float fields only (the options that set them)
-        params = replace(params, dtype_compute_efficiency=table, source=note, **fields)
+        params = replace(params, dtype_compute_efficiency=table, expert_gemm_efficiency=experts, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"
     return replace(pool, roofline=params), card, label
 

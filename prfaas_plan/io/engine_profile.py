@@ -135,11 +135,19 @@ def engine_from_document(doc: Document) -> EngineProfile:
             values[term] = value
         if source is not None:
             sources.append((term, source))
-    gemm = root.sub("gemm_efficiency", required=("scale", "prior", "source"), optional=("scale_prior",))
+    gemm = root.sub(
+        "gemm_efficiency",
+        required=("scale", "prior", "source"),
+        optional=("scale_prior", "expert_scale", "expert_scale_prior"),
+    )
     scale = gemm.number("scale", gt=0, le=10)
     scale_prior = gemm.number("scale_prior", gt=0, le=10) if gemm.has("scale_prior") else None
     if scale_prior is not None:
         priors.append(("gemm_efficiency_scale", scale_prior))
+    expert_scale = gemm.number("expert_scale", gt=0, le=10) if gemm.has("expert_scale") else 1.0
+    expert_prior = gemm.number("expert_scale_prior", gt=0, le=10) if gemm.has("expert_scale_prior") else None
+    if expert_prior is not None:
+        priors.append(("expert_gemm_scale", expert_prior))
     gemm_source = gemm.string("source")
     prior = gemm.sub("prior", required=("other",), optional=GENERATIONS)
     table: list[tuple[str, str, float]] = []
@@ -175,7 +183,7 @@ def engine_from_document(doc: Document) -> EngineProfile:
         fit.string("source")
         fitted = fit.strings("fitted")
         fitted_on = fit.strings("fitted_on")
-        known = {"gemm_efficiency_scale", *(f"overhead_scale_{g}" for g, _ in scales)}
+        known = {"gemm_efficiency_scale", "expert_gemm_scale", *(f"overhead_scale_{g}" for g, _ in scales)}
         unknown = [f for f in fitted if f not in values and f not in known]
         if unknown:
             checker.report((*fit.path, "fitted"), f"names no term: {', '.join(unknown)}")
@@ -186,6 +194,7 @@ def engine_from_document(doc: Document) -> EngineProfile:
         name=name,
         gemm_efficiency=tuple(table),
         gemm_efficiency_scale=float(scale or 1.0),
+        expert_gemm_scale=float(expert_scale or 1.0),
         overhead_scale=tuple(scales),
         sources=(*sources, ("gemm_efficiency", gemm_source)),
         priors=tuple(priors),

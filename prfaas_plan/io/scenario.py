@@ -296,10 +296,20 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: Roofline
     checked: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     if len(checked) < len(values) or expert_parallel is None:
         return default
-    # A compute efficiency the pool sets is its GEMMs' rate in every dtype: the engine's per-dtype figures (FP8
-    # apart from BF16) would otherwise override it for an FP8 or FP4 model (as ``kv --compute-efficiency``).
-    table = () if r.has("compute_efficiency") else default.dtype_compute_efficiency
-    return replace(default, source=source, expert_parallel=expert_parallel, dtype_compute_efficiency=table, **checked)
+    # A compute efficiency the pool sets is its GEMMs' rate in every dtype and for the routed experts too: the
+    # engine's per-dtype figures (FP8 apart from BF16) and its experts' factor would otherwise override it for an
+    # FP8 or FP4 model or slow its experts (as ``kv --compute-efficiency``).
+    every = r.has("compute_efficiency")
+    table = () if every else default.dtype_compute_efficiency
+    experts = 1.0 if every else default.expert_gemm_efficiency
+    return replace(
+        default,
+        source=source,
+        expert_parallel=expert_parallel,
+        dtype_compute_efficiency=table,
+        expert_gemm_efficiency=experts,
+        **checked,
+    )
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:

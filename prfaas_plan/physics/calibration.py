@@ -100,12 +100,14 @@ def _fit(
     theta = fit.x if fit.cost <= 0.5 * float(loss[i]) else start
     ec, fitted_overhead = (float(v) for v in theta)
     em = float(em_fixed)
-    # The fit divides every GEMM by the one e_c, whatever its dtype: the fitted parameters price them so too
-    # (no per-dtype figure of ``base`` may override it, or an FP8 model would be priced at base's FP8 rate).
+    # The fit divides every GEMM by the one e_c, whatever its dtype and the routed experts' alike: the fitted
+    # parameters price them so too (no per-dtype figure of ``base`` may override it, or an FP8 model would be
+    # priced at base's FP8 rate; nor its experts' factor, or the experts would run slower than fitted).
     return replace(
         base,
         compute_efficiency=ec,
         dtype_compute_efficiency=(),
+        expert_gemm_efficiency=1.0,
         memory_efficiency=em,
         overhead_s=fitted_overhead,
         source=f"least squares on {lengths.size} measured prefill points (relative residuals)",

@@ -6,7 +6,8 @@ sequences at c tokens of context, of one model card on one instance, timed on on
 engine-aware roofline (``physics.engine``, ``physics.prefill``, ``physics.decode``):
 
     T = sum over ops of max(FLOPs x shape / (peak x e_op), bytes / (B x e_m)) + collectives + overhead
-    e_op  = min(1, prior(generation, dtype) x s)   for GEMMs (s: the engine's fitted GEMM scale)
+    e_op  = min(1, prior(generation, dtype) x s)   for dense GEMMs (s: the fitted GEMM scale)
+          = min(1, min(1, prior x s) x x_exp)       for the routed experts' grouped GEMMs (x_exp: their factor)
           = e_att                                   for attention cores (the engine's, prior FlashAttention-3's)
     overhead = o_req + chunks x (layers x o_chunk + MoE layers x o_moe) [+ o_handoff]
                                                                        (prefill; o_handoff where disaggregated)
@@ -19,15 +20,19 @@ factor of the accelerator's generation (1 unless fitted: ``overhead_scale_cdna3`
 GPUs than one scale-up domain cross the scale-out NICs at the inter-node alpha (``physics.roofline``).
 
 The corpus fit (``fit_corpus``) fits ``CORPUS_TERMS`` of every engine at once: the terms in ``SHARED_TERMS``
-(the platform's, not an engine's) one value for all engines, the others one per engine; a user's calibration
+(the platform's and the kernels', not an engine's) one value for all engines, the others one per engine. The GEMM
+scale and the experts' factor are shared: a dense layer's GEMMs are the same library kernels (cuBLAS, CUTLASS) on
+every engine, and a batch-1 prefill sends each routed expert few enough tokens that its grouped GEMM runs far below
+the dense rate whichever kernel an engine calls; what the engines differ in is their fixed costs. A user's calibration
 from its own benchmarks (``fit_engine``) fits ``FIT_TERMS`` of one engine. Both: least squares on
 log(pred / meas) plus weak priors (``prior_weight`` x the log of each term's ratio to its prior, overheads
 softened by a floor of 1/10 of the prior) that keep a term the data cannot identify near its published prior
 instead of at a bound. A term is fitted only where the measurements carry it: a phase's overheads need a
 measurement of that phase, the GEMM scale and the attention efficiency a prefill (a decode step's GEMMs run at
-small M, where the large-M efficiency is not what binds), a generation's factor a decode step on that
-generation. The other terms (chunk size, collective latencies, grouped-GEMM curve, eager costs) stay at their
-sourced values. Every kernel piece is priced once at unit efficiency, so a fit costs array arithmetic.
+small M, where the large-M efficiency is not what binds), the experts' factor a prefill of a model with routed
+experts, a generation's factor a decode step on that generation. The other terms (chunk size, collective
+latencies, grouped-GEMM curve, eager costs) stay at their sourced values. Every kernel piece is priced once at
+unit efficiency, so a fit costs array arithmetic.
 
 A decode metric that averages over all of a request's steps (mean ITL, per-request TPOT) also carries the
 prefills of the requests that arrive meanwhile (continuous batching runs them between or inside decode steps):
@@ -86,10 +91,12 @@ ALL_TERMS = (
     "attention_efficiency",
     "kv_handoff_s",
     "prefill_moe_layer_overhead_s",
+    "expert_gemm_scale",
 )
 #: The terms a calibration from one deployment's benchmarks fits (``fit_engine``'s default).
 FIT_TERMS = ALL_TERMS[:5]
-#: The terms the public corpus fits (``fit_corpus``): per matrix-multiply kernel rather than per layer in
+#: The terms the public corpus fits (``fit_corpus``): the routed experts' own GEMM factor beside the dense scale;
+#: per matrix-multiply kernel rather than per layer in
 #: decode (a layer's kernels differ by a factor 2.4 between dense and MLA-with-experts models), the CDNA 3
 #: factor on decode overheads, and the prefill cost per MoE layer per chunk beside the per-layer one (fitted
 #: where the engine's measurements include a prefill of a model with MoE layers). Not the attention efficiency:
@@ -105,9 +112,11 @@ CORPUS_TERMS = (
     "decode_op_overhead_s",
     "overhead_scale_cdna3",
     "prefill_moe_layer_overhead_s",
+    "expert_gemm_scale",
 )
-#: Of those, the ones one value serves every engine with: the platform's, not the engine's.
-SHARED_TERMS = ("overhead_scale_cdna3",)
+#: Of those, the ones one value serves every engine with: the platform's and the GEMM kernels', not the engine's
+#: (module docstring).
+SHARED_TERMS = ("overhead_scale_cdna3", "gemm_efficiency_scale", "expert_gemm_scale")
 _PHASE_OF = {
     "request_overhead_s": "prefill",
     "prefill_layer_overhead_s": "prefill",
@@ -119,9 +128,10 @@ _PHASE_OF = {
     "gemm_efficiency_scale": "prefill",
     "kv_handoff_s": "prefill",
     "prefill_moe_layer_overhead_s": "prefill",
+    "expert_gemm_scale": "prefill",
 }
-_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0])
-_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0, 5.0, 0.05])
+_LOWER = np.array([0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0, 0.02])
+_UPPER = np.array([20.0, 5.0, 0.05, 0.2, 0.01, 0.001, 20.0, 1.0, 5.0, 0.05, 5.0])
 _SCALED = {"cdna3": 6}  # generation -> index of its decode-overhead factor in ALL_TERMS
 DEFAULT_PRIOR_WEIGHT = 0.1
 
@@ -141,6 +151,7 @@ class CorpusCase:
 class _Pieces:
     unit_gemm_s: Array  # GEMM ops: FLOPs x shape / peak
     gemm_prior: Array  # their prior efficiency
+    gemm_expert: Array  # 1.0 where the GEMM is a routed experts' grouped GEMM, else 0.0
     attention_s: Array  # attention ops at unit efficiency (FLOPs x shape / peak)
     gemm_memory_s: Array
     attention_memory_s: Array
@@ -226,7 +237,7 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
             layers, moe = chunk_layer_counts(arch)
             counts = counts + np.array([0.0, share * chunks * layers, 0.0, 0.0, 0.0, 0.0, share * chunks * moe])
     rate = instance.bytes_per_s * params.memory_efficiency
-    gemm, prior, gemm_mem, att, att_mem = [], [], [], [], []
+    gemm, prior, gemm_mem, att, att_mem, expert = [], [], [], [], [], []
     other_mem = 0.0
     for ops, weight in parts:
         for op in ops:
@@ -243,11 +254,13 @@ def _pieces(case: CorpusCase, engine: EngineProfile, base: RooflineParams | None
             else:
                 dtype = compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights"))
                 gemm.append(unit)
+                expert.append(1.0 if op.routing is not None else 0.0)
                 prior.append(_prior_efficiency(engine, case.generation, dtype))
                 gemm_mem.append(memory)
     return _Pieces(
         unit_gemm_s=np.array(gemm),
         gemm_prior=np.array(prior),
+        gemm_expert=np.array(expert),
         attention_s=np.array(att),
         gemm_memory_s=np.array(gemm_mem),
         attention_memory_s=np.array(att_mem),
@@ -282,10 +295,17 @@ def _prior_efficiency(engine: EngineProfile, generation: str, dtype: str) -> flo
     return replace(engine, gemm_efficiency_scale=1.0).gemm_efficiency_of(generation, dtype)
 
 
+def _gemm_efficiency(prior: Array, expert: Array, scale: Array | float, expert_scale: Array | float) -> Array:
+    """GEMM efficiencies from their priors: each times the engine's scale (at most 1), a routed experts' grouped
+    GEMM (``expert`` 1) that times the experts' own factor again (at most 1), as ``physics.roofline.op_efficiency``
+    prices them."""
+    dense = np.minimum(1.0, prior * scale)
+    return np.where(expert > 0, np.minimum(1.0, dense * expert_scale), dense)
+
+
 def _predict_pieces(p: _Pieces, theta: Array) -> float:
     """One case's time from its pieces and the terms ``theta`` (``ALL_TERMS`` order)."""
-    scale = theta[0]
-    eff = np.minimum(1.0, p.gemm_prior * scale)
+    eff = _gemm_efficiency(p.gemm_prior, p.gemm_expert, theta[0], theta[10])
     gemm = np.maximum(p.unit_gemm_s / eff, p.gemm_memory_s).sum() if p.unit_gemm_s.size else 0.0
     att = np.maximum(p.attention_s / theta[7], p.attention_memory_s).sum() if p.attention_s.size else 0.0
     c = p.overhead_counts
@@ -348,7 +368,7 @@ def _identified(term: str, cases: Sequence[CorpusCase]) -> bool:
         return any(c.measurement.phase == "decode" and c.generation == generation for c in cases)
     if term == "kv_handoff_s":
         return any(c.measurement.disaggregated for c in cases)
-    if term == "prefill_moe_layer_overhead_s":
+    if term in ("prefill_moe_layer_overhead_s", "expert_gemm_scale"):
         return any(c.measurement.phase == "prefill" and moe_layers(c.arch)[0] for c in cases)
     return _PHASE_OF[term] in phases
 
@@ -359,6 +379,7 @@ class _Batch:
 
     unit_gemm_s: Array
     gemm_prior: Array
+    gemm_expert: Array
     gemm_memory_s: Array
     gemm_case: NDArray[np.intp]  # the case each GEMM belongs to
     unit_attention_s: Array
@@ -375,6 +396,7 @@ class _Batch:
         return _Batch(
             unit_gemm_s=np.concatenate([p.unit_gemm_s for p in pieces]),
             gemm_prior=np.concatenate([p.gemm_prior for p in pieces]),
+            gemm_expert=np.concatenate([p.gemm_expert for p in pieces]),
             gemm_memory_s=np.concatenate([p.gemm_memory_s for p in pieces]),
             gemm_case=np.concatenate([np.full(p.unit_gemm_s.size, i, dtype=np.intp) for i, p in enumerate(pieces)]),
             unit_attention_s=np.concatenate([p.attention_s for p in pieces]),
@@ -390,7 +412,8 @@ class _Batch:
     def predict(self, theta: Array) -> Array:
         """Every case's time, ``theta`` one row of ``ALL_TERMS`` values per case (``_predict_pieces``)."""
         n = self.constant_s.size
-        eff = np.minimum(1.0, self.gemm_prior * theta[self.gemm_case, 0])
+        case = self.gemm_case
+        eff = _gemm_efficiency(self.gemm_prior, self.gemm_expert, theta[case, 0], theta[case, 10])
         gemm = np.bincount(self.gemm_case, weights=np.maximum(self.unit_gemm_s / eff, self.gemm_memory_s), minlength=n)
         ac = self.attention_case
         attention = np.maximum(self.unit_attention_s / theta[ac, 7], self.attention_memory_s)

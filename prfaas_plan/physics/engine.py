@@ -66,6 +66,7 @@ def engine_params(
         inter_node_latency_s=engine.inter_node_latency_s,
         kv_handoff_s=engine.kv_handoff_s,
         expert_gemm_half_rows=engine.expert_gemm_half_rows,
+        expert_gemm_efficiency=engine.expert_gemm_scale,
         expert_parallel=expert_parallel,
         source=f"engine {engine.key} on {generation}"
         + ("" if graphs else ", eager decode")

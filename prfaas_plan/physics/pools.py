@@ -194,14 +194,19 @@ def calibrated_params(pool: Pool, arch: Architecture) -> RooflineParams:
 def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelerator) -> str:
     """``e_c`` as the model's GEMMs run: the efficiency of each compute dtype its weights and routed experts
     multiply in (``physics.roofline.compute_dtype``), named where it is not bf16, e.g. ``e_c 0.16 (fp8)``; a
-    dtype the accelerator has no peak for runs at its bf16 peak, and is named so."""
-    from prfaas_plan.physics.roofline import compute_dtype
+    dtype the accelerator has no peak for runs at its bf16 peak, and is named so. For a model with routed
+    experts, the factor their grouped GEMMs run at against that rate, where it is not 1 (``e_c 0.75, experts x
+    0.27``)."""
+    from prfaas_plan.physics.roofline import compute_dtype, moe_layers
 
     parts = []
     for d in sorted({compute_dtype(arch, group) for group in ("weights", "experts")}):
         name = "" if d == "bf16" else f" ({d})" if d in accelerator.dense_flop_per_s else f" ({d} at the bf16 peak)"
         parts.append(f"{params.gemm_efficiency(d):.2f}{name}")
-    return "e_c " + " / ".join(parts)
+    experts = ""
+    if params.expert_gemm_efficiency != 1.0 and moe_layers(arch)[0]:
+        experts = f", experts x {params.expert_gemm_efficiency:.2f}"
+    return "e_c " + " / ".join(parts) + experts
 
 
 def _moe_note(arch: Architecture, params: RooflineParams) -> str:

@@ -160,7 +160,10 @@ def op_efficiency(op: Op, arch: Architecture, params: RooflineParams) -> float:
     (``RooflineParams.gemm_efficiency``)."""
     if op.name in ATTENTION_OPS:
         return params.attention_efficiency
-    return params.gemm_efficiency(compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights")))
+    efficiency = params.gemm_efficiency(compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights")))
+    if op.routing is not None:  # a routed experts' grouped GEMM: the engine's factor on its dense rate
+        return min(1.0, efficiency * params.expert_gemm_efficiency)
+    return efficiency
 
 
 def missing_peak(arch: Architecture, accelerator: Accelerator) -> str | None:

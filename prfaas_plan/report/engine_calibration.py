@@ -55,6 +55,10 @@ def calibration_document(cal: Calibration) -> dict[str, Any]:
     gemm = {
         "scale": _number(min(scale, MAX_SCALE)),
         "scale_prior": _number(base.gemm_efficiency_scale),
+        # The routed experts' factor is not fitted by a calibration (one deployment's benchmarks of one model
+        # cannot tell it from the dense rate): the base engine's, kept so the profile prices as it was fitted.
+        "expert_scale": _number(engine.expert_gemm_scale),
+        "expert_scale_prior": _number(base.expert_gemm_scale),
         "source": (fit_source if "gemm_efficiency_scale" in fitted else f"base engine {base.key}")
         + scale_note
         + f"; prior table of base engine {base.key}: {sources.get('gemm_efficiency', '')}",

@@ -77,6 +77,7 @@ class EngineProfile:
     expert_gemm_half_rows: float
     gemm_efficiency: tuple[tuple[str, str, float], ...]
     gemm_efficiency_scale: float = 1.0
+    expert_gemm_scale: float = 1.0
     decode_op_overhead_s: float = 0.0
     inter_node_latency_s: float = 0.0
     #: Per MoE layer per prefill chunk, on top of ``prefill_layer_overhead_s``: the routed experts' fixed

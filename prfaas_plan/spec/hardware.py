@@ -173,6 +173,7 @@ class RooflineParams:
     kv_handoff_s: float = 0.0
     dtype_compute_efficiency: tuple[tuple[str, float], ...] = ()
     expert_gemm_half_rows: float = 0.0
+    expert_gemm_efficiency: float = 1.0
     gemm_half_rows: float = 0.0
     attention_half_context_tokens: float = 318.0
     moe_load_skew: float = 0.0

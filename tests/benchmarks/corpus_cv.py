@@ -95,6 +95,8 @@ def write_engine_fit(
         for term, value in values.items():
             if term == "gemm_efficiency_scale":
                 data["gemm_efficiency"]["scale"] = round(float(value), 4)
+            elif term == "expert_gemm_scale":
+                data["gemm_efficiency"]["expert_scale"] = round(float(value), 4)
             elif term.startswith("overhead_scale_"):
                 data["overhead_scale"][term.removeprefix("overhead_scale_")]["value"] = round(float(value), 4)
             else:

@@ -320,7 +320,13 @@ def _interleaved_moe_decode() -> CorpusCase:
 def test_the_fit_prices_as_the_roofline_does() -> None:
     """The fit's pre-priced pieces give the same time as the physics path for every case (a decode metric carrying
     a MoE model's interleaved prefills, of two chunks each, among them)."""
-    engine = replace(SGLANG, gemm_efficiency_scale=0.9, decode_layer_overhead_s=3e-5, prefill_moe_layer_overhead_s=2e-3)
+    engine = replace(
+        SGLANG,
+        gemm_efficiency_scale=0.9,
+        expert_gemm_scale=0.4,
+        decode_layer_overhead_s=3e-5,
+        prefill_moe_layer_overhead_s=2e-3,
+    )
     for case in (*CASES, _interleaved_moe_decode()):
         fast = _predict_pieces(_pieces(case, engine, None), engine_theta(engine))
         assert fast == pytest.approx(predict(case, engine), rel=1e-9), case.measurement.id
@@ -371,6 +377,41 @@ def test_the_corpus_fit_tells_the_moe_layer_cost_from_the_per_layer_cost() -> No
     assert "prefill_moe_layer_overhead_s" not in fit_corpus(dense_only, {"sglang": prior})["sglang"].values
 
 
+def test_the_corpus_fit_tells_the_experts_gemm_rate_from_the_dense_one() -> None:
+    """Measurements priced with a dense GEMM scale and a routed experts' factor apart, fitted without
+    regularisation from priors of 1: dense and MoE prefills separate the two, and both come back; with dense
+    models alone the experts' factor is not fitted."""
+    truth = replace(SGLANG, gemm_efficiency_scale=1.1, expert_gemm_scale=0.3)
+    cases = [replace(c, measurement=replace(c.measurement, measured_s=predict(c, truth))) for c in CASES]
+    prior = replace(SGLANG, gemm_efficiency_scale=1.0, expert_gemm_scale=1.0)
+    fit = fit_corpus(cases, {"sglang": prior}, prior_weight=0.0)["sglang"]
+    assert fit.values["gemm_efficiency_scale"] == pytest.approx(1.1, rel=2e-2)
+    assert fit.values["expert_gemm_scale"] == pytest.approx(0.3, rel=2e-2)
+    dense_only = [c for c in cases if not moe_layers(c.arch)[0]]
+    assert "expert_gemm_scale" not in fit_corpus(dense_only, {"sglang": prior})["sglang"].values
+
+
+@SETTINGS
+@given(st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.booleans())
+def test_a_slower_expert_gemm_never_speeds_a_moe_model_and_leaves_a_dense_one(
+    factor: float, lower: float, expert_parallel: bool
+) -> None:
+    """The routed experts' factor multiplies only their grouped GEMMs' efficiency: lowering it never shortens a
+    MoE model's prefill or decode step, and changes no dense model's."""
+    params = replace(engine_params(SGLANG, "hopper"), expert_parallel=expert_parallel, expert_gemm_efficiency=factor)
+    slower = replace(params, expert_gemm_efficiency=factor * lower)
+    for model in ("qwen3-235b-a22b", "deepseek-v3", "llama-3.1-70b"):
+        arch = load_named_model(model).architecture
+        assert arch is not None
+        before = prefill_seconds(arch, INSTANCE, params, LENGTHS)
+        after = prefill_seconds(arch, INSTANCE, slower, LENGTHS)
+        step, step_after = (decode_step_seconds(arch, INSTANCE, p, BATCHES, 4_000.0) for p in (params, slower))
+        if moe_layers(arch)[0]:
+            assert np.all(after >= before) and np.all(step_after >= step)
+        else:
+            assert np.array_equal(after, before) and np.array_equal(step_after, step)
+
+
 def test_a_dense_prefill_pays_no_moe_layer_cost() -> None:
     """The per-MoE-layer cost adds chunks x MoE layers x the term to a MoE model's prefill, nothing to a dense
     model's."""
@@ -411,6 +452,32 @@ def test_a_term_without_source_is_refused(tmp_path: Path) -> None:
     broken.write_text("\n".join(lines[:source_line] + lines[end:]) + "\n")
     with pytest.raises(InputError, match=r"request_overhead_s.*source"):
         load_engine_profile(broken)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("  expert_scale: 0.0\n", r"gemm_efficiency\.expert_scale: must be > 0"),
+        ("  expert_scale: 11\n", r"gemm_efficiency\.expert_scale: must be <= 10"),
+        ("  expert_scale: fast\n", r"gemm_efficiency\.expert_scale: expected a number"),
+    ],
+)
+def test_a_bad_experts_factor_is_named(tmp_path: Path, edit: str, message: str) -> None:
+    text = (REPO / "hardware_profiles" / "serving" / "engines" / "vllm.yaml").read_text()
+    lines = [line for line in text.splitlines(keepends=True) if not line.startswith("  expert_scale:")]
+    at = next(i for i, line in enumerate(lines) if line.startswith("  scale_prior:"))
+    broken = tmp_path / "custom.yaml"
+    broken.write_text("".join([*lines[: at + 1], edit, *lines[at + 1 :]]))
+    with pytest.raises(InputError, match=message):
+        load_engine_profile(broken)
+
+
+def test_a_profile_without_an_experts_factor_prices_experts_at_the_dense_rate(tmp_path: Path) -> None:
+    text = (REPO / "hardware_profiles" / "serving" / "engines" / "vllm.yaml").read_text()
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("".join(line for line in text.splitlines(keepends=True) if "expert_scale" not in line))
+    engine = load_engine_profile(plain)
+    assert engine.expert_gemm_scale == 1.0 and load_named_engine("vllm").expert_gemm_scale < 1.0
 
 
 def test_a_custom_profile_loads_by_path(tmp_path: Path) -> None:
@@ -492,6 +559,24 @@ def test_kv_without_an_engine_is_priced_by_the_default_engine_and_its_flags_over
         0.5 + 80 * sglang_engine.prefill_layer_overhead_s
     )
     assert slower["rows"][1]["prefill_split"]["compute_s"] > 2 * plain["rows"][1]["prefill_split"]["compute_s"]
+
+
+def test_a_compute_efficiency_given_runs_the_routed_experts_at_it_too() -> None:
+    """--compute-efficiency sets every GEMM's rate, the routed experts' too: a MoE model priced with it alone
+    has the same compute time whatever the engine's experts' factor (kv --compute-efficiency 0.5 at 0.5 with
+    the factor dropped, not at 0.5 x the factor)."""
+    flags = ("--model", "qwen3-235b-a22b", "--hardware", "h200", "--gpus", "8", "--length", "16000")
+    given = _kv_json(*flags, "--compute-efficiency", "0.5")
+    sglang = load_named_engine("sglang")
+    assert sglang.expert_gemm_scale < 1.0  # else this checks nothing
+    arch = load_named_model("qwen3-235b-a22b").architecture
+    assert arch is not None
+    params = replace(engine_params(sglang, "hopper"), compute_efficiency=0.5, dtype_compute_efficiency=())
+    lengths = np.array([16_000.0])
+    every = prefill_seconds(arch, INSTANCE, replace(params, expert_gemm_efficiency=1.0), lengths)[0]
+    factored = prefill_seconds(arch, INSTANCE, params, lengths)[0]
+    assert factored > every * 1.05
+    assert given["rows"][0]["prefill_s"] == pytest.approx(every, rel=1e-3)
 
 
 def test_kv_calibrated_splits_and_decode_step_are_the_fitted_pools() -> None:
@@ -744,6 +829,7 @@ def test_a_calibrated_profile_keeps_every_term_it_was_priced_with(tmp_path: Path
     for term in (*terms, "kv_handoff_s"):
         assert getattr(back, term) == pytest.approx(getattr(cal.engine, term), rel=1e-5), term
     assert dict(back.overhead_scale) == pytest.approx(dict(cal.engine.overhead_scale), rel=1e-4)
+    assert back.expert_gemm_scale == pytest.approx(cal.engine.expert_gemm_scale, rel=1e-4) != 1.0
 
 
 def test_collectives_across_nodes_cross_the_nic_at_the_inter_node_alpha() -> None:
@@ -1013,9 +1099,11 @@ def test_the_gemm_efficiency_label_names_the_dtype_the_gemms_run_in() -> None:
     oss = load_named_model("gpt-oss-120b").architecture  # BF16 attention and MXFP4 routed experts
     assert oss is not None
     fp4 = vllm.gemm_efficiency_of("hopper", "fp4")
-    assert gemm_label(oss, params, H200) == f"e_c {bf16:.2f} / {fp4:.2f} (fp4 at the bf16 peak)"
+    experts = f", experts x {vllm.expert_gemm_scale:.2f}"  # the routed experts' factor, for a MoE model only
+    assert gemm_label(oss, params, H200) == f"e_c {bf16:.2f} / {fp4:.2f} (fp4 at the bf16 peak){experts}"
     b200 = load_hardware(REPO / "hardware_profiles" / "b200.yaml").accelerator
     assert "fp4" in b200.dense_flop_per_s
     blackwell = engine_params(vllm, "blackwell")
     dense, experts = (vllm.gemm_efficiency_of("blackwell", d) for d in ("bf16", "fp4"))
-    assert gemm_label(oss, blackwell, b200) == f"e_c {dense:.2f} / {experts:.2f} (fp4)"
+    factor = vllm.expert_gemm_scale
+    assert gemm_label(oss, blackwell, b200) == f"e_c {dense:.2f} / {experts:.2f} (fp4), experts x {factor:.2f}"

@@ -147,6 +147,35 @@ def test_calibration_on_an_engine_base_prices_fp8_gemms_at_the_fitted_efficiency
     assert np.allclose(result.fitted_s, measured, rtol=1e-3)
 
 
+def test_calibration_on_an_engine_base_prices_routed_experts_at_the_fitted_efficiency() -> None:
+    """An engine's parameters run the routed experts' grouped GEMMs at a factor of the dense rate; a calibration
+    fits one e_c for every GEMM, the experts' too, so the fitted parameters price them at it: points generated at a
+    known e_c with no experts' factor are refitted to the same times (with the base's factor kept, the fitted
+    curve of a mixture-of-experts model ran several times slower than its own points)."""
+    from prfaas_plan.io.engine_profile import load_named_engine
+    from prfaas_plan.io.names import load_named_model
+
+    base = engine_params_of("sglang")
+    assert base.expert_gemm_efficiency < 1.0  # else this checks nothing
+    arch = load_named_model("qwen3-235b-a22b").architecture
+    assert arch is not None and load_named_engine("sglang").expert_gemm_scale == base.expert_gemm_efficiency
+    instance = Instance(accelerator=H200, gpus=8)
+    truth = replace(base, compute_efficiency=0.3, dtype_compute_efficiency=(), expert_gemm_efficiency=1.0)
+    lengths = (2_000.0, 4_000.0, 8_000.0, 16_000.0)
+    measured = tuple(float(v) for v in prefill_seconds(arch, instance, truth, np.array(lengths)))
+    result = calibrate(arch, instance, lengths, measured, base=base, leave_one_out=False)
+    assert result.params.expert_gemm_efficiency == 1.0
+    assert result.params.compute_efficiency == pytest.approx(0.3, rel=1e-2)
+    assert np.allclose(result.fitted_s, measured, rtol=1e-3)
+
+
+def engine_params_of(engine: str) -> RooflineParams:
+    from prfaas_plan.io.engine_profile import load_named_engine
+    from prfaas_plan.physics.engine import engine_params
+
+    return engine_params(load_named_engine(engine), "hopper")
+
+
 def test_tabulated_curve_expectations_match_its_polynomial() -> None:
     """A polynomial tabulated on a fine grid has the same partial expectations (power 1 and 2) to 1e-5."""
     lengths = TruncatedLogNormal(mu=9.9, sigma=1.0, lower_tokens=128, upper_tokens=131_072)
