@@ -9,7 +9,13 @@ How sure: every measurement is also predicted by the terms fitted without it (le
 ``MAX_LEAVE_ONE_OUT`` measurements, ``FOLDS``-fold cross-validation, measurement i in fold i mod ``FOLDS``, so
 that the cost stays that of ``FOLDS`` + 1 fits; at most ``MAX_MEASUREMENTS`` are taken). The error band of
 a phase is the ``coverage`` quantile of |log(held-out / measured)| over its measurements when there are at least
-``MIN_BAND_POINTS`` of them; with fewer, the base engine's cross-validated band (``io.error_bands``) stands.
+``MIN_BAND_POINTS`` of them; with fewer, the base engine's cross-validated band (``io.error_bands``) stands, widened
+to this calibration's own worst in-sample error where that is wider (a band never claims less error than the fit
+shows on its own points).
+
+A measurement faster than the instance could run it with every FLOP and byte at the datasheet peak and no
+overhead (``peak_bound_s``, less ``PEAK_SLACK``) is refused: no fit can explain it, and it is a prefix-cache hit,
+another unit, another model or more GPUs than ``--gpus`` said.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, TooMa
 from prfaas_plan.io.engine_profile import generation_of, load_named_engine
 from prfaas_plan.io.error_bands import engine_band
 from prfaas_plan.io.names import load_named_hardware, load_named_model
-from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate_engine
+from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate_engine, predict
 from prfaas_plan.physics.engine import with_dtypes
 from prfaas_plan.physics.roofline import Instance, missing_peak
 from prfaas_plan.spec.engine import CorpusMeasurement, EngineProfile
@@ -42,6 +48,9 @@ FOLDS = 20
 MAX_MEASUREMENTS = 1000
 #: Default share of held-out errors inside the band (the 80 % quantile of |log ratio|).
 DEFAULT_COVERAGE = 0.8
+#: A measurement may beat its datasheet-peak time by this share before it is refused (datasheets round; boost
+#: clocks run a few per cent above the rated figure).
+PEAK_SLACK = 0.1
 
 ASSUMPTIONS = (
     "CUDA graphs on for decode (the engines' default); no expert parallelism; tensor parallelism over --gpus",
@@ -118,11 +127,21 @@ def _band(
             generations=((generation, len(mine)),),
         )
     inherited = engine_band(base.key, phase)
+    own = max((abs(float(np.log(p.fitted_s / p.measured_s))) for p in mine), default=0.0)
+    widened = float(np.exp(own)) > inherited.factor
+    basis = (
+        f"fewer than {MIN_BAND_POINTS} {phase} measurements here ({len(mine)}): the base engine {base.key}'s band "
+        f"({inherited.basis})"
+    )
+    if widened:
+        basis += (
+            f", widened to this calibration's own worst in-sample error, x/÷ {np.exp(own):.3g}: the fit misses its "
+            "own measurements by more than the base band"
+        )
     return PhaseBand(
-        factor=inherited.factor,
+        factor=max(inherited.factor, float(np.exp(own))),
         points=inherited.points,
-        basis=f"fewer than {MIN_BAND_POINTS} {phase} measurements here ({len(mine)}): the base engine "
-        f"{base.key}'s band ({inherited.basis})",
+        basis=basis,
         tokens=inherited.tokens,
         batch=inherited.batch,
         kinds=inherited.kinds,
@@ -168,6 +187,59 @@ def _read_files(paths: Sequence[str | Path], max_prefill_occupancy: float) -> li
         by_path[real], by_hash[bench.sha256] = shown, shown
         files.append(bench)
     return files
+
+
+def peak_bound_s(case: CorpusCase, base: EngineProfile) -> float:
+    """The fastest ``case`` could run on its instance: every GEMM and attention core at the datasheet's peak
+    FLOP/s, every byte at its peak bandwidth, collectives at their link's rate with no latency, no serving
+    overhead (``base``'s chunk size and grouped-GEMM tile kept)."""
+    from dataclasses import replace
+
+    from prfaas_plan.spec.hardware import RooflineParams
+
+    peak = replace(
+        base,
+        gemm_efficiency_scale=1e6,  # every prior x scale, capped at 1
+        expert_gemm_scale=1.0,
+        attention_efficiency=1.0,
+        request_overhead_s=0.0,
+        prefill_layer_overhead_s=0.0,
+        prefill_moe_layer_overhead_s=0.0,
+        decode_step_overhead_s=0.0,
+        decode_layer_overhead_s=0.0,
+        decode_op_overhead_s=0.0,
+        decode_step_overhead_eager_s=0.0,
+        decode_layer_overhead_eager_s=0.0,
+        all_reduce_latency_s=0.0,
+        all_to_all_latency_s=0.0,
+        inter_node_latency_s=0.0,
+        kv_handoff_s=0.0,
+        expert_gemm_half_rows=0.0,
+    )
+    floor = RooflineParams(memory_efficiency=1.0, communication_efficiency=1.0).kernel_only
+    return predict(case, peak, base=floor)
+
+
+def _refuse_faster_than_peak(
+    cases: Sequence[CorpusCase], files_of: dict[str, str], base: EngineProfile, hardware: str
+) -> None:
+    """InputError on the first measurement faster than ``peak_bound_s`` allows (less ``PEAK_SLACK``)."""
+    for case in cases:
+        m = case.measurement
+        bound = peak_bound_s(case, base)
+        if m.measured_s < (1.0 - PEAK_SLACK) * bound:
+            what = (
+                f"a prefill of {m.tokens:,.0f} tokens"
+                if m.phase == "prefill"
+                else f"a decode step of batch {m.batch} at {m.tokens:,.0f} tokens of context"
+            )
+            run = int(m.id.rsplit("#", 1)[1].split("-")[0])  # the run's line (JSONL), else 1
+            message = (
+                f"{what} measured {m.measured_s * 1e3:.4g} ms, faster than {m.gpus} x {hardware} can run it "
+                f"even with every FLOP and byte at the datasheet peak and no overhead ({bound * 1e3:.4g} ms): a "
+                "prefix-cache hit, another unit, another model than --model or more GPUs than --gpus?"
+            )
+            raise InputError(Problem(file=files_of[m.id], line=run, message=message))
 
 
 def _given_twice(first: str, second: str, how: str) -> InputError:
@@ -237,6 +309,7 @@ def calibrate_files(
     if not cases:
         reasons = "; ".join(f"{b.file}: {', '.join(b.skipped) or 'nothing timed'}" for b in files)
         raise InputError(Problem(message=f"no measurement usable for a calibration ({reasons})"))
+    _refuse_faster_than_peak(cases, files_of, base, profile.accelerator.key)
     fit, held = cross_validate_engine(cases, base)
     by_id = {p.id: p for p in held}
     points = []

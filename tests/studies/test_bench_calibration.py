@@ -279,3 +279,42 @@ def test_a_calibrated_band_covers_the_model_and_generation_it_was_measured_on(tm
         other = mine.beyond(phase, None, kind="dense", model="llama-3.1-8b", generation="hopper")
         assert f"of a dense model other than {model}" in other
         assert "on blackwell GPUs" in mine.beyond(phase, None, kind="dense", model=model, generation="blackwell")
+
+
+def _one_batch_scaled(tmp_path: Path, factor: float) -> Path:
+    """The synthetic bench_one_batch run with its prefill and decode times multiplied by ``factor``."""
+    run = json.loads((FIXTURES / "synthetic-sglang-bench-one-batch.jsonl").read_text().splitlines()[0])
+    scaled = dict(
+        run,
+        prefill_latency=run["prefill_latency"] * factor,
+        median_decode_latency=run["median_decode_latency"] * factor,
+    )
+    path = tmp_path / f"x{factor:g}.jsonl"
+    path.write_text(json.dumps(scaled) + "\n")
+    return path
+
+
+def test_a_measurement_faster_than_the_datasheet_peak_is_refused(tmp_path: Path) -> None:
+    """A prefill 1000x faster than measured (0.05 ms for 1,024 tokens of MiniMax-M2.5 on 8 x H200) is faster than
+    the instance runs it with every FLOP and byte at peak: exit 2 naming the file and its line, nothing written
+    (it was fitted, written, and given the base engine's 2.06x band)."""
+    fast = _one_batch_scaled(tmp_path, 1e-3)
+    out = tmp_path / "fast.yaml"
+    done = run_cli("calibrate", str(fast), "--model", "minimax-m2.5", "--hardware", "h200", "--out", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{fast}:1:" in done.stderr and "datasheet peak" in done.stderr and "prefill of 1,024 tokens" in done.stderr
+    assert not out.exists()
+    as_given = _one_batch_scaled(tmp_path, 1.0)  # the same run as timed: well above the bound
+    assert run_cli("calibrate", str(as_given), "--model", "minimax-m2.5", "--hardware", "h200").returncode == 0
+
+
+def test_a_band_never_claims_less_error_than_the_fit_shows_on_its_own_points(tmp_path: Path) -> None:
+    """With too few measurements for a band of its own a phase takes the base engine's band, widened to the
+    calibration's own worst in-sample error: a run 1000x slower than measured, which no term within its bounds
+    fits, is not given the base engine's 2.06x (it was, with its fit off by 1,794x)."""
+    slow = _one_batch_scaled(tmp_path, 1e3)
+    cal = calibrate_files([slow], model="minimax-m2.5", hardware="h200", gpus=8, engine="sglang")
+    for phase, band in cal.bands.items():
+        worst = max(abs(np.log(p.fitted_s / p.measured_s)) for p in cal.points if p.phase == phase)
+        assert band.factor >= np.exp(worst) * (1 - 1e-9), (phase, band.factor, np.exp(worst))
+        assert band.factor > 2.5 and "widened to this calibration's own worst in-sample error" in band.basis
