@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -133,9 +134,11 @@ def kv(
         rows = kv_rows(pool, card, lengths)
         payload = kv_rows_to_dict(card.key, pool.hardware_key, rows)
         payload["engine"] = engine_label
+        runs = _Runs()
         if pool.method != "measured":
             _add_splits(payload, pool, card, lengths, decode_batch, float(context))
             _add_domain(payload, engine, banded, card)
+            runs = _add_runs(payload, pool, card)
     if json_output:
         emit(payload)
         return
@@ -155,9 +158,29 @@ def kv(
         part["outside_band"] for part in (*payload["rows"], payload.get("decode", {})) if "outside_band" in part
     ):
         out.print(f"note: {note}", style="yellow")
+    for where, note in runs.printed():
+        out.print(f"note: {where}: {note}", style="bold red")
 
 
 _PARTS = ("compute_s", "memory_s", "communication_s", "overhead_s")
+
+
+@dataclass
+class _Runs:
+    """Why the configuration priced cannot run (``_add_runs``): for every row and the decode step (``common``),
+    for one row (``rows``, by length) or for the decode step (``decode``)."""
+
+    common: list[str] = field(default_factory=list)
+    rows: dict[float, str] = field(default_factory=dict)
+    decode: str | None = None
+
+    def printed(self) -> list[tuple[str, str]]:
+        """(where, why) for the table output's note lines."""
+        out = [("does not run", why) for why in self.common]
+        out += [(f"does not run at {length:,.0f} tokens", why) for length, why in self.rows.items()]
+        if self.decode is not None:
+            out.append(("decode step does not run", self.decode))
+        return out
 
 
 def _overrides(
@@ -317,3 +340,61 @@ def _add_splits(
             "step_s": step.total_s,
             **{part: getattr(step, part) for part in _PARTS},
         }
+
+
+#: How kv is asked for a lower weight dtype (``MemoryFit.describe``).
+_DTYPE_HINT = "(--weights-dtype)"
+
+
+def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
+    """Where the configuration priced cannot run, say so on each row and the decode step it concerns
+    (``does_not_run``, one sentence; absent where it runs): the numbers stay, kv being a what-if calculator, but a
+    confident number for a machine that cannot hold the model is the worst thing it can print. Memory is the
+    planner's check (``physics.fit.memory_fit``: weights plus one request's KV/state against g x HBM x the usable
+    fraction) at each row's length; at the decode step, the weights plus the batch's KV/state at its context,
+    with the largest batch that would fit (``physics.decode.decode_capacity``'s memory limit)."""
+    from prfaas_plan.physics.fit import memory_fit
+
+    arch = card.architecture
+    assert arch is not None  # roofline and calibrated pools have an architecture (the loader checks)
+    gpus, where = pool.gpus_per_instance, f"{pool.gpus_per_instance} x {pool.hardware_key}"
+    runs = _Runs()
+    for row in payload["rows"]:
+        fit = memory_fit(arch, pool.accelerator, gpus, row["length_tokens"])
+        if not fit.fits:
+            runs.rows[row["length_tokens"]] = f"{where}: {fit.describe(_DTYPE_HINT)}"
+    if "decode" in payload:
+        runs.decode = _decode_memory(payload["decode"], pool, card, where)
+    for row in payload["rows"]:
+        why = [*runs.common, *([runs.rows[row["length_tokens"]]] if row["length_tokens"] in runs.rows else [])]
+        if why:
+            row["does_not_run"] = "; ".join(why)
+    if "decode" in payload:
+        why = [*runs.common, *([runs.decode] if runs.decode else [])]
+        if why:
+            payload["decode"]["does_not_run"] = "; ".join(why)
+    return runs
+
+
+def _decode_memory(decode: dict[str, Any], pool: Pool, card: ModelCard, where: str) -> str | None:
+    """Why the decode step's batch cannot be held (its weights, or their KV/state at its context beside the
+    weights), with the largest batch that fits; None when it can."""
+    from prfaas_plan.physics.fit import memory_fit
+
+    arch = card.architecture
+    assert arch is not None
+    batch, context = int(decode["batch"]), float(decode["context_tokens"])
+    one = memory_fit(arch, pool.accelerator, pool.gpus_per_instance, context)
+    if not one.fits:
+        none = f"not one sequence of {context:,.0f} tokens fits, so no batch of {batch:,}"
+        return f"{where}: {one.describe(_DTYPE_HINT)}; {none}"
+    need = one.weights_bytes + batch * one.request_bytes
+    if need <= one.usable_bytes:
+        return None
+    largest = int((one.usable_bytes - one.weights_bytes) // one.request_bytes)
+    gb = 1e9
+    return (
+        f"{where}: weights {one.weights_bytes / gb:,.0f} GB + the batch's cache {batch:,} x "
+        f"{one.request_bytes / gb:,.2f} GB exceed the {one.gpus} GPUs' usable {one.usable_bytes / gb:,.0f} GB by "
+        f"{(need - one.usable_bytes) / gb:,.0f} GB; the largest batch that fits at {context:,.0f} tokens is {largest:,}"
+    )

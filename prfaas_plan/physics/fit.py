@@ -47,8 +47,9 @@ class MemoryFit:
         """How many bytes are missing (0 when it fits)."""
         return max(0.0, self.weights_bytes + self.request_bytes - self.usable_bytes)
 
-    def describe(self) -> str:
-        """One sentence: the figures, and what would fit."""
+    def describe(self, dtype_hint: str = "(model: {card: ..., dtypes: ...})") -> str:
+        """One sentence: the figures, and what would fit (a lower weight dtype followed by ``dtype_hint``, how to
+        ask for it)."""
         gb = 1e9
         text = (
             f"weights {self.weights_bytes / gb:,.0f} GB + one request's cache {self.request_bytes / gb:,.1f} GB "
@@ -59,7 +60,7 @@ class MemoryFit:
         if self.gpus_that_fit is not None:
             hints.append(f"{self.gpus_that_fit} GPUs per instance")
         if self.dtypes_that_fit:
-            hints.append(f"weights in {' or '.join(self.dtypes_that_fit)} (model: {{card: ..., dtypes: ...}})")
+            hints.append(f"weights in {' or '.join(self.dtypes_that_fit)} {dtype_hint}")
         return text + ("; would fit: " + ", or ".join(hints) if hints else "; no GPU count or weight dtype tried fits")
 
 

@@ -1,0 +1,70 @@
+"""`kv` says where the configuration it prices cannot run (``does_not_run`` on a row or the decode step, a note
+line in the table), and keeps its numbers: weights or KV that do not fit the instance, tensor parallelism the
+model's heads do not allow, PCIe parts whose profile does not model tensor parallelism, an engine the hardware
+cannot run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.conftest import run_cli
+
+
+def _kv_json(*flags: str) -> dict[str, Any]:
+    result = run_cli("kv", "--json", *flags)
+    assert result.returncode == 0, result.stderr
+    payload: dict[str, Any] = json.loads(result.stdout)
+    return payload
+
+
+def _kv_table(*flags: str) -> str:
+    result = run_cli("kv", *flags)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_kv_says_the_weights_do_not_fit_the_instance_on_every_row_and_the_decode_step() -> None:
+    """DeepSeek-V3 (about 680 GB of weights) on one 80 GB H100: priced, but every row and the decode step says
+    the weights exceed the instance's usable memory (the planner's wording, ``physics.fit.memory_fit``)."""
+    flags = ("--model", "deepseek-v3", "--hardware", "h100", "--gpus", "1", "--length", "1000", "--decode-batch", "64")
+    payload = _kv_json(*flags)
+    (row,) = payload["rows"]
+    assert row["prefill_s"] > 0  # still priced: kv is a what-if calculator
+    for part in (row, payload["decode"]):
+        why = part["does_not_run"]
+        assert why.startswith("1 x h100: weights ") and "usable 72 GB" in why
+        assert "would fit: 16 GPUs per instance" in why
+    assert "no batch of 64" in payload["decode"]["does_not_run"]
+    table = _kv_table(*flags)
+    assert "note: does not run at 1,000 tokens: 1 x h100: weights " in table
+    assert "note: decode step does not run: 1 x h100: weights " in table
+
+
+def test_kv_says_when_one_requests_kv_or_the_batchs_does_not_fit_beside_the_weights() -> None:
+    """Llama-2-7B's MHA cache: one request of 131,072 tokens (69 GB) does not fit beside the 13 GB of weights on
+    one H100, 8,000 tokens do; on one L40S (43 GB usable) a batch of 128 at 32,768 tokens (17 GB each) does not
+    fit, the note names the largest batch that does (1), and that batch carries no note."""
+    payload = _kv_json(
+        "--model", "llama-2-7b", "--hardware", "h100", "--gpus", "1", "--length", "8000", "--length", "131072"
+    )
+    short, long = payload["rows"]
+    assert "does_not_run" not in short
+    assert "one request's cache 68.7 GB exceed the 1 GPUs' usable 72 GB" in long["does_not_run"]
+    flags = ("--model", "llama-2-7b", "--hardware", "l40s", "--gpus", "1", "--engine", "vllm", "--length", "1000")
+    flags += ("--context", "32768")
+    big = _kv_json(*flags, "--decode-batch", "128")["decode"]
+    assert big["step_s"] > 1.0  # still priced
+    assert "the batch's cache 128 x 17.18 GB" in big["does_not_run"]
+    assert big["does_not_run"].endswith("the largest batch that fits at 32,768 tokens is 1")
+    assert "does_not_run" not in _kv_json(*flags, "--decode-batch", "1")["decode"]
+    assert "does_not_run" in _kv_json(*flags, "--decode-batch", "2")["decode"]
+
+
+def test_kv_adds_nothing_to_a_configuration_that_runs() -> None:
+    """Llama-3.1-70B on 8 x H200 at 8,000 tokens and a decode batch of 8 runs: no row or step says otherwise, and
+    the table prints no such note."""
+    flags = ("--model", "llama-3.1-70b", "--hardware", "h200", "--gpus", "8", "--length", "8000", "--decode-batch", "8")
+    payload = _kv_json(*flags)
+    assert all("does_not_run" not in part for part in (*payload["rows"], payload["decode"]))
+    assert "does not run" not in _kv_table(*flags)
