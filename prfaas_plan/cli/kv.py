@@ -352,13 +352,20 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
     confident number for a machine that cannot hold the model is the worst thing it can print. Memory is the
     planner's check (``physics.fit.memory_fit``: weights plus one request's KV/state against g x HBM x the usable
     fraction) at each row's length; at the decode step, the weights plus the batch's KV/state at its context,
-    with the largest batch that would fit (``physics.decode.decode_capacity``'s memory limit)."""
-    from prfaas_plan.physics.fit import memory_fit
+    with the largest batch that would fit (``physics.decode.decode_capacity``'s memory limit). Tensor parallelism
+    the model's attention heads do not allow (``physics.fit.tensor_parallel_problem``) concerns every row."""
+    from prfaas_plan.physics.fit import memory_fit, tensor_parallel_problem
 
     arch = card.architecture
     assert arch is not None  # roofline and calibrated pools have an architecture (the loader checks)
     gpus, where = pool.gpus_per_instance, f"{pool.gpus_per_instance} x {pool.hardware_key}"
     runs = _Runs()
+    split = tensor_parallel_problem(arch, gpus)
+    if split:
+        runs.common.append(
+            f"{split}: vLLM and SGLang refuse such a tensor-parallel size; the time here divides attention and "
+            f"the GEMMs by {gpus} all the same"
+        )
     for row in payload["rows"]:
         fit = memory_fit(arch, pool.accelerator, gpus, row["length_tokens"])
         if not fit.fits:

@@ -5,6 +5,8 @@ misses, and what would fit instead (more GPUs per instance, a lower weight dtype
 
 W = weight bytes (``memory.weight_bytes``), C = one request's cache at the decode context
 (``memory.cache_bytes``), g GPUs of M bytes each, f the usable fraction (``roofline.Instance``).
+
+Also whether the model's attention can be split g ways at all (``tensor_parallel_problem``).
 """
 
 from __future__ import annotations
@@ -91,3 +93,31 @@ def memory_fit(arch: Architecture, accelerator: Accelerator, gpus: int, context_
         gpus_that_fit=more,
         dtypes_that_fit=lower,
     )
+
+
+#: Attention kinds whose query heads tensor parallelism splits (and, for GQA/SWA, KV heads). Linear-attention
+#: layers are left out: a hybrid's few linear layers may run data-parallel beside tensor-parallel attention
+#: (workloads/models/paper-1t-hybrid.yaml: 60 KDA heads on 8 GPUs as TP 4 x DP 2).
+_SPLIT_KINDS = ("gqa", "swa", "mla")
+
+
+def tensor_parallel_problem(arch: Architecture, gpus: int) -> str | None:
+    """Why tensor parallelism over ``gpus`` cannot split the model's attention, as vLLM and SGLang check it at
+    start-up; None when it can. The query heads of every full, sliding-window or MLA attention block must be a
+    multiple of g (so g may not exceed them); a GQA/SWA block's KV heads a multiple of g, or, where g is at
+    least their number, g a multiple of them (the engines then replicate each KV head)."""
+    if gpus <= 1:
+        return None
+    blocks = {(g.attention.heads, g.attention.kv_heads, g.attention.kind) for g in (*arch.layers, *arch.mtp_layers)}
+    for heads, kv_heads, kind in sorted(blocks):
+        if kind not in _SPLIT_KINDS:
+            continue
+        if gpus > heads:
+            return f"tensor parallelism over {gpus} GPUs exceeds the model's {heads} attention heads"
+        if heads % gpus:
+            return f"tensor parallelism over {gpus} GPUs does not divide the model's {heads} attention heads"
+        if kind == "mla" or kv_heads <= 0:
+            continue
+        if (kv_heads % gpus) if gpus < kv_heads else (gpus % kv_heads):
+            return f"tensor parallelism over {gpus} GPUs does not divide the model's {kv_heads} KV heads, nor they it"
+    return None

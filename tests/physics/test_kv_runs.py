@@ -68,3 +68,27 @@ def test_kv_adds_nothing_to_a_configuration_that_runs() -> None:
     payload = _kv_json(*flags)
     assert all("does_not_run" not in part for part in (*payload["rows"], payload["decode"]))
     assert "does not run" not in _kv_table(*flags)
+
+
+def test_kv_says_when_tensor_parallelism_does_not_divide_or_exceeds_the_attention_heads() -> None:
+    """Llama-3.1-70B has 64 query and 8 KV heads: TP 3, 7 and 1,000 are refused by vLLM and SGLang, and every
+    row says so; TP 8 and 64 divide them. MiniMax-M2.5's 48 query heads divide by 6, its 8 KV heads do not. The
+    paper's 1T hybrid on 8 GPUs (60 linear-attention heads, run data-parallel, 64 MLA heads) carries no note."""
+    for gpus, why in (
+        ("3", "does not divide the model's 64 attention heads"),
+        ("7", "does not divide"),
+        ("1000", "exceeds the model's 64 attention heads"),
+    ):
+        payload = _kv_json("--model", "llama-3.1-70b", "--hardware", "h200", "--gpus", gpus, "--length", "128000")
+        (row,) = payload["rows"]
+        assert row["does_not_run"].startswith(f"tensor parallelism over {gpus} GPUs {why}")
+        assert "refuse" in row["does_not_run"]
+    for gpus in ("8", "64"):
+        payload = _kv_json("--model", "llama-3.1-70b", "--hardware", "h200", "--gpus", gpus, "--length", "128000")
+        assert "does_not_run" not in payload["rows"][0]
+    minimax = _kv_json("--model", "minimax-m2.5", "--hardware", "h200", "--gpus", "6", "--length", "8000")
+    assert "does not divide the model's 8 KV heads" in minimax["rows"][0]["does_not_run"]
+    paper = _kv_json("--model", "paper-1t-hybrid", "--hardware", "h200", "--gpus", "8", "--length", "32768")
+    assert "does_not_run" not in paper["rows"][0]
+    table = _kv_table("--model", "llama-3.1-70b", "--hardware", "h200", "--gpus", "3", "--length", "128000")
+    assert "note: does not run: tensor parallelism over 3 GPUs does not divide" in table
