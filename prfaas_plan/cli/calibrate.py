@@ -115,6 +115,8 @@ def _print(payload: dict[str, Any]) -> None:
         for why in f["not_used"]:
             out.print(f"  not used: {why}")
     out.print("Assumptions: " + "; ".join(payload["assumptions"]))
+    for note in payload["notes"]:
+        out.print(f"note: {note}")
     for m in payload["measurements"]:
         out.print(f"  {m['id']}: {m['assumption']}")
     if payload["profile"]:

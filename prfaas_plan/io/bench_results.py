@@ -89,7 +89,9 @@ class BenchMeasurement:
 
 @frozen
 class BenchFile:
-    """One result file: its format, SHA-256, how many runs it holds, what was read and what was not (why)."""
+    """One result file: its format, SHA-256, how many runs it holds, what was read and what was not (why), and
+    the model names its runs record (``recorded_models``: vLLM's ``model_id``, AIPerf's
+    ``input_config.endpoint.model_names``; SGLang's results record none)."""
 
     file: str
     format: str
@@ -98,6 +100,18 @@ class BenchFile:
     measurements: tuple[BenchMeasurement, ...]
     skipped: tuple[str, ...]
     synthetic: bool = False
+    models: tuple[str, ...] = ()
+
+
+def recorded_models(data: Mapping[str, Any]) -> list[str]:
+    """The model names one result object records, as written (strings only; anything else is ignored)."""
+    names: list[Any] = [data.get("model_id")]
+    config = data.get("input_config")
+    endpoint = config.get("endpoint") if isinstance(config, Mapping) else None
+    listed = endpoint.get("model_names") if isinstance(endpoint, Mapping) else None
+    if isinstance(listed, list):
+        names += listed
+    return [n for n in names if isinstance(n, str) and n.strip()]
 
 
 class _Run:
@@ -513,6 +527,7 @@ def read_bench_file(
     formats: list[Format] = []
     measurements: list[BenchMeasurement] = []
     skipped: list[str] = []
+    models: list[str] = []
     synthetic = False
     for line, data in objects:
         if not isinstance(data, Mapping):
@@ -526,6 +541,7 @@ def read_bench_file(
             )
         formats.append(fmt)
         synthetic = synthetic or "_synthetic" in data
+        models += [m for m in recorded_models(data) if m not in models]
         run = _Run(data, shown, line)
         if fmt == "sglang-bench-one-batch":
             got, why = _one_batch(run)
@@ -545,6 +561,7 @@ def read_bench_file(
         measurements=tuple(measurements),
         skipped=tuple(skipped),
         synthetic=synthetic,
+        models=tuple(models),
     )
 
 

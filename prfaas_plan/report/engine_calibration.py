@@ -100,6 +100,7 @@ def calibration_section(cal: Calibration) -> dict[str, Any]:
         "weights_dtype": cal.weights_dtype,
         "kv_dtype": cal.kv_dtype,
         "assumptions": list(cal.assumptions),
+        "notes": list(cal.notes),
         "fitted_values": {k: _number(v) for k, v in cal.fit.values.items()},
         "files": [
             {

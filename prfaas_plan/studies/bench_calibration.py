@@ -97,6 +97,8 @@ class Calibration:
     coverage: float
     bands: dict[str, PhaseBand]
     assumptions: tuple[str, ...]
+    #: What the reader must check before trusting the profile (a file recording another model than --model).
+    notes: tuple[str, ...] = ()
 
 
 def _band(
@@ -242,6 +244,33 @@ def _refuse_faster_than_peak(
             raise InputError(Problem(file=files_of[m.id], line=run, message=message))
 
 
+def _squeezed(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def model_notes(files: Sequence[BenchFile], key: str, name: str) -> tuple[str, ...]:
+    """A note for each model name a file records that is not the card's (``key`` or ``name``, compared in lower
+    case without punctuation, either inside the other: a path such as ``models--MiniMaxAI--MiniMax-M2.5/...``
+    names MiniMax-M2.5), and one where the files record different models."""
+    mine = {_squeezed(key), _squeezed(name)} - {""}
+    notes = []
+    seen: dict[str, str] = {}
+    for bench in files:
+        for recorded in bench.models:
+            squeezed = _squeezed(recorded)
+            seen.setdefault(squeezed, recorded)
+            if squeezed and not any(m in squeezed or squeezed in m for m in mine):
+                notes.append(
+                    f"{bench.file} records the model '{recorded}', not --model {key} ({name}): its times are "
+                    f"priced with {key}'s architecture; check the two are one model, or give the card of the one "
+                    "timed (prfaas-plan model import)"
+                )
+    if len(seen) > 1:
+        listed = ", ".join(f"'{v}'" for v in seen.values())
+        notes.append(f"the files record {len(seen)} different models ({listed}); one calibration fits one model")
+    return tuple(notes)
+
+
 def _given_twice(first: str, second: str, how: str) -> InputError:
     which = f"{first} is given twice" if first == second else f"{first} and {second} {how}"
     message = f"{which}: its measurements would count twice and narrow the error band; give it once"
@@ -348,4 +377,5 @@ def calibrate_files(
         coverage=coverage,
         bands=bands,
         assumptions=ASSUMPTIONS,
+        notes=model_notes(files, card.key, card.name),
     )

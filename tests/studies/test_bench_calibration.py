@@ -318,3 +318,26 @@ def test_a_band_never_claims_less_error_than_the_fit_shows_on_its_own_points(tmp
         worst = max(abs(np.log(p.fitted_s / p.measured_s)) for p in cal.points if p.phase == phase)
         assert band.factor >= np.exp(worst) * (1 - 1e-9), (phase, band.factor, np.exp(worst))
         assert band.factor > 2.5 and "widened to this calibration's own worst in-sample error" in band.basis
+
+
+def test_a_file_that_records_another_model_is_noted(tmp_path: Path) -> None:
+    """A result file's recorded model (vLLM's model_id, AIPerf's model_names) is compared with --model: a path
+    naming the card's model passes silently, another model is noted on the screen, in --json and in the written
+    profile (which still loads), and files recording different models are noted too (the model id was never
+    read: a vLLM file of Llama-3.1-8B calibrated as MiniMax-M2.5 passed without a word)."""
+    vllm = FIXTURES / "vllm-bench-serve-minimax-m2.5-conc4.json"  # model_id: .../models--MiniMaxAI--MiniMax-M2.5/...
+    same = calibrate_files([vllm], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+    assert same.notes == ()
+    other = json.loads(vllm.read_text())
+    other["model_id"] = "meta-llama/Llama-3.1-8B"
+    renamed = tmp_path / "llama.json"
+    renamed.write_text(json.dumps(other))
+    cal = calibrate_files([renamed], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+    assert len(cal.notes) == 1 and "'meta-llama/Llama-3.1-8B', not --model minimax-m2.5" in cal.notes[0]
+    back = load_engine_profile(write_calibration(cal, tmp_path / "cal.yaml"))
+    assert back.key == "vllm-calibrated"
+    assert "meta-llama/Llama-3.1-8B" in (tmp_path / "cal.yaml").read_text()
+    both = calibrate_files([vllm, renamed], model="minimax-m2.5", hardware="h200", gpus=8, engine="vllm")
+    assert any("record 2 different models" in n for n in both.notes)
+    done = run_cli("calibrate", str(renamed), "--model", "minimax-m2.5", "--hardware", "h200", "--engine", "vllm")
+    assert done.returncode == 0 and "note: " in done.stdout and "meta-llama/Llama-3.1-8B" in done.stdout
