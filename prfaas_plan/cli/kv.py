@@ -168,15 +168,19 @@ _PARTS = ("compute_s", "memory_s", "communication_s", "overhead_s")
 @dataclass
 class _Runs:
     """Why the configuration priced cannot run (``_add_runs``): for every row and the decode step (``common``),
-    for one row (``rows``, by length) or for the decode step (``decode``)."""
+    for one row (``rows``, by length) or for the decode step (``decode``); and where it runs outside what the
+    model covers (``not_modelled``)."""
 
     common: list[str] = field(default_factory=list)
     rows: dict[float, str] = field(default_factory=dict)
     decode: str | None = None
+    #: What runs but the model does not cover, for every row and the decode step (``not_modelled``).
+    not_modelled: list[str] = field(default_factory=list)
 
     def printed(self) -> list[tuple[str, str]]:
         """(where, why) for the table output's note lines."""
-        out = [("does not run", why) for why in self.common]
+        out = [("not modelled", why) for why in self.not_modelled]
+        out += [("does not run", why) for why in self.common]
         out += [(f"does not run at {length:,.0f} tokens", why) for length, why in self.rows.items()]
         if self.decode is not None:
             out.append(("decode step does not run", self.decode))
@@ -353,8 +357,10 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
     planner's check (``physics.fit.memory_fit``: weights plus one request's KV/state against g x HBM x the usable
     fraction) at each row's length; at the decode step, the weights plus the batch's KV/state at its context,
     with the largest batch that would fit (``physics.decode.decode_capacity``'s memory limit). Tensor parallelism
-    the model's attention heads do not allow (``physics.fit.tensor_parallel_problem``) concerns every row."""
-    from prfaas_plan.physics.fit import memory_fit, tensor_parallel_problem
+    the model's attention heads do not allow (``physics.fit.tensor_parallel_problem``) concerns every row. More GPUs
+    than a profile without scale-out models (``physics.fit.scale_up_problem``: the PCIe cards) run, but outside the
+    model: every row and the decode step say so (``not_modelled``)."""
+    from prfaas_plan.physics.fit import memory_fit, scale_up_problem, tensor_parallel_problem
 
     arch = card.architecture
     assert arch is not None  # roofline and calibrated pools have an architecture (the loader checks)
@@ -366,6 +372,9 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
             f"{split}: vLLM and SGLang refuse such a tensor-parallel size; the time here divides attention and "
             f"the GEMMs by {gpus} all the same"
         )
+    link = scale_up_problem(pool.accelerator, gpus)
+    if link:
+        runs.not_modelled.append(link)
     for row in payload["rows"]:
         fit = memory_fit(arch, pool.accelerator, gpus, row["length_tokens"])
         if not fit.fits:
@@ -380,6 +389,9 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
         why = [*runs.common, *([runs.decode] if runs.decode else [])]
         if why:
             payload["decode"]["does_not_run"] = "; ".join(why)
+    for part in (*payload["rows"], *([payload["decode"]] if "decode" in payload else [])):
+        if runs.not_modelled:
+            part["not_modelled"] = "; ".join(runs.not_modelled)
     return runs
 
 

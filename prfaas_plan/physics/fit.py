@@ -6,7 +6,8 @@ misses, and what would fit instead (more GPUs per instance, a lower weight dtype
 W = weight bytes (``memory.weight_bytes``), C = one request's cache at the decode context
 (``memory.cache_bytes``), g GPUs of M bytes each, f the usable fraction (``roofline.Instance``).
 
-Also whether the model's attention can be split g ways at all (``tensor_parallel_problem``).
+Also whether the model's attention can be split g ways at all (``tensor_parallel_problem``), and whether the
+hardware profile models g GPUs in one instance (``scale_up_problem``).
 """
 
 from __future__ import annotations
@@ -121,3 +122,19 @@ def tensor_parallel_problem(arch: Architecture, gpus: int) -> str | None:
         if (kv_heads % gpus) if gpus < kv_heads else (gpus % kv_heads):
             return f"tensor parallelism over {gpus} GPUs does not divide the model's {kv_heads} KV heads, nor they it"
     return None
+
+
+def scale_up_problem(accelerator: Accelerator, gpus: int) -> str | None:
+    """Why the hardware profile does not model ``gpus`` GPUs in one instance; None when it does. An instance
+    larger than the profile's scale-up domain (``scale_up_gpus``) is priced across nodes over its scale-out NICs
+    (``roofline.communication_s``); a profile without scale-out (the PCIe cards: ``scale_up_gpus: 1``, "PCIe TP
+    is not modelled as scale-up") has no such path, and its ``scale_up`` link (PCIe) is then priced as if it
+    were a scale-up fabric."""
+    domain = accelerator.scale_up_gpus
+    if domain is None or gpus <= domain or accelerator.scale_out_bandwidth_bytes_per_s is not None:
+        return None
+    return (
+        f"{accelerator.key}'s profile has a scale-up domain of {domain} GPU{'s' if domain > 1 else ''} "
+        f"(scale_up_gpus) and no scale-out: tensor parallelism over {gpus} GPUs (over PCIe on a PCIe card) is "
+        f"not modelled; the communication here prices its scale_up link as if it were a scale-up fabric"
+    )

@@ -92,3 +92,21 @@ def test_kv_says_when_tensor_parallelism_does_not_divide_or_exceeds_the_attentio
     assert "does_not_run" not in paper["rows"][0]
     table = _kv_table("--model", "llama-3.1-70b", "--hardware", "h200", "--gpus", "3", "--length", "128000")
     assert "note: does not run: tensor parallelism over 3 GPUs does not divide" in table
+
+
+def test_kv_says_tensor_parallelism_over_pcie_is_not_modelled() -> None:
+    """The RTX PRO 6000 and L40S profiles have a one-GPU scale-up domain and no scale-out ("PCIe TP is not
+    modelled as scale-up"): more than one GPU is priced all the same, and every row and the decode step say it
+    is not modelled (``not_modelled``, a note line in the table); one GPU, or 8 NVLink H200s, say nothing."""
+    flags = ("--model", "gpt-oss-120b", "--engine", "trtllm", "--weights-dtype", "fp4", "--kv-dtype", "fp8")
+    flags += ("--length", "16384", "--decode-batch", "4")
+    for hardware in ("rtx-pro-6000", "l40s"):
+        payload = _kv_json(*flags, "--hardware", hardware, "--gpus", "2")
+        for part in (*payload["rows"], payload["decode"]):
+            assert part["not_modelled"].startswith(f"{hardware}'s profile has a scale-up domain of 1 GPU")
+            assert "tensor parallelism over 2 GPUs" in part["not_modelled"]
+    for hardware, gpus in (("rtx-pro-6000", "1"), ("h200", "8")):
+        payload = _kv_json(*flags, "--hardware", hardware, "--gpus", gpus)
+        assert all("not_modelled" not in part for part in (*payload["rows"], payload["decode"]))
+    table = _kv_table(*flags, "--hardware", "l40s", "--gpus", "4")
+    assert "note: not modelled: l40s's profile has a scale-up domain of 1 GPU" in table
