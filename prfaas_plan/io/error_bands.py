@@ -6,7 +6,9 @@ roofline or calibrated pool carries.
 - a built-in engine (``sglang``, ``vllm``, ``trtllm``): its leave-one-source-out cross-validation per phase;
 - no engine (the serving defaults): the defaults' error on every corpus point (none of them fitted);
 - an engine profile's path: its calibration's band when it has one; else the band of the built-in engine its
-  ``engine.key`` names; else (a hand-written profile nobody cross-validated) the widest built-in band per phase.
+  ``engine.key`` names, where it prices as that built-in (every term and efficiency equal: a copy); else (a
+  hand-written or hand-edited profile nobody cross-validated) the widest built-in band per phase, named as
+  borrowed.
 """
 
 from __future__ import annotations
@@ -187,6 +189,22 @@ def pool_band(engine: str | None, base: Path) -> TimeBand:
     return profile_band(path)
 
 
+#: EngineProfile fields that say where a profile came from, not how it prices.
+_PROVENANCE = ("key", "name", "sources", "priors", "fitted", "fitted_on", "file")
+
+
+def _terms_apart(path: Path, key: str) -> list[str]:
+    """The pricing fields (terms, GEMM table, scales) in which the profile at ``path`` differs from built-in
+    engine ``key``'s (none where it prices as the built-in)."""
+    from dataclasses import fields
+
+    from prfaas_plan.io.engine_profile import load_engine_profile, load_named_engine
+
+    mine, builtin = load_engine_profile(path), load_named_engine(key)
+    names = [f.name for f in fields(mine) if f.name not in _PROVENANCE]
+    return [n for n in names if getattr(mine, n) != getattr(builtin, n)]
+
+
 def profile_band(path: Path) -> TimeBand:
     """The band of the engine profile at ``path``: its calibration's, else ``builtin_band`` of its
     ``engine.key`` (module docstring). InputError naming the file and field for a malformed band."""
@@ -196,7 +214,15 @@ def profile_band(path: Path) -> TimeBand:
     calibration = data.get("calibration")
     if not isinstance(calibration, dict) or "error_band" not in calibration:
         head = data.get("engine")
-        return builtin_band(str(head.get("key")) if isinstance(head, dict) else path.stem)
+        key = str(head.get("key")) if isinstance(head, dict) else path.stem
+        _, _, table = load_error_bands()
+        if key in table and key != DEFAULTS:
+            differ = _terms_apart(path, key)
+            if differ:  # a copy of a built-in with terms edited: its cross-validation is not this profile's
+                verb = "differs" if len(differ) == 1 else "differ"
+                shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
+                return builtin_band(f"{display_path(path)}, whose {shown} {verb} from built-in {key}'s")
+        return builtin_band(key)
     root = checker.root(optional=tuple(str(k) for k in data))
     band = root.sub("calibration", optional=tuple(str(k) for k in calibration)).sub(
         "error_band", required=("coverage", "source", *PHASES)
