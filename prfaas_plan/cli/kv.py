@@ -138,7 +138,7 @@ def kv(
         if pool.method != "measured":
             _add_splits(payload, pool, card, lengths, decode_batch, float(context))
             _add_domain(payload, engine, banded, card)
-            runs = _add_runs(payload, pool, card)
+            runs = _add_runs(payload, pool, card, engine)
     if json_output:
         emit(payload)
         return
@@ -350,7 +350,12 @@ def _add_splits(
 _DTYPE_HINT = "(--weights-dtype)"
 
 
-def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
+#: Engines that do not run on a generation of accelerator (``io.engine_profile.generation_of``), by the engine
+#: profile's key: why not.
+_ENGINE_NOT_ON = {"trtllm": {"cdna3": "TensorRT-LLM runs on NVIDIA GPUs only, and {hardware} is an AMD CDNA 3 part"}}
+
+
+def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard, engine: str | None) -> _Runs:
     """Where the configuration priced cannot run, say so on each row and the decode step it concerns
     (``does_not_run``, one sentence; absent where it runs): the numbers stay, kv being a what-if calculator, but a
     confident number for a machine that cannot hold the model is the worst thing it can print. Memory is the
@@ -359,13 +364,21 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard) -> _Runs:
     with the largest batch that would fit (``physics.decode.decode_capacity``'s memory limit). Tensor parallelism
     the model's attention heads do not allow (``physics.fit.tensor_parallel_problem``) concerns every row. More GPUs
     than a profile without scale-out models (``physics.fit.scale_up_problem``: the PCIe cards) run, but outside the
-    model: every row and the decode step say so (``not_modelled``)."""
+    model: every row and the decode step say so (``not_modelled``). So does an engine the accelerator cannot run
+    (``_ENGINE_NOT_ON``: TensorRT-LLM on AMD parts)."""
+    from prfaas_plan.io.engine_profile import engine_choice, generation_of, load_named_engine
     from prfaas_plan.physics.fit import memory_fit, scale_up_problem, tensor_parallel_problem
 
     arch = card.architecture
     assert arch is not None  # roofline and calibrated pools have an architecture (the loader checks)
     gpus, where = pool.gpus_per_instance, f"{pool.gpus_per_instance} x {pool.hardware_key}"
     runs = _Runs()
+    chosen = engine_choice(engine)
+    if chosen is not None:
+        key = load_named_engine(chosen, "--engine").key
+        elsewhere = _ENGINE_NOT_ON.get(key, {}).get(generation_of(pool.hardware_key))
+        if elsewhere:
+            runs.common.append(elsewhere.format(hardware=pool.hardware_key))
     split = tensor_parallel_problem(arch, gpus)
     if split:
         runs.common.append(

@@ -110,3 +110,20 @@ def test_kv_says_tensor_parallelism_over_pcie_is_not_modelled() -> None:
         assert all("not_modelled" not in part for part in (*payload["rows"], payload["decode"]))
     table = _kv_table(*flags, "--hardware", "l40s", "--gpus", "4")
     assert "note: not modelled: l40s's profile has a scale-up domain of 1 GPU" in table
+
+
+def test_kv_says_tensorrt_llm_does_not_run_on_an_amd_part() -> None:
+    """--engine trtllm on an MI300X or MI325X (CDNA 3) is priced, but every row and the decode step say that
+    TensorRT-LLM runs on NVIDIA GPUs only; on an H100, or SGLang on an MI300X, nothing is said."""
+    flags = ("--model", "llama-3.1-8b", "--gpus", "1", "--length", "1000", "--decode-batch", "4")
+    for hardware in ("mi300x", "mi325x"):
+        payload = _kv_json(*flags, "--hardware", hardware, "--engine", "trtllm")
+        for part in (*payload["rows"], payload["decode"]):
+            assert (
+                part["does_not_run"] == f"TensorRT-LLM runs on NVIDIA GPUs only, and {hardware} is an AMD CDNA 3 part"
+            )
+    for hardware, engine in (("h100", "trtllm"), ("mi300x", "sglang")):
+        payload = _kv_json(*flags, "--hardware", hardware, "--engine", engine)
+        assert all("does_not_run" not in part for part in (*payload["rows"], payload["decode"]))
+    table = _kv_table(*flags, "--hardware", "mi300x", "--engine", "trtllm")
+    assert "note: does not run: TensorRT-LLM runs on NVIDIA GPUs only" in table
