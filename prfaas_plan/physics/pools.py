@@ -98,11 +98,11 @@ def pool_costs(
     instance = Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance)
     params = pool.roofline
     label = (
-        "roofline, serving defaults"
+        "roofline, serving defaults" + dtype_peak_note(arch)
         if params == RooflineParams()
         else (
             f"roofline ({params.source}: {gemm_label(arch, params, pool.accelerator)}, "
-            f"e_a {params.attention_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
+            f"{attention_label(arch, params)}, e_m {params.memory_efficiency:.2f}, "
             f"overhead {params.overhead_s:.3f} s + "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk"
             + _moe_note(arch, params)
@@ -121,7 +121,7 @@ def pool_costs(
         label = (
             f"roofline calibrated on {pool.calibration_accelerator.key} {points.provenance} points "
             f"(e_c {params.compute_efficiency:.2f}, e_m {params.memory_efficiency:.2f}, "
-            f"overhead {params.overhead_s:.3f} s; e_a {params.attention_efficiency:.2f} and "
+            f"overhead {params.overhead_s:.3f} s; {attention_label(arch, params)} and "
             f"{params.layer_overhead_s * 1e3:.2f} ms per layer per chunk{_moe_note(arch, params)} from {base})"
         )
     fd = pool.decode_time_scale
@@ -200,13 +200,53 @@ def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelera
     from prfaas_plan.physics.roofline import compute_dtype, moe_layers
 
     parts = []
-    for d in sorted({compute_dtype(arch, group) for group in ("weights", "experts")}):
+    groups = ("weights", "experts")
+    for d in sorted({compute_dtype(arch, group) for group in groups}):
         name = "" if d == "bf16" else f" ({d})" if d in accelerator.dense_flop_per_s else f" ({d} at the bf16 peak)"
+        wider = _wider_than(arch, d, [arch.dtypes.dtype_of(g) for g in groups if compute_dtype(arch, g) == d])
+        if wider:
+            name = f" ({wider} at the {d} peak)"
         parts.append(f"{params.gemm_efficiency(d):.2f}{name}")
     experts = ""
     if params.expert_gemm_efficiency != 1.0 and moe_layers(arch)[0]:
         experts = f", experts x {params.expert_gemm_efficiency:.2f}"
     return "e_c " + " / ".join(parts) + experts
+
+
+def _wider_than(arch: Architecture, computed: str, stored: list[str]) -> str:
+    """The stored dtypes wider than the dtype their matmuls are priced in (fp32 weights or KV at the bf16 peak:
+    the accelerator profiles hold no fp32 tensor rate), joined by '/'; '' when none is (narrower storage, int4
+    or fp8 weights run as bf16, is what such kernels do)."""
+    from prfaas_plan.spec.model import DTYPE_BYTES
+
+    return "/".join(sorted({d for d in stored if DTYPE_BYTES.get(d, 0.0) > DTYPE_BYTES[computed]}))
+
+
+def attention_label(arch: Architecture, params: RooflineParams) -> str:
+    """``e_a`` as the model's attention runs (``physics.roofline.attention_dtype``), a KV cache stored wider
+    than that dtype named, e.g. ``e_a 0.76 (fp32 KV at the bf16 peak)``."""
+    from prfaas_plan.physics.roofline import attention_dtype
+
+    computed = attention_dtype(arch)
+    wider = _wider_than(arch, computed, [arch.dtypes.kv_cache])
+    return f"e_a {params.attention_efficiency:.2f}" + (f" ({wider} KV at the {computed} peak)" if wider else "")
+
+
+def dtype_peak_note(arch: Architecture) -> str:
+    """For a label that names no efficiency (the serving defaults): the weights or KV stored wider than the dtype
+    they are priced in, e.g. `` (fp32 weights, fp32 KV at the bf16 peak)``; '' when none is."""
+    from prfaas_plan.physics.roofline import attention_dtype, compute_dtype
+
+    groups = ("weights", "experts")
+    parts = [
+        f"{wider} weights at the {d} peak"
+        for d in sorted({compute_dtype(arch, g) for g in groups})
+        if (wider := _wider_than(arch, d, [arch.dtypes.dtype_of(g) for g in groups if compute_dtype(arch, g) == d]))
+    ]
+    computed = attention_dtype(arch)
+    if wider := _wider_than(arch, computed, [arch.dtypes.kv_cache]):
+        parts.append(f"{wider} KV at the {computed} peak")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _moe_note(arch: Architecture, params: RooflineParams) -> str:

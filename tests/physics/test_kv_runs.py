@@ -127,3 +127,19 @@ def test_kv_says_tensorrt_llm_does_not_run_on_an_amd_part() -> None:
         assert all("does_not_run" not in part for part in (*payload["rows"], payload["decode"]))
     table = _kv_table(*flags, "--hardware", "mi300x", "--engine", "trtllm")
     assert "note: does not run: TensorRT-LLM runs on NVIDIA GPUs only" in table
+
+
+def test_kv_names_fp32_weights_and_kv_priced_at_the_bf16_peak_in_its_source() -> None:
+    """The hardware profiles hold no fp32 tensor rate, so fp32 weights and KV are priced at the bf16 peak (the
+    same compute time as bf16): the source line says so, as it does fp8 on a part without an fp8 peak, with an engine
+    and with the serving defaults; the card's bf16 says nothing."""
+    flags = ("--model", "llama-3.1-70b", "--hardware", "h200", "--length", "8000")
+    fp32 = _kv_json(*flags, "--weights-dtype", "fp32", "--kv-dtype", "fp32")["rows"][0]
+    bf16 = _kv_json(*flags)["rows"][0]
+    assert fp32["prefill_split"]["compute_s"] == bf16["prefill_split"]["compute_s"]  # both at the bf16 peak
+    assert "e_c 0.75 (fp32 at the bf16 peak), e_a 0.76 (fp32 KV at the bf16 peak)" in fp32["source"]
+    assert "at the bf16 peak" not in bf16["source"]
+    paper = _kv_json(*flags, "--weights-dtype", "fp32", "--kv-dtype", "fp32", "--engine", "paper-fit")["rows"][0]
+    assert "serving defaults (fp32 weights at the bf16 peak; fp32 KV at the bf16 peak)" in paper["source"]
+    assert "source: prefill: roofline (engine sglang on hopper" in _kv_table(*flags, "--weights-dtype", "fp32")
+    assert "(fp32 at the bf16 peak)" in _kv_table(*flags, "--weights-dtype", "fp32").replace("\n", "")
