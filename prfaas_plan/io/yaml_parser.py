@@ -27,14 +27,34 @@ from prfaas_plan.io.document import MAX_DEPTH, MAX_NUMBER_CHARS, Document, KeyPa
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 
+#: Plain scalars read as numbers: YAML 1.2's core schema, not PyYAML's YAML 1.1 one. So ``5e-1`` and ``1e-3`` are
+#: floats (1.1 wants ``5.0e-1``); and ``1:30`` (1.1: base 60, 90), ``1_000`` (1.1: 1000), ``017`` (1.1: octal, 15)
+#: and ``0b101`` stay strings, which a field expecting a number refuses (``io.yamlsrc.check_number``, naming the
+#: notation) instead of reading a number the writer may not have meant. Hexadecimal ``0x10`` stays 16 (1.2 too).
+_CORE_INT = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+)$")
+_CORE_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_CORE_RESOLVERS: dict[Any, list[tuple[str, re.Pattern[str]]]] = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+    for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
+}
+for _first in "-+0123456789":
+    _CORE_RESOLVERS.setdefault(_first, []).append((_INT_TAG, _CORE_INT))
+for _first in "-+0123456789.":
+    _CORE_RESOLVERS.setdefault(_first, []).append((_FLOAT_TAG, _CORE_FLOAT))
+
 
 class _Bounds(yaml.composer.Composer, yaml.constructor.BaseConstructor):
     """The composer and constructor checks of both loaders: refuse aliases (no shipped file uses them, and
     expanding them is the "billion laughs" bomb), nesting deeper than MAX_DEPTH, and numeric literals longer
-    than MAX_NUMBER_CHARS; and turn a value the constructor cannot build (``2001-02-30``) into a marked error
-    instead of a ValueError."""
+    than MAX_NUMBER_CHARS; turn a value the constructor cannot build (``2001-02-30``) into a marked error
+    instead of a ValueError; and resolve numbers as YAML 1.2 does (``_CORE_RESOLVERS``)."""
 
     _depth = 0
+    #: The resolver's table (``yaml.resolver.BaseResolver``), numbers as YAML 1.2 reads them (``_CORE_INT``).
+    yaml_implicit_resolvers = _CORE_RESOLVERS
 
     if TYPE_CHECKING:  # the parser's side, from ``yaml.parser.Parser`` or ``yaml.cyaml.CParser``
 

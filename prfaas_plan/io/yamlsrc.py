@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import difflib
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -276,6 +277,33 @@ class Section:
         return check_number(self.checker, (*self.path, key), self.data[key], gt=gt, ge=ge, le=le, integer=integer)
 
 
+#: Numbers YAML 1.1 reads but the parser leaves as strings (``io.yaml_parser._CORE_INT``): base 60, digits
+#: grouped with '_', a leading 0 (1.1: octal), binary. Compiled on first use (``re``'s cache), not at start-up.
+_SEXAGESIMAL = r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"
+_GROUPED = r"[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?"
+_LEADING_ZERO = r"[-+]?0[0-9]+"
+_BINARY = r"[-+]?0b[01_]+"
+
+
+def _yaml11_hint(value: object) -> str:
+    """Why a string that YAML 1.1 would read as a number is not one here, and how to write it; '' otherwise."""
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()
+    if re.fullmatch(_SEXAGESIMAL, text):
+        return (
+            " (base-60 notation such as 1:30, which YAML 1.1 reads as 90, is not read as a number; "
+            "write the number itself)"
+        )
+    if "_" in text and re.fullmatch(_GROUPED, text):
+        return f" (digits grouped with '_' are not read as a number; write {text.replace('_', '')})"
+    if re.fullmatch(_LEADING_ZERO, text):
+        return " (a leading 0, octal in YAML 1.1, is not read as a number; write it without)"
+    if re.fullmatch(_BINARY, text):
+        return " (binary literals are not read as numbers; write it in decimal)"
+    return ""
+
+
 def check_number(
     checker: Checker,
     path: KeyPath,
@@ -290,7 +318,7 @@ def check_number(
     _record(checker.doc.file, path, kind="integer" if integer else "number", gt=gt, ge=ge, le=le)
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, int | float):
-        checker.report(path, f"expected {kind}, got {_type_name(value)}")
+        checker.report(path, f"expected {kind}, got {_type_name(value)}{_yaml11_hint(value)}")
         return None
     try:
         number = float(value)
