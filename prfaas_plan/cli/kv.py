@@ -154,6 +154,8 @@ def kv(
             f"(compute {d['compute_s'] * 1e3:.2f}, memory {d['memory_s'] * 1e3:.2f}, communication "
             f"{d['communication_s'] * 1e3:.2f}, engine overhead {d['overhead_s'] * 1e3:.2f} ms)"
         )
+    if "band_borrowed" in payload:
+        out.print(f"note: {payload['band_borrowed']}", style="yellow")
     for note in dict.fromkeys(
         part["outside_band"] for part in (*payload["rows"], payload.get("decode", {})) if "outside_band" in part
     ):
@@ -303,6 +305,10 @@ def _add_domain(payload: dict[str, Any], engine: str | None, pool: Pool, card: M
     band = pool_band(engine_choice(engine), Path.cwd())
     if pool.method == "calibrated":
         band = calibrated_band(pool, card, band)
+    if band.prefill.borrowed_from:  # a profile nobody cross-validated: its times are not checked on anything
+        payload["band_borrowed"] = (
+            f"the engine profile's times were never cross-validated: its error band is borrowed ({band.prefill.basis})"
+        )
     kind = "" if card.architecture is None else model_kind(card.architecture)
     generation = generation_of(pool.hardware_key)
     for row in payload["rows"]:

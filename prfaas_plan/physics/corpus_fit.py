@@ -23,7 +23,9 @@ The corpus fit (``fit_corpus``) fits ``CORPUS_TERMS`` of every engine at once: t
 (the platform's and the kernels', not an engine's) one value for all engines, the others one per engine. The GEMM
 scale and the experts' factor are shared: a dense layer's GEMMs are the same library kernels (cuBLAS, CUTLASS) on
 every engine, and a batch-1 prefill sends each routed expert few enough tokens that its grouped GEMM runs far below
-the dense rate whichever kernel an engine calls; what the engines differ in is their fixed costs. A user's calibration
+the dense rate whichever kernel an engine calls; what the engines differ in is their fixed costs. The factor is an
+empirical remainder on top of the grouped GEMM's small-M tile curve (``expert_gemm_half_rows``, priced in
+``shape_factor``), fitted on prefills and applied to the routed experts in decode too. A user's calibration
 from its own benchmarks (``fit_engine``) fits ``FIT_TERMS`` of one engine. Both: least squares on
 log(pred / meas) plus weak priors (``prior_weight`` x the log of each term's ratio to its prior, overheads
 softened by a floor of 1/10 of the prior) that keep a term the data cannot identify near its published prior

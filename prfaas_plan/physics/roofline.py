@@ -157,7 +157,8 @@ def op_peak_flop_per_s(op: Op, arch: Architecture, instance: Instance) -> float:
 def op_efficiency(op: Op, arch: Architecture, params: RooflineParams) -> float:
     """The fraction of peak ``op``'s matmuls reach before shape effects: ``attention_efficiency`` for attention
     cores, else the GEMM efficiency of the compute dtype of the weight group it multiplies by
-    (``RooflineParams.gemm_efficiency``)."""
+    (``RooflineParams.gemm_efficiency``), times ``expert_gemm_efficiency`` (at most 1) for the routed experts'
+    grouped GEMMs."""
     if op.name in ATTENTION_OPS:
         return params.attention_efficiency
     efficiency = params.gemm_efficiency(compute_dtype(arch, _GEMM_GROUP.get(op.name, "weights")))

@@ -55,12 +55,13 @@ class EngineProfile:
     graphs (the ``*_eager_*`` pair without them). Collectives: alpha of each all-reduce and all-to-all
     (``RooflineParams``). Kernels: ``gemm_efficiency`` maps (generation, dtype) to a prior of the dense GEMMs' fraction
     of peak, missing dtypes falling back to the generation's bf16 figure and missing generations to ``other``, scaled by
-    the fitted ``gemm_efficiency_scale`` (at most 1); ``attention_efficiency`` and ``expert_gemm_half_rows`` as
-    ``RooflineParams``; ``kv_handoff_s`` once per request of a disaggregated prefill instance (a wait until its KV is
-    handed off; not in the aggregated server's time). ``sources`` names a source for every term (key: the term's name);
-    ``priors`` the published or assumed value a fitted term started from and is regularised towards
-    (``physics.corpus_fit``); ``fitted_on`` lists the corpus measurement ids the fitted terms came
-    from."""
+    the fitted ``gemm_efficiency_scale`` (at most 1), and the routed experts' grouped GEMMs by ``expert_gemm_scale`` on
+    top (``RooflineParams.expert_gemm_efficiency``; both one value for every built-in engine, ``physics.corpus_fit``);
+    ``attention_efficiency`` and ``expert_gemm_half_rows`` as ``RooflineParams``; ``kv_handoff_s`` once per request
+    of a disaggregated prefill instance (a wait until its KV is handed off; not in the aggregated server's time).
+    ``sources`` names a source for every term (key: the term's name); ``priors`` the published or assumed value a
+    fitted term started from and is regularised towards (``physics.corpus_fit``); ``fitted_on`` lists the corpus
+    measurement ids the fitted terms came from."""
 
     key: str
     name: str

@@ -144,7 +144,9 @@ class RooflineParams:
     ``physics.roofline.communication_s``). ``dtype_compute_efficiency`` gives the GEMM efficiency of named compute
     dtypes (the engine's figure for the accelerator's generation: ``physics.engine``), overriding ``compute_efficiency``
     for them. ``expert_gemm_half_rows`` is the small-M curve of the routed experts' grouped GEMMs (tokens per touched
-    expert at which they reach half their large-M rate; 0: the dense ``gemm_half_rows`` applies).
+    expert at which they reach half their large-M rate; 0: the dense ``gemm_half_rows`` applies), and
+    ``expert_gemm_efficiency`` their rate as a factor of the dense GEMM efficiency of their dtype (the engine's
+    fitted ``expert_gemm_scale``; 1 in the serving defaults and wherever a compute efficiency is set directly).
 
     MoE load: with ``expert_parallel`` the routed experts are spread over the instance's GPUs (E/g each)
     instead of tensor-sharded, and the expert GEMMs last as long as the busiest GPU's share of the routed

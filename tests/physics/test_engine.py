@@ -317,19 +317,43 @@ def _interleaved_moe_decode() -> CorpusCase:
     return replace(case, measurement=replace(m, interleaved_output_tokens=500.0))
 
 
-def test_the_fit_prices_as_the_roofline_does() -> None:
-    """The fit's pre-priced pieces give the same time as the physics path for every case (a decode metric carrying
-    a MoE model's interleaved prefills, of two chunks each, among them)."""
+def _expert_parallel_mxfp4_prefill() -> CorpusCase:
+    """gpt-oss-120b (MXFP4 routed experts, BF16 elsewhere) prefilled on 8 x H200 with expert parallelism 8."""
+    m = replace(
+        _measurement(90, "prefill", "gpt-oss-120b", "h200", 8, 1, 4_000.0),
+        expert_parallel=8,
+        experts_dtype="fp4",
+    )
+    arch = load_named_model("gpt-oss-120b").architecture
+    assert arch is not None
+    return CorpusCase(
+        measurement=m, arch=with_dtypes(arch, experts_dtype="fp4"), instance=INSTANCE, generation="hopper"
+    )
+
+
+@pytest.mark.parametrize(("scale", "experts"), [(0.9, 0.4), (3.0, 0.5), (1.2, 1.5)])
+def test_the_fit_prices_as_the_roofline_does(scale: float, experts: float) -> None:
+    """The fit's pre-priced pieces, one case at a time and batched, give the same time as the physics path for
+    every case (a decode metric carrying a MoE model's interleaved prefills, of two chunks each, and an
+    expert-parallel prefill with MXFP4 experts among them), including where the dense rate is capped at 1 before
+    the experts' factor applies (scale 3) and where the factor would lift the experts past 1 (1.5)."""
+    from prfaas_plan.physics.corpus_fit import _Batch
+
     engine = replace(
         SGLANG,
-        gemm_efficiency_scale=0.9,
-        expert_gemm_scale=0.4,
+        gemm_efficiency_scale=scale,
+        expert_gemm_scale=experts,
         decode_layer_overhead_s=3e-5,
         prefill_moe_layer_overhead_s=2e-3,
     )
-    for case in (*CASES, _interleaved_moe_decode()):
-        fast = _predict_pieces(_pieces(case, engine, None), engine_theta(engine))
+    cases = (*CASES, _interleaved_moe_decode(), _expert_parallel_mxfp4_prefill())
+    theta = engine_theta(engine)
+    pieces = [_pieces(case, engine, None) for case in cases]
+    batched = _Batch.of(pieces).predict(np.tile(theta, (len(cases), 1)))
+    for case, piece, together in zip(cases, pieces, batched, strict=True):
+        fast = _predict_pieces(piece, theta)
         assert fast == pytest.approx(predict(case, engine), rel=1e-9), case.measurement.id
+        assert together == pytest.approx(fast, rel=1e-12), case.measurement.id
 
 
 @settings(max_examples=examples(4), deadline=None)
