@@ -239,9 +239,10 @@ def _engine_base(
     try:
         path = local if name.endswith((".yaml", ".yml")) and local.is_file() else engine_path(name)
         profile = load_engine_profile(path)
-    except InputError as exc:
+    except InputError as exc:  # at the pool's engine: line, naming where in the profile the problem is
         for problem in exc.problems:
-            sec.checker.report((*sec.path, "engine"), problem.message)
+            inside = str(problem) if problem.file is not None else problem.message
+            sec.checker.report((*sec.path, "engine"), inside)
         return None
     from prfaas_plan.physics.engine import engine_params
 
@@ -330,6 +331,8 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
     method = sec.string("method", choices=POOL_METHODS, default="measured")
     engine_name = _engine_name(sec, method)
     engine = _engine_base(sec, base, hardware, engine_name)
+    # A profile refused above is reported there: its band is not looked up (that would report it again, unlocated).
+    engine_ok = engine is not None or engine_name is None or hardware is None
     params = _roofline_params(
         sec, None if hardware is None else hardware.kernel_shapes, None if engine is None else engine[0]
     )
@@ -411,7 +414,7 @@ def _pool(sec: Section, base: Path, model: ModelCard | None, *, role: str) -> Po
             )
             return None
     time_band = None
-    if method != "measured":
+    if method != "measured" and engine_ok:
         from prfaas_plan.io.error_bands import pool_band  # roofline pools only (start-up time of measured ones)
 
         try:
