@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prfaas_plan.cli.common import check_finite, emit, handled
+from prfaas_plan.io.limits import MAX_STEP_S
 from prfaas_plan.spec.hardware import RooflineParams
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def kv(
             help="Serving overhead per prefill request, s (default: the engine's; "
             f"{_DEFAULTS.overhead_s:g} with --engine paper-fit).",
             min=0.0,
+            max=MAX_STEP_S,  # as an engine profile's per-request cost
         ),
     ] = None,
     kernel_only: Annotated[

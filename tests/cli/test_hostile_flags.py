@@ -31,6 +31,7 @@ _KV = ("kv", "--model", "minimax-m2.5", "--hardware", "h200")
         ),
         ((*_KV, "--compute-efficiency", "nan"), "--compute-efficiency"),
         ((*_KV, "--overhead-s", "inf"), "--overhead-s"),
+        ((*_KV, "--overhead-s", "1e308"), "--overhead-s"),
         ((*_KV, "--length", "1000000000000"), "--length"),
         ((*_KV, "--gpus", "1000000000000"), "--gpus"),
         (("simulate", "--requests", "500", "--seed", "-1"), "--seed"),
