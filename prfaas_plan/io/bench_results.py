@@ -294,9 +294,19 @@ def _loads(text: str, display: str, line: int | None) -> Any:
         raise InputError(Problem(file=display, line=line, message=f"malformed JSON: {exc}")) from None
 
 
+#: A first line that starts a CSV export with another separator than the comma AIPerf writes.
+_OTHER_CSV = re.compile(r"\s*Metric[;\t|]")
+
+
 def _objects(text: str, display: str) -> list[tuple[int | None, Any]]:
     """The file's JSON objects: the whole text as one value, else one value per non-empty line (JSONL), else a
     stream of values (``_stream``: JSONL pretty-printed, as ``jq .`` prints it)."""
+    if _OTHER_CSV.match(text):
+        message = (
+            "an AIPerf/GenAI-Perf CSV export with another separator than the comma: its first line must begin "
+            "'Metric,' (re-export it, or replace the separators with commas)"
+        )
+        raise InputError(Problem(file=display, line=1, message=message))
     if not text.strip():
         raise InputError(Problem(file=display, message="empty: no benchmark result in it"))
     try:

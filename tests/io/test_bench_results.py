@@ -282,3 +282,15 @@ def test_a_repeated_json_key_is_refused_where_it_is(tmp_path: Path) -> None:
         done.stderr.strip()
         == f"error: {tmp_path / 'one-line.json'}:1 mean_ttft_ms: duplicate key (first given on line 1)"
     )
+
+
+def test_a_csv_export_with_another_separator_is_named_as_such(tmp_path: Path) -> None:
+    """AIPerf's CSV export rewritten with ';' separators is named as a CSV with the wrong separator, not as
+    malformed JSON (what it was called)."""
+    source = REPO / "tests" / "fixtures" / "bench_results" / "aiperf-0.1.1-profile-export-gpt-oss-20b-conc100.csv"
+    for sep in (";", "\t"):
+        path = tmp_path / "export.csv"
+        path.write_text(source.read_text().replace(",", sep))
+        with pytest.raises(InputError, match=r"CSV export with another separator than the comma") as caught:
+            read_bench_file(path)
+        assert "JSON" not in str(caught.value)
