@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError, InputError, Problem
@@ -117,7 +118,12 @@ def _pool(
         params = engine_params(
             engine, generation, expert_parallel=template.roofline.expert_parallel, base=base.roofline
         )
-        base = replace(base, roofline=params)
+        # What the pool's own roofline: section set stays over the engine's terms on every cell, as the loader
+        # keeps it over the engine on the template's (a compute efficiency set: every GEMM's rate, as there).
+        kept: dict[str, Any] = {f: getattr(template.roofline, f) for f in template.roofline_set}
+        if "compute_efficiency" in kept:
+            kept |= {"dtype_compute_efficiency": (), "expert_gemm_efficiency": 1.0}
+        base = replace(base, roofline=replace(params, **kept))
         how = f"engine {engine.key} on {generation}"
     if needs and profile is not None:
         return replace(base, method="measured", calibration=None, calibration_accelerator=None), (

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prfaas_plan.io.engine_profile import load_generations, load_named_engine
 from prfaas_plan.io.names import resolve_scenario_path
 from prfaas_plan.io.scenario import load_scenario
@@ -34,3 +36,22 @@ def test_cells_take_the_engine_terms_of_their_own_generation() -> None:
     h200 = spec.prfaas.roofline
     assert b200.dtype_compute_efficiency != h200.dtype_compute_efficiency  # FP8 GEMMs: 0.5 against 0.4 prior
     assert mi300x.decode_op_overhead_s != h200.decode_op_overhead_s  # the CDNA 3 factor on decode overheads
+
+
+def test_cells_keep_what_the_pools_own_roofline_sets_over_the_engine(tmp_path: Path) -> None:
+    """A pool that names an engine and sets its own compute efficiency and overhead keeps both on every matrix
+    cell, as on its own hardware (the cells took the engine's figures instead)."""
+    source = resolve_scenario_path("qwen3.5-capacity")
+    text = source.read_text()
+    marker = "    engine: sglang             # terms"
+    assert text.count(marker) == 1
+    own = "\n    roofline: {compute_efficiency: 0.2, overhead_s: 0.4}"
+    edited = tmp_path / "own.yaml"
+    edited.write_text(text.replace(marker, marker.split("#")[0].rstrip() + own + "  #"))
+    spec = load_scenario(edited)
+    assert spec.prfaas.roofline.compute_efficiency == 0.2 and spec.prfaas.roofline.overhead_s == 0.4
+    for cell in matrix_cells(spec, ["h200", "b200", "mi300x"], ["h20"]):
+        assert cell.scenario is not None, cell.reason
+        params = cell.scenario.prfaas.roofline
+        assert params.compute_efficiency == 0.2 and params.overhead_s == 0.4, cell.prefill
+        assert params.dtype_compute_efficiency == () and params.expert_gemm_efficiency == 1.0, cell.prefill
