@@ -169,6 +169,11 @@ def _steps(
     if times[0] != 0.0 or any(b <= a for a, b in itertools.pairwise(times)):
         checker.report(where, "step times must start at 0 and increase")
         return None
+    if all(rate == 0 for _, rate in steps):
+        checker.report(
+            where, "every step is 0 Gbit/s: the link would never carry a KV cache; give the down spells as outages:"
+        )
+        return None
     return tuple(steps)
 
 
@@ -195,7 +200,9 @@ def _profile(link: Section) -> BandwidthProfile | None:
         mean = sec.number("mean_gbit_per_s", gt=0, le=_MAX_GBIT_PER_S)
         std = sec.number("std_gbit_per_s", ge=0, le=_MAX_GBIT_PER_S)
         corr = sec.number("correlation_s", gt=0, le=_MAX_TIME_S)
-        step = sec.number("step_s", gt=0, le=_MAX_TIME_S, default=1.0)
+        # At least a millisecond: finer steps describe nothing a KV transfer of milliseconds to seconds can see,
+        # and the simulator draws one value per step over the whole run (sim.link_profile.MAX_PROFILE_STEPS).
+        step = sec.number("step_s", ge=1e-3, le=_MAX_TIME_S, default=1.0)
         if None in (mean, std, corr, step):
             return None
         return RandomBandwidth(

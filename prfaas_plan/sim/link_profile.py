@@ -26,6 +26,23 @@ from prfaas_plan.spec.dynamics import (
 
 Steps = tuple[tuple[float, float], ...]
 
+#: Most steps a profile is laid out in over one run: a random process draws one value per step, a periodic one
+#: repeats its steps once per period, so the run's length over a short step or period bounds its memory and time.
+MAX_PROFILE_STEPS = 2_000_000
+
+
+def _too_many(count: int, field: str, what: str, horizon_s: float, per_unit: int = 1) -> None:
+    """InputError on ``field`` where a profile over ``horizon_s`` would take more than ``MAX_PROFILE_STEPS`` steps."""
+    if count <= MAX_PROFILE_STEPS:
+        return
+    from prfaas_plan.errors import InputError, Problem
+
+    message = (
+        f"{count:,} {what} over the {horizon_s:,.0f} s the run simulates, more than the {MAX_PROFILE_STEPS:,} the "
+        f"simulator lays out; make it at least {horizon_s * per_unit / MAX_PROFILE_STEPS:.3g} s"
+    )
+    raise InputError(Problem(field=field, message=message))
+
 
 def ou_log_bandwidth(rng: np.random.Generator, spec: RandomBandwidth, horizon_s: float) -> Steps:
     """Steps of ``spec.step_s`` seconds covering [0, horizon_s): exp of a stationary OU process on log-bandwidth
@@ -35,6 +52,7 @@ def ou_log_bandwidth(rng: np.random.Generator, spec: RandomBandwidth, horizon_s:
     if not math.isfinite(horizon_s) or horizon_s < 0:
         raise ValueError(f"a random bandwidth needs a finite horizon, got {horizon_s!r}")
     count = max(1, math.ceil(horizon_s / spec.step_s))
+    _too_many(count, "dynamics.link.random.step_s", f"steps of {spec.step_s:g} s", horizon_s)
     var_x = math.log1p((spec.std_bytes_per_s / spec.mean_bytes_per_s) ** 2)
     mu = math.log(spec.mean_bytes_per_s) - var_x / 2
     rho = math.exp(-spec.step_s / spec.correlation_s)
@@ -57,6 +75,13 @@ def periodic(spec: PeriodicBandwidth, horizon_s: float) -> Steps:
     if not math.isfinite(horizon_s):
         raise ValueError(f"a periodic bandwidth needs a finite horizon, got {horizon_s!r}")
     cycles = max(1, math.ceil(horizon_s / spec.period_s))
+    _too_many(
+        cycles * len(spec.steps),
+        "dynamics.link.periodic.period_s",
+        f"steps of periods of {spec.period_s:g} s",
+        horizon_s,
+        per_unit=len(spec.steps),
+    )
     return tuple((c * spec.period_s + phase, bw) for c in range(cycles) for phase, bw in spec.steps)
 
 

@@ -154,6 +154,12 @@ def _ttft_stats(ttft_s: FloatArray, batches: int) -> TtftStats:
     )
 
 
+def _link_utilization(sent_bytes: float, capacity_bytes: float) -> float:
+    """Bytes sent over what the link could carry in the window; nan where it could carry nothing (a link down
+    for the whole window: its use is undefined, not infinite)."""
+    return sent_bytes / capacity_bytes if capacity_bytes > 0 else math.nan
+
+
 def _bandwidth_integral(result: SimResult, lo: float, hi: float) -> float:
     """∫ B(t) dt over [lo, hi] (bytes), with the run's bandwidth profile if it had one."""
     profile = result.bandwidth_profile
@@ -209,7 +215,7 @@ def summarize(result: SimResult, *, warmup_fraction: float = 0.1, batches: int =
     utilization = {
         "prfaas": states["prfaas_prefill"] / result.n_prfaas if result.n_prfaas else math.nan,
         "pd_prefill": states["local_prefill"] / result.n_pd_prefill if result.n_pd_prefill else math.nan,
-        "link": egress_mean * span / _bandwidth_integral(result, lo, hi),
+        "link": _link_utilization(egress_mean * span, _bandwidth_integral(result, lo, hi)),
         "pd_decode": decode_busy / result.decode_slots,
     }
     return Summary(

@@ -133,3 +133,52 @@ dynamics:
     steps = _write(tmp_path, "dynamics:\n  link:\n    steps: [{at_s: 5, gbit_per_s: 100}]\n")
     with pytest.raises(InputError, match="step times must start at 0"):
         load_dynamics(steps)
+
+
+def _dynamics_file(tmp_path: Path, link: str) -> Path:
+    path = tmp_path / "dynamics.yaml"
+    path.write_text(f"dynamics:\n  link:\n    {link}\n")
+    return path
+
+
+def test_a_random_link_step_below_a_millisecond_is_refused(tmp_path: Path) -> None:
+    """A 30 us step of a random link profile grew simulate to 24 GB before the kernel killed it; it is refused
+    where it is written."""
+    path = _dynamics_file(
+        tmp_path, "random: {mean_gbit_per_s: 100, std_gbit_per_s: 20, correlation_s: 60, step_s: 0.00003}"
+    )
+    with pytest.raises(InputError, match=r"dynamics\.link\.random\.step_s: must be >= 0\.001"):
+        load_dynamics(path)
+
+
+def test_a_link_that_is_zero_at_every_step_is_refused(tmp_path: Path) -> None:
+    """Steps of 0 Gbit/s throughout (a ZeroDivisionError traceback in simulate) are refused, pointing at
+    outages; a 0 step among others stays allowed."""
+    with pytest.raises(InputError, match=r"dynamics\.link\.steps: every step is 0 Gbit/s.*outages"):
+        load_dynamics(_dynamics_file(tmp_path, "steps: [{at_s: 0, gbit_per_s: 0}, {at_s: 10, gbit_per_s: 0}]"))
+    assert load_dynamics(_dynamics_file(tmp_path, "steps: [{at_s: 0, gbit_per_s: 100}, {at_s: 10, gbit_per_s: 0}]"))
+
+
+def test_a_profile_too_fine_for_the_run_is_refused_and_a_dead_link_has_no_utilisation(tmp_path: Path) -> None:
+    """A random step or a period so short that the run would lay out more than MAX_PROFILE_STEPS steps is exit 2
+    naming the field and the step that would do (a numpy allocation traceback of 92 GiB, or an OOM kill, before);
+    a link down for the whole window has a null utilisation, not a division by zero."""
+    import json
+
+    from tests.conftest import run_cli
+
+    fine = _dynamics_file(
+        tmp_path, "random: {mean_gbit_per_s: 100, std_gbit_per_s: 20, correlation_s: 60, step_s: 0.001}"
+    )
+    done = run_cli("simulate", "--requests", "20000", "--dynamics", str(fine))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "dynamics.link.random.step_s:" in done.stderr and "make it at least" in done.stderr
+    (tmp_path / "periodic").mkdir()
+    short = _dynamics_file(tmp_path / "periodic", "periodic: {period_s: 0.000001, steps: [{at_s: 0, gbit_per_s: 100}]}")
+    done = run_cli("simulate", "--requests", "20000", "--dynamics", str(short))
+    assert done.returncode == 2 and "dynamics.link.periodic.period_s:" in done.stderr, done.stderr
+    (tmp_path / "down").mkdir()
+    down = _dynamics_file(tmp_path / "down", "outages: [{start_s: 0, duration_s: 10000000}]")
+    done = run_cli("simulate", "--requests", "3000", "--dynamics", str(down), "--json")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(done.stdout)["simulated"]["utilization"]["link"] is None
