@@ -36,7 +36,7 @@ from typing import Any
 
 from prfaas_plan.io.limits import MAX_LINK_GBIT_PER_S
 from prfaas_plan.io.paths import display_path
-from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml
+from prfaas_plan.io.yamlsrc import Checker, KeyPath, Section, load_yaml, suggest
 from prfaas_plan.spec.dynamics import (
     CACHE_RULES,
     POOLS,
@@ -75,14 +75,20 @@ _MAX_TIME_S = 366 * 86_400.0
 
 
 def load_dynamics(path: Path) -> Dynamics | None:
-    """The ``dynamics:`` section of a YAML file (None when it has none); InputError listing every problem."""
+    """The ``dynamics:`` section of a YAML file given for it (``--dynamics``); InputError listing every problem,
+    and where the file has no such section (a misspelt key was ignored, and the run went on without dynamics)."""
     doc = load_yaml(path, display_path(path))
     checker = Checker(doc)
     if not isinstance(doc.data, dict):
         checker.report((), "expected a mapping with a 'dynamics' section")
         checker.raise_if_any()
     if "dynamics" not in doc.data:
-        return None
+        keys = [str(k) for k in doc.data]
+        found = f"; its top-level keys: {', '.join(keys)}" if keys else ""
+        close = [k for k in keys if suggest(k, ["dynamics"])]
+        hint = f" ('{close[0]}' for 'dynamics'?)" if close else ""
+        checker.report((), f"no 'dynamics' section{found}{hint}")
+        checker.raise_if_any()
     root = Section(checker, (), {"dynamics": doc.data["dynamics"]}, optional=("dynamics",))
     dynamics = parse_dynamics(root.sub("dynamics", optional=DYNAMICS_KEYS))
     checker.raise_if_any()

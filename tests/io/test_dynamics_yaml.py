@@ -91,9 +91,13 @@ def test_periodic_and_random_profiles(tmp_path: Path) -> None:
     )
 
 
-def test_no_section_is_none(tmp_path: Path) -> None:
-    """A file without ``dynamics:`` has none."""
-    assert load_dynamics(_write(tmp_path, "scenario: {name: x}\n")) is None
+def test_a_file_given_for_dynamics_without_the_section_is_refused(tmp_path: Path) -> None:
+    """A file given as --dynamics without a ``dynamics:`` section is refused naming its keys, a misspelt one
+    pointed out (it was read as no dynamics, and the run went on without them, saying nothing)."""
+    with pytest.raises(InputError, match=r":1: no 'dynamics' section; its top-level keys: scenario$"):
+        load_dynamics(_write(tmp_path, "scenario: {name: x}\n"))
+    with pytest.raises(InputError, match=r"top-level keys: dynamic \('dynamic' for 'dynamics'\?\)"):
+        load_dynamics(_write(tmp_path, "dynamic:\n  link: {steps: [{at_s: 0, gbit_per_s: 10}]}\n"))
 
 
 def test_every_problem_is_listed_with_file_line_and_path(tmp_path: Path) -> None:
