@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from prfaas_plan._lazy import lazy_getattr
 from prfaas_plan.errors import InputError, Problem
+from prfaas_plan.io.limits import MAX_RATE_REQ_PER_S, MAX_TOKENS
 
 if TYPE_CHECKING:
     from typer._click import Command
@@ -184,7 +185,11 @@ ResolutionOpt = Annotated[
 ]
 RateOpt = Annotated[
     float | None,
-    typer.Option("--rate", help="Add TTFT under load at this arrival rate (req/s; every plan at the same rate)."),
+    typer.Option(
+        "--rate",
+        help="Add TTFT under load at this arrival rate (req/s; every plan at the same rate).",
+        max=MAX_RATE_REQ_PER_S,
+    ),
 ]
 LoadOpt = Annotated[
     float | None,
@@ -540,6 +545,8 @@ def _check_plan_options(threshold: float, n_pd_prefill: int, n_pd_decode: int) -
     problems = []
     if not threshold >= 0 or threshold == float("inf"):
         problems.append(Problem(field="--threshold", message=f"must be a finite number >= 0, got {threshold}"))
+    elif threshold > MAX_TOKENS:
+        problems.append(Problem(field="--threshold", message=f"must be <= {MAX_TOKENS:g} tokens, got {threshold:g}"))
     if n_pd_prefill < 0:
         problems.append(Problem(field="--n-pd-prefill", message=f"must be >= 0, got {n_pd_prefill}"))
     if n_pd_decode < 1:

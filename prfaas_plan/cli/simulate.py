@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prfaas_plan.cli.common import check_finite, check_output, emit, handled, load_with_flags, records_owner
+from prfaas_plan.io.limits import MAX_RATE_REQ_PER_S, MAX_TOKENS
 
 if TYPE_CHECKING:
     from prfaas_plan.cli.render import DataTable
@@ -23,7 +24,9 @@ def simulate(
     scenario: Annotated[
         str | None, typer.Argument(help="Scenario YAML file or built-in name (default: paper-case-study).")
     ] = None,
-    rate: Annotated[float | None, typer.Option("--rate", help="Offered arrival rate, req/s.")] = None,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Offered arrival rate, req/s.", max=MAX_RATE_REQ_PER_S)
+    ] = None,
     load: Annotated[
         float | None, typer.Option("--load", help="Offered rate as a fraction of the plan's Λ_max (default 0.7).")
     ] = None,
@@ -44,7 +47,7 @@ def simulate(
     ] = False,
     records: Annotated[str | None, typer.Option("--records", help="Write one CSV row per request to FILE.")] = None,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Routing threshold t (tokens).", min=0.0)
+        float | None, typer.Option("--threshold", help="Routing threshold t (tokens).", min=0.0, max=MAX_TOKENS)
     ] = None,
     n_pd_prefill: Annotated[
         int | None, typer.Option("--n-pd-prefill", help="Local prefill instances N_p.", min=0)

@@ -32,6 +32,13 @@ _KV = ("kv", "--model", "minimax-m2.5", "--hardware", "h200")
         ((*_KV, "--compute-efficiency", "nan"), "--compute-efficiency"),
         ((*_KV, "--overhead-s", "inf"), "--overhead-s"),
         ((*_KV, "--overhead-s", "1e308"), "--overhead-s"),
+        (("optimize", "--rate", "1e300", "--no-verify"), "--rate"),
+        (
+            ("evaluate", "--threshold", "1e300", "--n-pd-prefill", "3", "--n-pd-decode", "5", "--no-verify"),
+            "--threshold",
+        ),
+        (("simulate", "--rate", "1e300", "--requests", "500"), "--rate"),
+        (("simulate", "--threshold", "1e300", "--requests", "500"), "--threshold"),
         ((*_KV, "--length", "1000000000000"), "--length"),
         ((*_KV, "--gpus", "1000000000000"), "--gpus"),
         (("simulate", "--requests", "500", "--seed", "-1"), "--seed"),
