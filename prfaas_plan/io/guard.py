@@ -298,11 +298,27 @@ def loads_json(text: str, display: str, *, line: int | None = None, max_depth: i
         raise InputError(Problem(file=display, line=at, message=f"malformed JSON: {bound[1]}"))
     import json  # here: a run that reads no JSON never loads the json package (start-up time)
 
+    repeated: list[str] = []
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out and not repeated:
+                repeated.append(key)
+            out[key] = value
+        return out
+
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
         message = f"malformed JSON: {exc.msg} (column {exc.colno})"
         raise InputError(Problem(file=display, line=at, message=message)) from None
     except (ValueError, RecursionError) as exc:  # NaN/Infinity; any other bound the checks above missed
         raise InputError(Problem(file=display, line=line, message=f"malformed JSON: {exc}")) from None
+    if repeated:  # a value given twice: JSON parsers keep the last, silently (the YAML loader refuses it too)
+        key = repeated[0]
+        marks = [m.start() for m in re.finditer(re.escape(f'"{key}"'), text)]
+        where = line if line is not None else (text.count("\n", 0, marks[1]) + 1 if len(marks) > 1 else None)
+        raise InputError(Problem(file=display, line=where, field=key, message="duplicate key (JSON keeps the last)"))
+    return value

@@ -206,6 +206,22 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False, max_
     return trace
 
 
+def _repeated_key(text: str) -> str | None:
+    """The first key a JSON line gives twice in one object, or None (a line ``_JSON_DECODE`` has decoded)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return dict(items)
+
+    json.JSONDecoder(object_pairs_hook=pairs).raw_decode(text)
+    return found[0] if found else None
+
+
 def _first_text_rows(lines: Iterable[str], limit: int | None) -> Iterator[tuple[int, str]]:
     """(1-based line, stripped text) of each line that is not blank, at most ``limit`` of them (all when None),
     good or bad. Nothing after the last line taken is read, so a run of N requests reads N rows of a trace of
@@ -268,6 +284,11 @@ def _read_mooncake(
             if not _unbounded(stripped, line_no, problems):
                 problems.add(line_no, None, f"malformed JSON: {error}")
             continue
+        if isinstance(record, dict) and stripped.count('":') + stripped.count('" :') > len(record):
+            repeated = _repeated_key(stripped)  # more key separators than keys: perhaps a key given twice
+            if repeated is not None:
+                problems.add(line_no, repeated, "duplicate key (JSON keeps the last)")
+                continue
         fields: _Fields | None = _well_formed_fields(record, latest_ms)
         if fields is None:
             # The checked path: first refuse numbers too long to be a count or a time (a 400-digit timestamp

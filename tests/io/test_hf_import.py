@@ -249,3 +249,15 @@ def test_qwen_sliding_and_dense_layers_are_placed(tmp_path: Path) -> None:
     kinds = [(g.count, g.attention.kind, g.attention.window, g.ffn.kind) for g in arch.layers]
     assert kinds == [(1, "gqa", 0, "dense"), (89, "gqa", 0, "moe"), (4, "swa", 4096, "moe")]
     assert imported.group_notes[2] == "layers 90-93 (0-based)"
+
+
+def test_a_key_given_twice_in_a_config_is_refused(tmp_path: Path) -> None:
+    """`hidden_size` given twice was read as its last value (8192 for Llama-3.1-8B's 4096) without a word; now
+    exit 2 naming the file, the line of the second and the key."""
+    text = (FIXTURES / "llama-3.1-8b.json").read_text()
+    assert text.count('"hidden_size": 4096') == 1
+    twice = tmp_path / "config.json"
+    twice.write_text(text.replace('"hidden_size": 4096', '"hidden_size": 4096, "hidden_size": 8192'))
+    done = run_cli("model", "import", str(twice))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{twice}:" in done.stderr and "hidden_size: duplicate key" in done.stderr

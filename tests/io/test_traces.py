@@ -316,3 +316,17 @@ def test_a_trace_file_over_the_size_limit_is_refused_before_reading(
     with pytest.raises(InputError) as info:
         traces.read_trace(path)
     assert "at most" in str(info.value.problems[0]) and "big.jsonl" in str(info.value.problems[0])
+
+
+def test_a_key_given_twice_on_a_trace_line_is_refused(tmp_path: Path) -> None:
+    """A Mooncake line giving input_length twice (5, then 500000) was read as 500,000 tokens; now the line and
+    key are named."""
+    lines = (TRACES / "conversation_trace.jsonl").read_text().splitlines()[:200]
+    stamp = json.loads(lines[49])["timestamp"]
+    lines[50] = (
+        f'{{"timestamp": {stamp}, "input_length": 5, "input_length": 500000, "output_length": 5, "hash_ids": []}}'
+    )
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"trace\.jsonl:51 input_length: duplicate key"):
+        read_trace(path)
