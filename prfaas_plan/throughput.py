@@ -30,7 +30,7 @@ from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.physics.pools import pool_costs
 from prfaas_plan.physics.tcp import deliverable_bytes_per_s, transfer_latency_s
 from prfaas_plan.spec.hardware import RooflineParams
-from prfaas_plan.spec.scenario import Arrival, Scenario, TcpPath, TransferMode
+from prfaas_plan.spec.scenario import Arrival, Pool, Scenario, TcpPath, TransferMode
 
 if TYPE_CHECKING:  # annotations only (a tabulated curve's class loads where one is built)
     from prfaas_plan.physics.curves import Curve
@@ -195,11 +195,33 @@ def stage_model(scenario: Scenario) -> StageModel:
         decode_step_times_s=steps,
         tpot_p90_slo_s=scenario.slo.tpot_p90_s,
         sources={
-            f"prefill ({scenario.prfaas.hardware_key}, PrfaaS)": prfaas.prefill_source,
-            f"prefill ({scenario.local.hardware_key}, local)": local.prefill_source,
+            f"prefill ({scenario.prfaas.hardware_key}, PrfaaS)": prfaas.prefill_source
+            + _extrapolated(scenario, scenario.prfaas),
+            f"prefill ({scenario.local.hardware_key}, local)": local.prefill_source
+            + _extrapolated(scenario, scenario.local),
             "kv_cache": prfaas.kv_source,
             f"decode ({scenario.local.hardware_key})": local.decode_source,
         },
+    )
+
+
+#: Below this share of the traffic's prompts past a measured profile's longest point, nothing is said (as
+#: ``studies.uncertainty.OUTSIDE_SHARE_NOTED`` for a band's range).
+EXTRAPOLATED_SHARE_NOTED = 0.01
+
+
+def _extrapolated(scenario: Scenario, pool: Pool) -> str:
+    """For a pool priced from measured prefill points: where a noted share of the traffic's prompts is longer than
+    its longest point, a clause saying the fitted curve is extrapolated there ("" otherwise)."""
+    if pool.method != "measured" or pool.profile is None:
+        return ""
+    longest = max(pool.profile.prefill.lengths_tokens)
+    share = float(scenario.traffic.input_length.sf(longest))
+    if share < EXTRAPOLATED_SHARE_NOTED:
+        return ""
+    return (
+        f"; extrapolated past its longest point ({longest:,.0f} tokens) for {share:.0%} of the traffic's prompts: "
+        "no measurement checks those times"
     )
 
 

@@ -311,7 +311,7 @@ def comparison_table(
 
 def provenance_note(prov: dict[str, str]) -> str:
     """A footnote naming the inputs that are not measurements."""
-    soft = [f"{k}: {v}" for k, v in prov.items() if not v.startswith("measured")]
+    soft = [f"{k}: {v}" for k, v in prov.items() if not v.startswith("measured") or "extrapolated past" in v]
     text = "TTFT is unloaded (no queueing), as in the paper's Table 6."
     if soft:
         text += " Not measured: " + "; ".join(soft) + "."
