@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.lengths import LengthDistribution
-from prfaas_plan.optimize.topology_lp import RoutingLP
+from prfaas_plan.optimize.topology_lp import RoutingLP, SolverError
 from prfaas_plan.spec.topology import Topology, pair_scenario
 from prfaas_plan.throughput import StageModel, routing, stage_model
 
@@ -232,11 +232,37 @@ def routing_lp(tm: TopologyModel) -> RoutingLP:
     return RoutingLP(tm.pair_region, tm.pair_site, tm.n_regions, tm.site_instances)
 
 
+def lp_units(tm: TopologyModel) -> tuple[float, Array]:
+    """The units the LPs are solved in, powers of two (exact to multiply by): λ's, about λ's ceiling λ_0 =
+    min_j N_j θ_j / r_j (every region decodes locally), and each region's request rates', about λ_0 r_j. In
+    them every region's flows are of order one whatever its rate, so that a region whose rate is far from the
+    others' (1e6 beside 1e-8 req/s) keeps the LP's coefficients within a few orders of magnitude: unscaled,
+    HiGHS called such LPs unbounded."""
+    rates = tm.rate_req_per_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ceiling = (
+            np.array([n * m.decode_req_per_s_per_instance for n, m in zip(tm.local_instances, tm.local, strict=True)])
+            / rates
+        )
+    usable = ceiling[np.isfinite(ceiling) & (ceiling > 0)]
+    lam0 = float(np.min(usable)) if usable.size else 1.0
+    region = lam0 * rates
+    region = np.where(np.isfinite(region) & (region > 0), region, 1.0)
+    return float(2.0 ** np.round(np.log2(lam0))), np.asarray(2.0 ** np.round(np.log2(region)), dtype=np.float64)
+
+
 def solve_routing(
-    tm: TopologyModel, p: Array, local_bound: Array, seconds: Array, kv: Array, lp: RoutingLP | None = None
+    tm: TopologyModel,
+    p: Array,
+    local_bound: Array,
+    seconds: Array,
+    kv: Array,
+    lp: RoutingLP | None = None,
+    units: tuple[float, Array] | None = None,
 ) -> Routing:
     """The LP of the module docstring at one threshold per region (given as each region's p and Λ_local and
-    each pair's T_k and S_k there, pairs in ``tm``'s order). HiGHS; exact."""
+    each pair's T_k and S_k there, pairs in ``tm``'s order). HiGHS, in ``lp_units`` (λ = u_λ μ, y_q = u_j z_q:
+    the region rows divided by u_j); exact."""
     n_pairs = tm.pair_region.size
     rates = tm.rate_req_per_s
     cap = float(np.min(local_bound / rates))
@@ -245,8 +271,12 @@ def solve_routing(
         return Routing(scale=cap, pair_req_per_s=np.zeros(n_pairs))
     if n_pairs == 0:
         return Routing(scale=0.0, pair_req_per_s=np.zeros(n_pairs))
-    x = (lp or routing_lp(tm)).solve(long_rate, cap, seconds, tm.bandwidth_bytes_per_s / kv)
-    return Routing(scale=max(float(x[0]), 0.0), pair_req_per_s=np.maximum(x[1:], 0.0))
+    unit, region_unit = units or lp_units(tm)
+    pair_unit = region_unit[tm.pair_region]
+    x = (lp or routing_lp(tm)).solve(
+        long_rate * unit / region_unit, cap / unit, seconds * pair_unit, tm.bandwidth_bytes_per_s / kv / pair_unit
+    )
+    return Routing(scale=max(float(x[0]) * unit, 0.0), pair_req_per_s=np.maximum(x[1:] * pair_unit, 0.0))
 
 
 def routing_at(tm: TopologyModel, thresholds: Array) -> tuple[Routing, list[RegionTerms]]:
@@ -279,6 +309,7 @@ class _Evaluator:
         self.pairs = [np.flatnonzero(tm.pair_region == j) for j in range(tm.n_regions)]
         self.solves = 0
         self.lp = routing_lp(tm)
+        self.units = lp_units(tm)
 
     def _with(self, j: int, terms: RegionTerms, i: int) -> tuple[Array, Array, Array, Array]:
         p, bound, seconds, kv = self.p.copy(), self.bound.copy(), self.seconds.copy(), self.kv.copy()
@@ -294,7 +325,7 @@ class _Evaluator:
         if without_local:
             bound[j] = np.inf
         self.solves += 1
-        return solve_routing(self.tm, p, bound, seconds, kv, self.lp).scale
+        return solve_routing(self.tm, p, bound, seconds, kv, self.lp, self.units).scale
 
     def value(self, j: int, t: float, without_local: bool = False) -> float:
         """λ with region j at threshold t."""
@@ -450,7 +481,22 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
 
     ``points=True`` prices the grid's points themselves instead of its cells: the same LP over mixtures of
     grid thresholds, no longer a bound between grid points but the best coordinated mixture, whose heaviest
-    point per region seeds the search."""
+    point per region seeds the search.
+
+    Solved as it is first; where HiGHS finds no optimum (it called the LP unbounded when one region's rate was
+    orders of magnitude from the others'), again in ``lp_units`` (λ = u_λ μ, a_jg = u_j a'_jg, y_jkg = u_j
+    y'_jkg; region j's equality rows divided by u_j). The same optimum; the first is kept where it solves so
+    that the seeds it gives the search (a degenerate LP's vertex) stay those of earlier releases. SolverError
+    when neither solves."""
+    try:
+        return _bound_lp(tm, grid_points, points, (1.0, np.ones(tm.n_regions)))
+    except SolverError:
+        return _bound_lp(tm, grid_points, points, lp_units(tm))
+
+
+def _bound_lp(tm: TopologyModel, grid_points: int, points: bool, units: tuple[float, Array]) -> Bound:
+    """``topology_bound``'s LP, with λ in units of ``units[0]`` and region j's flows in units of
+    ``units[1][j]``."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_array
 
@@ -467,8 +513,10 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
     n_ub = tm.n_sites
     n_eq = 0
     ub_b.extend(tm.site_instances.tolist())
+    unit, region_unit = units
     for j in range(tm.n_regions):
         model = tm.local[j]
+        u = float(region_unit[j])
         grid = region_grid(model.lengths, grid_points)
         lo_t, hi_t = (grid, grid) if points else (grid[:-1], grid[1:])
         route_lo = routing(model.lengths, lo_t)
@@ -486,12 +534,12 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
         # Σ_g a_jg - λ r_j = 0
         eq_rows += [np.full(cells + 1, n_eq)]
         eq_cols += [np.concatenate(([0], a))]
-        eq_vals += [np.concatenate(([-tm.rate_req_per_s[j]], np.ones(cells)))]
+        eq_vals += [np.concatenate(([-tm.rate_req_per_s[j] * unit / u], np.ones(cells)))]
         n_eq += 1
         # local instance-seconds
         rows.append(np.full(cells, n_ub))
         cols.append(a)
-        vals.append(local_cost)
+        vals.append(local_cost * u)
         ub_b.append(float(tm.local_instances[j]))
         n_ub += 1
         # the best integer split, time-shared: Σ_g a_jg / Λ_local(t_g) <= 1 (Λ_local never rises with t)
@@ -499,7 +547,7 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
         usable = integer_bound > 0
         rows.append(np.full(int(usable.sum()), n_ub))
         cols.append(a[usable])
-        vals.append(1.0 / integer_bound[usable])
+        vals.append(u / integer_bound[usable])
         ub_b.append(1.0)
         n_ub += 1
         upper[-1] = np.where(usable, np.inf, 0.0)
@@ -513,10 +561,10 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
             pm = tm.pair_model[q]
             rows.append(np.full(cells, int(tm.pair_site[q])))
             cols.append(y)
-            vals.append(np.asarray(pm.prfaas_prefill(l_long), dtype=np.float64))
+            vals.append(np.asarray(pm.prfaas_prefill(l_long), dtype=np.float64) * u)
             rows.append(np.full(cells, n_ub))
             cols.append(y)
-            vals.append(np.asarray(pm.kv_bytes(l_long), dtype=np.float64))
+            vals.append(np.asarray(pm.kv_bytes(l_long), dtype=np.float64) * u)
             ub_b.append(float(tm.bandwidth_bytes_per_s[q]))
             n_ub += 1
         # Σ_k y_jkg - p(t_g+1) a_jg = 0, one row per cell
@@ -540,13 +588,13 @@ def topology_bound(tm: TopologyModel, grid_points: int = GRID_POINTS, *, points:
         objective, A_ub=a_ub, b_ub=np.array(ub_b), A_eq=a_eq, b_eq=np.zeros(n_eq), bounds=bounds, method="highs"
     )
     if result.status != 0:
-        raise RuntimeError(f"HiGHS failed on the bound LP: {result.message}")
+        raise SolverError("bound LP (the upper bound on the scale factor)", str(result.message))
     x = np.asarray(result.x, dtype=np.float64)
     heaviest = []
     for a, lo_t, hi_t in cells_of:
         g = int(np.argmax(x[a]))
         heaviest.append((float(lo_t[g]), float(hi_t[g])))
-    return Bound(scale=float(-result.fun), heaviest_cell_tokens=tuple(heaviest))
+    return Bound(scale=float(-result.fun) * unit, heaviest_cell_tokens=tuple(heaviest))
 
 
 # ------------------------------------------------------------------------------------ plans and views

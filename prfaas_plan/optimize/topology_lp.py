@@ -18,7 +18,21 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prfaas_plan.errors import PlanError
+
 Array = NDArray[np.float64]
+
+
+class SolverError(PlanError):
+    """HiGHS gave no optimum for one of the topology's LPs, which always have one (λ = 0 and no flow is
+    feasible, λ is bounded by the local pools): numerics, not the input's feasibility. Exit status 1."""
+
+    def __init__(self, which: str, message: str) -> None:
+        super().__init__(
+            f"the topology's {which} could not be solved (HiGHS: {message}); its coefficients may span too many "
+            "orders of magnitude (traffic rates far apart, or a link or site orders of magnitude from the rest)"
+        )
+
 
 #: HiGHS's feasibility tolerances (default 1e-7, absolute on rows of order N_k instances): tightened so that
 #: λ is exact to about 1e-10 relative and a warm and a cold solve of one LP agree to that.
@@ -129,7 +143,7 @@ class RoutingLP:
             options=dict(_TOLERANCES),
         )
         if result.status != 0:  # λ = 0, y = 0 is feasible and λ bounded: a solver failure, not the input's
-            raise RuntimeError(f"HiGHS failed on the routing LP: {result.message}")
+            raise SolverError("routing LP", str(result.message))
         return np.asarray(result.x, dtype=np.float64)
 
     def solve(self, long_rate: Array, cap: float, seconds: Array, flow_cap: Array, *, fast: bool = True) -> Array:
