@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from prfaas_plan.errors import Problem
 from prfaas_plan.io.cost import COST_KEYS, _link_pricing, parse_cost
 from prfaas_plan.io.limits import (
     MAX_DECODE_TOKENS_PER_S,
@@ -54,6 +55,7 @@ from prfaas_plan.io.scenario import (
     scenario_from_document,
 )
 from prfaas_plan.io.yamlsrc import Checker, Document, Section, load_yaml, suggest
+from prfaas_plan.lengths import LengthDistribution
 from prfaas_plan.spec.cost import LinkPricing
 from prfaas_plan.spec.scenario import TRANSFER_MODES, Arrival, ModelCard, Slo, Traffic
 from prfaas_plan.spec.topology import (
@@ -96,9 +98,8 @@ def load_topology(path: Path) -> Topology:
     return topology_from_document(doc, path.parent)
 
 
-def _cluster(sec: Section, base: Path, model: ModelCard | None) -> Cluster | None:
-    name = sec.string("name")
-    kind = sec.string("kind", choices=CLUSTER_KINDS)
+def _cluster(sec: Section, base: Path, model: ModelCard | None, name: str | None, kind: str | None) -> Cluster | None:
+    """The cluster of ``sec``, whose ``name`` and ``kind`` the caller has read (each field is reported once)."""
     region = sec.string("region")
     price = sec.number("gpu_usd_per_hour", gt=0, le=MAX_PRICE_USD_PER_HOUR)
     source = sec.string("source", default="") or ""
@@ -124,11 +125,15 @@ def _cluster(sec: Section, base: Path, model: ModelCard | None) -> Cluster | Non
     )
 
 
-def _link(sec: Section, kinds: dict[str, str]) -> TopologyLink | None:
+def _link(sec: Section, kinds: dict[str, str], unkinded: set[str]) -> TopologyLink | None:
+    """The link of ``sec``; an end naming a cluster of ``unkinded`` (whose kind was already reported) is left
+    unreported: it exists."""
     ends: dict[str, str | None] = {}
     for role in ("prfaas", "pd"):
         end = sec.string(role)
-        if end is not None and end not in kinds:
+        if end is not None and end in unkinded:
+            end = None
+        elif end is not None and end not in kinds:
             sec.checker.report((*sec.path, role), f"no cluster named '{end}'{suggest(end, kinds)}")
             end = None
         elif end is not None and kinds[end] != role:
@@ -154,17 +159,38 @@ def _link(sec: Section, kinds: dict[str, str]) -> TopologyLink | None:
     )
 
 
-def _traffic(sec: Section, base: Path, kinds: dict[str, str]) -> RegionTraffic | None:
+def _traced(sec: Section, base: Path, role: str, already: list[Problem]) -> LengthDistribution | None:
+    """``sec``'s length distribution, with the problems of a trace it names (which carry the trace's own file)
+    reported at the field that names it, ``<file>:<line> traffic[i].<role>_length.trace``; a problem already
+    reported for the entry's other length (one trace named by both) is not repeated."""
+    checker = sec.checker
+    before = len(checker.problems)
+    found = _length_distribution(sec, base, role=role)
+    new = checker.problems[before:]
+    del checker.problems[before:]
+    for problem in new:
+        if problem.file == checker.doc.file:
+            checker.problems.append(problem)
+        elif str(problem) not in {str(p) for p in already}:
+            already.append(problem)
+            checker.report((*sec.path, "trace"), str(problem))
+    return found
+
+
+def _traffic(sec: Section, base: Path, kinds: dict[str, str], unkinded: set[str]) -> RegionTraffic | None:
     cluster = sec.string("cluster")
-    if cluster is not None and kinds.get(cluster) != "pd":
+    if cluster is not None and cluster in unkinded:
+        cluster = None
+    elif cluster is not None and kinds.get(cluster) != "pd":
         why = "not a pd cluster" if cluster in kinds else f"no cluster of that name{suggest(cluster, kinds)}"
         sec.checker.report((*sec.path, "cluster"), f"'{cluster}': {why}")
         cluster = None
     rate = sec.number("rate_req_per_s", gt=0, le=MAX_RATE_REQ_PER_S)
     input_sec = sec.sub("input_length", required=("distribution",), optional=(*_LENGTH_KEYS, "prefix_cache"))
-    input_len = None if input_sec.dead else _length_distribution(input_sec, base, role="input")
+    traced: list[Problem] = []
+    input_len = None if input_sec.dead else _traced(input_sec, base, "input", traced)
     output_sec = sec.sub("output_length", required=("distribution",), optional=_LENGTH_KEYS)
-    output_len = None if output_sec.dead else _length_distribution(output_sec, base, role="output")
+    output_len = None if output_sec.dead else _traced(output_sec, base, "output", traced)
     arrival = Arrival(process="poisson")
     if sec.has("arrival"):
         arrival = _arrival(sec.checker, sec.sub("arrival", required=("process",), optional=_ARRIVAL_KEYS))
@@ -209,6 +235,7 @@ def topology_from_document(doc: Document, base: Path) -> Topology:
         checker.report(("clusters",), f"at most {MAX_CLUSTERS} clusters, got {len(items)}")
         items = []
     where: dict[str, tuple[str | int, ...]] = {}
+    unkinded: set[str] = set()  # named clusters whose kind is reported: links and traffic to them are not
     for path, item in items:
         sec = Section(checker, path, item, required=_CLUSTER_KEYS, optional=_CLUSTER_OPTIONAL)
         cluster_name, kind = sec.string("name"), sec.string("kind", choices=CLUSTER_KINDS)
@@ -218,17 +245,19 @@ def topology_from_document(doc: Document, base: Path) -> Topology:
         if cluster_name is not None and kind is not None:
             kinds[cluster_name] = kind
             where[cluster_name] = path
-        cluster = _cluster(sec, base, model)
+        elif cluster_name is not None:
+            unkinded.add(cluster_name)
+        cluster = _cluster(sec, base, model, cluster_name, kind)
         if cluster is not None:
             clusters.append(cluster)
     for kind in CLUSTER_KINDS:
-        if items and kind not in kinds.values():
+        if items and not unkinded and kind not in kinds.values():
             checker.report(("clusters",), f"needs at least one {kind} cluster")
 
     links: list[TopologyLink] = []
     seen_pairs: set[tuple[str, str]] = set()
     for path, item in _listed(root, "links"):
-        link = _link(Section(checker, path, item, required=_LINK_KEYS, optional=_LINK_OPTIONAL), kinds)
+        link = _link(Section(checker, path, item, required=_LINK_KEYS, optional=_LINK_OPTIONAL), kinds, unkinded)
         if link is None:
             continue
         if (link.prfaas, link.pd) in seen_pairs:
@@ -246,7 +275,7 @@ def topology_from_document(doc: Document, base: Path) -> Topology:
             required=("cluster", "rate_req_per_s", "input_length", "output_length"),
             optional=("arrival", "source"),
         )
-        entry = _traffic(sec, base, kinds)
+        entry = _traffic(sec, base, kinds, unkinded)
         if entry is None:
             continue
         if any(t.cluster == entry.cluster for t in traffic):

@@ -73,3 +73,28 @@ def test_a_solver_failure_is_one_line_naming_the_lp(tmp_path: Path, monkeypatch:
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "bound LP" in result.output and "could not be solved" in result.output
     assert "The problem is unbounded" in result.output
+
+
+# H12: each problem one line, no cascade from a cluster whose kind is bad, a trace's problem at its field.
+
+
+def test_a_bad_kind_is_one_line_and_links_to_the_cluster_are_not_reported(tmp_path: Path) -> None:
+    path = _copy(tmp_path, ("kind: prfaas,", "kind: prefill,"))
+    done = run_cli("topology", "plan", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: {path}:29 clusters[0].kind: must be one of prfaas, pd; got 'prefill'"
+    ], done.stderr
+
+
+def test_a_missing_trace_is_reported_once_at_the_field_that_names_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexist.csv"
+    path = _copy(
+        tmp_path,
+        (f"{TRACES}/AzureLLMInferenceTrace_code.csv", str(missing)),
+        (f"{TRACES}/AzureLLMInferenceTrace_code.csv", str(missing)),
+    )
+    done = run_cli("topology", "plan", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert lines == [f"error: {path}:84 traffic[2].input_length.trace: {missing}: no such file"], done.stderr
