@@ -98,3 +98,14 @@ def test_a_missing_trace_is_reported_once_at_the_field_that_names_it(tmp_path: P
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
     assert lines == [f"error: {path}:84 traffic[2].input_length.trace: {missing}: no such file"], done.stderr
+
+
+# H13: the bound's per-cluster instances are its optimum's, not a floor per cluster (36 found beside 40.00).
+
+
+def test_size_labels_the_bound_column_as_the_bounds_own_plan() -> None:
+    done = run_cli("topology", "size", "three-regions")
+    assert done.returncode == 0, done.stderr
+    assert "at the bound's optimum" in done.stdout
+    assert "bound (fractional)" not in done.stdout
+    assert "may each be above or below" in " ".join(done.stdout.split())
