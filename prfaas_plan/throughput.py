@@ -205,19 +205,17 @@ def stage_model(scenario: Scenario) -> StageModel:
     )
 
 
-#: Below this share of the traffic's prompts past a measured profile's longest point, nothing is said (as
-#: ``studies.uncertainty.OUTSIDE_SHARE_NOTED`` for a band's range).
-EXTRAPOLATED_SHARE_NOTED = 0.01
-
-
 def _extrapolated(scenario: Scenario, pool: Pool) -> str:
     """For a pool priced from measured prefill points: where a noted share of the traffic's prompts is longer than
-    its longest point, a clause saying the fitted curve is extrapolated there ("" otherwise)."""
+    its longest point, a clause saying the fitted curve is extrapolated there ("" otherwise; below
+    ``spec.uncertainty.OUTSIDE_SHARE_NOTED``, as for a band's range, nothing is said)."""
     if pool.method != "measured" or pool.profile is None:
         return ""
+    from prfaas_plan.spec.uncertainty import OUTSIDE_SHARE_NOTED
+
     longest = max(pool.profile.prefill.lengths_tokens)
     share = float(scenario.traffic.input_length.sf(longest))
-    if share < EXTRAPOLATED_SHARE_NOTED:
+    if share < OUTSIDE_SHARE_NOTED:
         return ""
     return (
         f"; extrapolated past its longest point ({longest:,.0f} tokens) for {share:.0%} of the traffic's prompts: "

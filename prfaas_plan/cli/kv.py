@@ -419,7 +419,9 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard, engine: str 
 def _decode_memory(decode: dict[str, Any], pool: Pool, card: ModelCard, where: str) -> str | None:
     """Why the decode step's batch cannot be held (its weights, or their KV/state at its context beside the
     weights), with the largest batch that fits; None when it can."""
+    from prfaas_plan.physics.decode import memory_batch_limit
     from prfaas_plan.physics.fit import memory_fit
+    from prfaas_plan.physics.roofline import Instance
 
     arch = card.architecture
     assert arch is not None
@@ -428,10 +430,10 @@ def _decode_memory(decode: dict[str, Any], pool: Pool, card: ModelCard, where: s
     if not one.fits:
         none = f"not one sequence of {context:,.0f} tokens fits, so no batch of {batch:,}"
         return f"{where}: {one.describe(_DTYPE_HINT)}; {none}"
-    need = one.weights_bytes + batch * one.request_bytes
-    if need <= one.usable_bytes:
+    largest = memory_batch_limit(arch, Instance(accelerator=pool.accelerator, gpus=pool.gpus_per_instance), context)
+    if batch <= largest:
         return None
-    largest = int((one.usable_bytes - one.weights_bytes) // one.request_bytes)
+    need = one.weights_bytes + batch * one.request_bytes
     gb = 1e9
     return (
         f"{where}: weights {one.weights_bytes / gb:,.0f} GB + the batch's cache {batch:,} x "

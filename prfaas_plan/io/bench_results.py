@@ -46,7 +46,15 @@ from typing import Any, Literal
 
 from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.guard import Limits, check_lines, decode_utf8, json_bound_problem, read_bytes
+from prfaas_plan.io.guard import (
+    Limits,
+    RepeatedKey,
+    check_lines,
+    decode_utf8,
+    json_bound_problem,
+    read_bytes,
+    unique_keys,
+)
 from prfaas_plan.io.limits import MAX_STEP_S, MAX_TOKENS
 
 #: A result file: 64 MiB (a vLLM run saved with ``--save-detailed`` lists every request's TTFT and inter-token
@@ -188,26 +196,6 @@ def _constant(name: str) -> float:
     return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[name]
 
 
-class _RepeatedKey(Exception):
-    """A JSON object repeats a key (``_unique_keys``); not a ValueError, so no parse attempt swallows it."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's members as a dict; _RepeatedKey where a key comes twice (``json`` would keep the last)."""
-    out = dict(pairs)
-    if len(out) < len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedKey(key)
-            seen.add(key)
-    return out
-
-
 class _DuplicateKeyError(InputError):
     """A JSON object of a result file repeats a key: refused wherever the file is read (as one value, as JSONL
     or as a stream), never taken for a file of another layout."""
@@ -237,7 +225,7 @@ def _repeat_in(text: str, start: int) -> tuple[str, int, int] | None:
     dotted path and the offsets of its first and second occurrence; None when there is none. Each value is
     checked whole by the C parser and walked member by member only when a repeat is inside it, so the cost
     is that of parsing the text once per level of nesting (``MAX_JSON_DEPTH`` at most)."""
-    checked = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=_unique_keys)
+    checked = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=unique_keys)
     plain = json.JSONDecoder(parse_constant=_constant)
 
     def skip(i: int) -> int:
@@ -247,7 +235,7 @@ def _repeat_in(text: str, start: int) -> tuple[str, int, int] | None:
         """The repeat inside the value at ``i`` (path, first, second), else the offset just past the value."""
         try:
             return int(checked.raw_decode(text, i)[1])
-        except _RepeatedKey:
+        except RepeatedKey:
             pass
         closing = "}" if text[i] == "{" else "]"
         seen: dict[str, int] = {}
@@ -282,8 +270,8 @@ def _loads(text: str, display: str, line: int | None) -> Any:
         at = line if line is not None else text.count("\n", 0, bound[0]) + 1
         raise InputError(Problem(file=display, line=at, message=f"malformed JSON: {bound[1]}"))
     try:
-        return json.loads(text, parse_constant=_constant, object_pairs_hook=_unique_keys)
-    except _RepeatedKey as exc:
+        return json.loads(text, parse_constant=_constant, object_pairs_hook=unique_keys)
+    except RepeatedKey as exc:
         raise _duplicate_key(text, 0, display, line, exc.key) from None
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
@@ -337,7 +325,7 @@ def _stream(text: str, display: str) -> list[tuple[int | None, Any]] | None:
     or where it is beyond the bounds on depth and digits. _DuplicateKeyError where a value repeats a key."""
     if json_bound_problem(text) is not None:
         return None
-    decoder = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=_unique_keys)
+    decoder = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=unique_keys)
     out: list[tuple[int | None, Any]] = []
     at, line = 0, 1
     try:
@@ -348,7 +336,7 @@ def _stream(text: str, display: str) -> list[tuple[int | None, Any]] | None:
             line += text.count("\n", at, start)
             try:
                 value, end = decoder.raw_decode(text, start)
-            except _RepeatedKey as exc:
+            except RepeatedKey as exc:
                 raise _duplicate_key(text, start, display, None, exc.key) from None
             out.append((line, value))
             line += text.count("\n", start, end)

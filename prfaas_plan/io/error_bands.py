@@ -19,7 +19,7 @@ from pathlib import Path
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.engine_profile import engine_path, engines_dir
 from prfaas_plan.io.paths import builtin_root, display_path
-from prfaas_plan.io.yamlsrc import Checker, Section, load_yaml
+from prfaas_plan.io.yamlsrc import Checker, Document, Section, load_yaml
 from prfaas_plan.spec.uncertainty import KIND_WORDS, PhaseBand, TimeBand, span_words
 
 BANDS_FILE = ("hardware_profiles", "serving", "error_bands.yaml")
@@ -193,14 +193,14 @@ def pool_band(engine: str | None, base: Path) -> TimeBand:
 _PROVENANCE = ("key", "name", "sources", "priors", "fitted", "fitted_on", "file")
 
 
-def _terms_apart(path: Path, key: str) -> list[str]:
-    """The pricing fields (terms, GEMM table, scales) in which the profile at ``path`` differs from built-in
+def _terms_apart(doc: Document, key: str) -> list[str]:
+    """The pricing fields (terms, GEMM table, scales) in which the profile parsed as ``doc`` differs from built-in
     engine ``key``'s (none where it prices as the built-in)."""
     from dataclasses import fields
 
-    from prfaas_plan.io.engine_profile import load_engine_profile, load_named_engine
+    from prfaas_plan.io.engine_profile import engine_from_document, load_named_engine
 
-    mine, builtin = load_engine_profile(path), load_named_engine(key)
+    mine, builtin = engine_from_document(doc), load_named_engine(key)
     names = [f.name for f in fields(mine) if f.name not in _PROVENANCE]
     return [n for n in names if getattr(mine, n) != getattr(builtin, n)]
 
@@ -217,7 +217,7 @@ def profile_band(path: Path) -> TimeBand:
         key = str(head.get("key")) if isinstance(head, dict) else path.stem
         _, _, table = load_error_bands()
         if key in table and key != DEFAULTS:
-            differ = _terms_apart(path, key)
+            differ = _terms_apart(doc, key)
             if differ:  # a copy of a built-in with terms edited: its cross-validation is not this profile's
                 verb = "differs" if len(differ) == 1 else "differ"
                 shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")

@@ -289,36 +289,47 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class RepeatedKey(Exception):
+    """A JSON object repeats a key (``unique_keys``); not a ValueError, so no parse attempt swallows it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict (an ``object_pairs_hook``); RepeatedKey where a key comes twice
+    (``json`` would keep the last, silently)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RepeatedKey(key)
+            seen.add(key)
+    return out
+
+
 def loads_json(text: str, display: str, *, line: int | None = None, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Decode one JSON value within the depth and digit bounds; NaN and Infinity refused. InputError naming
-    ``display`` (and ``line``, or the line within ``text`` when None) for anything malformed."""
+    """Decode one JSON value within the depth and digit bounds; NaN and Infinity refused, and a key given twice in
+    one object. InputError naming ``display`` (and ``line``, or the line within ``text`` when None) for anything
+    malformed."""
     bound = json_bound_problem(text, max_depth=max_depth)
     if bound is not None:
         at = line if line is not None else text.count("\n", 0, bound[0]) + 1
         raise InputError(Problem(file=display, line=at, message=f"malformed JSON: {bound[1]}"))
     import json  # here: a run that reads no JSON never loads the json package (start-up time)
 
-    repeated: list[str] = []
-
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out and not repeated:
-                repeated.append(key)
-            out[key] = value
-        return out
-
     try:
-        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
+    except RepeatedKey as exc:  # a value given twice: the YAML loader refuses it too
+        marks = [m.start() for m in re.finditer(re.escape(f'"{exc.key}"'), text)]
+        where = line if line is not None else (text.count("\n", 0, marks[1]) + 1 if len(marks) > 1 else None)
+        message = "duplicate key (JSON keeps the last)"
+        raise InputError(Problem(file=display, line=where, field=exc.key, message=message)) from None
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
         message = f"malformed JSON: {exc.msg} (column {exc.colno})"
         raise InputError(Problem(file=display, line=at, message=message)) from None
     except (ValueError, RecursionError) as exc:  # NaN/Infinity; any other bound the checks above missed
         raise InputError(Problem(file=display, line=line, message=f"malformed JSON: {exc}")) from None
-    if repeated:  # a value given twice: JSON parsers keep the last, silently (the YAML loader refuses it too)
-        key = repeated[0]
-        marks = [m.start() for m in re.finditer(re.escape(f'"{key}"'), text)]
-        where = line if line is not None else (text.count("\n", 0, marks[1]) + 1 if len(marks) > 1 else None)
-        raise InputError(Problem(file=display, line=where, field=key, message="duplicate key (JSON keeps the last)"))
-    return value

@@ -32,7 +32,15 @@ import numpy as np
 import numpy.typing as npt
 
 from prfaas_plan.errors import InputError, Problem
-from prfaas_plan.io.guard import MAX_JSON_DEPTH, TRACE_LIMITS, iter_lines, json_bound_problem, open_regular
+from prfaas_plan.io.guard import (
+    MAX_JSON_DEPTH,
+    TRACE_LIMITS,
+    RepeatedKey,
+    iter_lines,
+    json_bound_problem,
+    open_regular,
+    unique_keys,
+)
 from prfaas_plan.spec.trace import Trace
 
 #: Tokens per prefix block in Mooncake's ``hash_ids`` (Mooncake FAST25-release/README.md;
@@ -208,18 +216,11 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False, max_
 
 def _repeated_key(text: str) -> str | None:
     """The first key a JSON line gives twice in one object, or None (a line ``_JSON_DECODE`` has decoded)."""
-    found: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen and not found:
-                found.append(key)
-            seen.add(key)
-        return dict(items)
-
-    json.JSONDecoder(object_pairs_hook=pairs).raw_decode(text)
-    return found[0] if found else None
+    try:
+        json.JSONDecoder(object_pairs_hook=unique_keys).raw_decode(text)
+    except RepeatedKey as repeated:
+        return repeated.key
+    return None
 
 
 def _first_text_rows(lines: Iterable[str], limit: int | None) -> Iterator[tuple[int, str]]:

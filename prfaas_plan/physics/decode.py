@@ -51,6 +51,14 @@ def decode_step_seconds(
     return decode_step_time(arch, instance, params, batch, context_tokens).total_s
 
 
+def memory_batch_limit(arch: Architecture, instance: Instance, context_tokens: float) -> int:
+    """Most sequences of ``context_tokens`` whose caches fit beside the weights in the instance's usable memory
+    (0 when not one does)."""
+    free = instance.memory_bytes - weight_bytes(arch)
+    per_request = float(cache_bytes(arch, context_tokens))
+    return int(free // per_request) if free > 0 else 0
+
+
 def decode_capacity(
     arch: Architecture, instance: Instance, params: RooflineParams, context_tokens: float, tpot_s: float
 ) -> DecodeCapacity | None:
@@ -60,9 +68,7 @@ def decode_capacity(
     time is non-decreasing in B, so the answer is the smaller of the two limits. None when not even one
     request fits (the binding limit is then reported by the caller).
     """
-    free = instance.memory_bytes - weight_bytes(arch)
-    per_request = float(cache_bytes(arch, context_tokens))
-    memory_limit = int(free // per_request) if free > 0 else 0
+    memory_limit = memory_batch_limit(arch, instance, context_tokens)
     if memory_limit < 1:
         return None
     batches = np.arange(1, min(memory_limit, 4096) + 1, dtype=np.float64)

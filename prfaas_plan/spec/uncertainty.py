@@ -93,6 +93,10 @@ class PhaseBand:
         )
 
 
+#: Below this share of the traffic's prompts past what a pricing was measured on (a band's longest, a measured
+#: profile's longest point), nothing is said: a design bound, not a fitted one.
+OUTSIDE_SHARE_NOTED = 0.01
+
 #: Fewer measurements than this of a model kind or a GPU generation, and a band's quantile says nothing of it: a
 #: design bound, not a fitted one (the 80 % quantile of two errors is all but the larger of them).
 MIN_POINTS_OF_A_KIND = 3

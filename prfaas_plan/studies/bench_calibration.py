@@ -23,13 +23,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, Problem
 from prfaas_plan.io.bench_results import MAX_PREFILL_OCCUPANCY, BenchFile, TooManyMeasurements, read_bench_file
-from prfaas_plan.io.engine_profile import generation_of, load_named_engine
+from prfaas_plan.io.engine_profile import OPTIONAL_TERMS, TERMS, generation_of, load_named_engine
 from prfaas_plan.io.error_bands import engine_band
 from prfaas_plan.io.names import load_named_hardware, load_named_model
 from prfaas_plan.physics.corpus_fit import CorpusCase, EngineFit, cross_validate_engine, predict
@@ -193,30 +194,20 @@ def _read_files(paths: Sequence[str | Path], max_prefill_occupancy: float) -> li
 
 def peak_bound_s(case: CorpusCase, base: EngineProfile) -> float:
     """The fastest ``case`` could run on its instance: every GEMM and attention core at the datasheet's peak
-    FLOP/s, every byte at its peak bandwidth, collectives at their link's rate with no latency, no serving
-    overhead (``base``'s chunk size and grouped-GEMM tile kept)."""
+    FLOP/s with no small-M tile, every byte at its peak bandwidth, collectives at their link's rate with no
+    latency, no serving overhead (every term of the loader's in seconds at 0; ``base``'s chunk size kept)."""
     from dataclasses import replace
 
     from prfaas_plan.spec.hardware import RooflineParams
 
+    times: dict[str, Any] = {n: 0.0 for n, _, _ in (*TERMS, *OPTIONAL_TERMS) if n.endswith("_s")}  # costs, latencies
     peak = replace(
         base,
         gemm_efficiency_scale=1e6,  # every prior x scale, capped at 1
         expert_gemm_scale=1.0,
         attention_efficiency=1.0,
-        request_overhead_s=0.0,
-        prefill_layer_overhead_s=0.0,
-        prefill_moe_layer_overhead_s=0.0,
-        decode_step_overhead_s=0.0,
-        decode_layer_overhead_s=0.0,
-        decode_op_overhead_s=0.0,
-        decode_step_overhead_eager_s=0.0,
-        decode_layer_overhead_eager_s=0.0,
-        all_reduce_latency_s=0.0,
-        all_to_all_latency_s=0.0,
-        inter_node_latency_s=0.0,
-        kv_handoff_s=0.0,
         expert_gemm_half_rows=0.0,
+        **times,
     )
     floor = RooflineParams(memory_efficiency=1.0, communication_efficiency=1.0).kernel_only
     return predict(case, peak, base=floor)

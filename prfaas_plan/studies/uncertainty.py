@@ -23,7 +23,7 @@ from prfaas_plan.optimize.uncertainty import EDGES, at_edge, band_of
 from prfaas_plan.physics.fits import pool_fit_reports
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.scenario import ModelCard, Pool, Scenario
-from prfaas_plan.spec.uncertainty import PhaseBand, TimeBand, model_kind, span_words
+from prfaas_plan.spec.uncertainty import OUTSIDE_SHARE_NOTED, PhaseBand, TimeBand, model_kind, span_words
 from prfaas_plan.studies.matrix_inputs import matrix_cells
 from prfaas_plan.throughput import stage_model
 
@@ -113,8 +113,6 @@ class CellVerdict:
         return len(set(self.verdicts.values())) == 1
 
 
-#: Below this share of prompts past a band's longest, nothing is said.
-OUTSIDE_SHARE_NOTED = 0.01
 
 
 def prompt_share_outside(scenario: Scenario, role: str) -> tuple[float, float] | None:
