@@ -148,20 +148,37 @@ def _main(
         str,
         typer.Option(
             "--format",
-            help="How tables print: table (boxes), md (Markdown, to paste into a document) or csv (the tables "
-            "alone). Goes before the command: prfaas-plan --format md optimize.",
+            help="How tables print: table (boxes), md (Markdown, to paste into a document) or csv (one table "
+            "as data: the command's first, or the one --table picks). Goes before the command: prfaas-plan --format "
+            "md optimize.",
         ),
     ] = "table",
+    table_pick: Annotated[
+        int | None,
+        typer.Option(
+            "--table",
+            min=1,
+            help="With --format csv or md: print only the command's N-th table (1, 2, ...; csv prints the first "
+            "and names the others on stderr).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Capacity planning for Prefill-as-a-Service (PrfaaS) with PD disaggregation."""
-    if table_format == "table" and "prfaas_plan.cli.render" not in sys.modules:
+    if table_format == "table" and table_pick is None and "prfaas_plan.cli.render" not in sys.modules:
         return  # the default, and no command in this process has set another (rich stays unloaded for --json)
     from prfaas_plan.cli.render import TABLE_FORMATS, set_table_format
 
     if table_format not in TABLE_FORMATS:
         print(f"error: --format: must be one of {', '.join(TABLE_FORMATS)}, got {table_format!r}", file=sys.stderr)
         raise typer.Exit(2)
-    set_table_format(table_format)
+    if table_pick is not None and table_format == "table":
+        print(
+            "error: --table: picks a table of --format csv or md (prfaas-plan --format csv --table 2 ...)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(2)
+    set_table_format(table_format, table_pick)
 
 
 ScenarioArg = Annotated[
@@ -616,7 +633,28 @@ def main() -> None:
 
     tolerate_narrow_encodings()  # a C locale with PYTHONIOENCODING=ascii: "×" as "x", not UnicodeEncodeError
     with interruptible():
-        app()
+        try:
+            app()
+        except SystemExit as done:
+            if done.code in (0, None):
+                _close_table_selection()
+            raise
+        _close_table_selection()
+
+
+def _close_table_selection() -> None:
+    """After a command that succeeded: name the tables ``--format csv`` left out (stderr), or exit 2 where
+    ``--table N`` asked for one it did not print (stdout then holds nothing)."""
+    if "prfaas_plan.cli.render" not in sys.modules:
+        return
+    from prfaas_plan.cli.render import table_selection_close
+
+    note, error = table_selection_close()
+    if note:
+        print(note, file=sys.stderr)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -82,6 +82,12 @@ def show(
     if json_output:
         emit(summary)
         return
+    if "prfaas_plan.cli.render" in sys.modules:
+        from prfaas_plan.cli.render import table_format
+
+        if table_format() != "table":
+            _show_tables(summary)
+            return
     print(f"{summary['name']} ({summary['key']}){' - INFERRED architecture' if summary['inferred'] else ''}")
     if "layers" not in summary:
         print("  no architecture section")
@@ -96,3 +102,55 @@ def show(
         f"  parameters: {summary['parameters_b']:.2f}B total, {summary['active_parameters_b']:.2f}B active "
         f"(published: {'-' if published is None else f'{published:g}B'})"
     )
+
+
+def _show_tables(summary: dict[str, Any]) -> None:
+    """``model show`` under ``--format csv|md``: the layer groups, then the card's figures, as two tables."""
+    from prfaas_plan.cli.render import DataTable, console
+
+    out = console()
+    layers = DataTable(title=f"{summary['name']} ({summary['key']}): layer groups", title_justify="left")
+    for header in ("layers", "attention", "window (tokens)", "FFN"):
+        layers.add_column(header)
+    for group in summary.get("layers", []):
+        window = group.get("window_tokens") if group["attention"] == "swa" else None
+        layers.add_row(str(group["count"]), group["attention"], "" if window is None else f"{window:,}", group["ffn"])
+        layers.add_data(
+            {"layers": group["count"], "attention": group["attention"], "window_tokens": window, "ffn": group["ffn"]}
+        )
+    out.print(layers)
+    if "layers" not in summary:
+        return
+    figures = DataTable(title=f"{summary['name']} ({summary['key']}): per-card figures", title_justify="left")
+    for header in (
+        "KV (B/token)",
+        "KV dtype",
+        "fixed state (B/request)",
+        "parameters (B)",
+        "active (B)",
+        "published (B)",
+        "inferred",
+    ):
+        figures.add_column(header)
+    published = summary["published_parameters_b"]
+    figures.add_row(
+        f"{summary['kv_bytes_per_token']:,.0f}",
+        str(summary["dtypes"]["kv_cache"]),
+        f"{summary['fixed_state_bytes']:,.0f}",
+        f"{summary['parameters_b']:.2f}",
+        f"{summary['active_parameters_b']:.2f}",
+        "-" if published is None else f"{published:g}",
+        "yes" if summary["inferred"] else "no",
+    )
+    figures.add_data(
+        {
+            "kv_bytes_per_token": summary["kv_bytes_per_token"],
+            "kv_dtype": summary["dtypes"]["kv_cache"],
+            "fixed_state_bytes_per_request": summary["fixed_state_bytes"],
+            "parameters_billion": summary["parameters_b"],
+            "active_parameters_billion": summary["active_parameters_b"],
+            "published_parameters_billion": published,
+            "inferred_architecture": bool(summary["inferred"]),
+        }
+    )
+    out.print(figures)

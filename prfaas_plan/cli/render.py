@@ -395,11 +395,52 @@ TABLE_FORMATS = ("table", "md", "csv")
 _table_format = ["table"]
 
 
-def set_table_format(name: str) -> None:
-    """Set how tables print for the rest of the command (``prfaas-plan --format md|csv ...``)."""
+#: ``--table N``: the one table (1-based, in the order the command prints them) that ``--format csv|md`` prints;
+#: None is csv's first table and every table in Markdown. CSV is one table: a file with several tables, each with
+#: its own header, is not a table a spreadsheet or a data frame reads.
+_table_pick: list[int | None] = [None]
+#: What each table printed to stdout in csv or md was (its title, or its first columns), in order.
+_tables_seen: list[str] = []
+
+
+def set_table_format(name: str, pick: int | None = None) -> None:
+    """Set how tables print for the rest of the command (``prfaas-plan --format md|csv [--table N] ...``)."""
     if name not in TABLE_FORMATS:
         raise ValueError(f"unknown table format {name!r}")
+    if pick is not None and (name == "table" or pick < 1):
+        raise ValueError("--table picks a table (1, 2, ...) of --format csv or md")
     _table_format[0] = name
+    _table_pick[0] = pick
+
+
+def table_format() -> str:
+    """The ``--format`` this command prints tables in."""
+    return _table_format[0]
+
+
+def table_label(table: DataTable) -> str:
+    """A table as a note names it: its title, or its first columns where it has none."""
+    if table.title:
+        return plain.shown(table.title)
+    header = table.data_header or [plain.shown(h) for h, _ in table.columns]
+    return "columns " + ", ".join(header[:3]) + (", ..." if len(header) > 3 else "")
+
+
+def table_selection_close() -> tuple[str | None, str | None]:
+    """Once the command is done: (a note naming the tables csv left out, an error where ``--table N`` asked for
+    a table the command did not print); both None where there is nothing to say."""
+    fmt, pick, seen = _table_format[0], _table_pick[0], _tables_seen
+    listed = "; ".join(f"{i} = {label}" for i, label in enumerate(seen, 1))
+    if pick is not None and pick > len(seen):
+        printed = f"{len(seen)} table{'s' if len(seen) != 1 else ''}: {listed}" if seen else "no table"
+        return None, f"--table {pick}: this command printed {printed}"
+    if fmt == "csv" and pick is None and len(seen) > 1:
+        return (
+            f"note: --format csv printed table 1 of {len(seen)}; print another with --table N before the command "
+            f"(prfaas-plan --format csv --table 2 ...): {listed}",
+            None,
+        )
+    return None, None
 
 
 def table_rows(table: DataTable) -> tuple[list[str], list[list[str]]]:
@@ -494,8 +535,15 @@ class Printer:
             return
         fmt = _table_format[0]
         if fmt != "table" and len(objects) == 1 and isinstance(objects[0], DataTable):
-            text = table_as_markdown(objects[0]) if fmt == "md" else table_as_csv(objects[0])
-            self.file.write(text + "\n")  # a blank line between tables
+            if not self.stderr:
+                _tables_seen.append(table_label(objects[0]))
+                wanted = _table_pick[0] or (1 if fmt == "csv" else len(_tables_seen))
+                if len(_tables_seen) != wanted:
+                    return  # csv is one table (--table N picks it); md prints every table unless --table picks one
+            if fmt == "md":
+                self.file.write(table_as_markdown(objects[0]) + "\n")  # a blank line between tables
+            else:
+                self.file.write(table_as_csv(objects[0]))
             return
         if fmt == "csv":
             return  # CSV output is the tables alone, so that it can be read as data
@@ -530,7 +578,8 @@ def _for_rich(obj: object) -> object:
 def console(stderr: bool = False) -> Printer:
     """A console for tables (stdout) or messages (stderr). Piped output is not wrapped at 80 columns: tables
     keep their natural width unless COLUMNS says otherwise. ``--format md|csv`` prints tables as Markdown or
-    CSV (with CSV, notes around the tables are left out). Text is printed as written, except the known style tags
-    (``cli.plain``): no other markup is read and no ``:name:`` emoji codes are replaced (names from a user's files
-    stay as written, and rich's 3,600-entry emoji table is never loaded)."""
+    CSV (with CSV, notes around the tables are left out, and one table is printed: the first, or ``--table N``).
+    Text is printed as written, except the known style tags (``cli.plain``): no other markup is read and no
+    ``:name:`` emoji codes are replaced (names from a user's files stay as written, and rich's 3,600-entry emoji
+    table is never loaded)."""
     return Printer(stderr=stderr)

@@ -1,6 +1,7 @@
-"""``--format csv`` is data: every table a command prints reads back with Python's csv module, its header names
-each column with its unit (snake_case keys, no spaces or signs), and every cell that holds a number parses as
-one (no thousands separators, no %, x, × or $ signs). Cost per token carries the same names everywhere."""
+"""``--format csv`` is data: a command prints one table (its first, or the one ``--table N`` picks; stderr names
+the others), which reads back with Python's csv module, its header names each column with its unit (snake_case
+keys, no spaces or signs), and every cell that holds a number parses as one (no thousands separators, no %, x, ×
+or $ signs). Every table of every command below is checked. Cost per token carries the same names everywhere."""
 
 from __future__ import annotations
 
@@ -82,18 +83,77 @@ _COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("args", _COMMANDS, ids=[" ".join(a[:2]) for a in _COMMANDS])
-def test_every_table_of_a_command_is_data(args: tuple[str, ...]) -> None:
+_NOTE = re.compile(r"--format csv printed table 1 of (\d+);")
+
+
+def _table_count(stderr: str) -> int:
+    """How many tables the command has, as the note on stderr says (1 where there is no note)."""
+    found = _NOTE.search(stderr)
+    return int(found.group(1)) if found else 1
+
+
+def _each_table_is_data(*args: str) -> int:
+    """Check every table of a command (the first, then each other through --table N); how many there were."""
     result = run_cli("--format", "csv", *args)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert len(_tables(result.stdout)) == 1, result.stdout[:2000]  # one table: no blank line, one header
     assert problems_of(result.stdout) == []
+    count = _table_count(result.stderr)
+    for pick in range(2, count + 1):
+        other = run_cli("--format", "csv", "--table", str(pick), *args)
+        assert other.returncode == 0, other.stderr[-2000:]
+        assert len(_tables(other.stdout)) == 1 and problems_of(other.stdout) == [], (pick, other.stdout[:2000])
+        assert "--format csv printed table" not in other.stderr  # a table was chosen: nothing to point at
+    return count
+
+
+@pytest.mark.parametrize("args", _COMMANDS, ids=[" ".join(a[:2]) for a in _COMMANDS])
+def test_every_table_of_a_command_is_data(args: tuple[str, ...]) -> None:
+    _each_table_is_data(*args)
 
 
 @pytest.mark.validation
 def test_headroom_tables_are_data() -> None:
-    result = run_cli("--format", "csv", "headroom")
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert problems_of(result.stdout) == []
+    _each_table_is_data("headroom")
+
+
+def test_csv_is_one_table_and_the_others_are_named() -> None:
+    """optimize with --load and --curve has three tables: csv prints the first alone (every row as long as its
+    header), stderr names all three, --table 3 prints the curve, and asking for a fourth exits 2 with nothing on
+    stdout. --table without csv or md is refused; Markdown prints every table, or the one --table picks."""
+    args = ("optimize", "--load", "0.7", "--curve", "--no-verify")
+    first = run_cli("--format", "csv", *args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    rows = list(csv.reader(io.StringIO(first.stdout)))
+    assert rows[0][0] == "plan" and {len(r) for r in rows} == {len(rows[0])} and len(rows) == 4
+    assert _table_count(first.stderr) == 3 and "3 = TTFT vs load" in first.stderr
+    curve = run_cli("--format", "csv", "--table", "3", *args)
+    assert curve.returncode == 0 and curve.stdout.startswith("load_fraction_of_throughput,"), curve.stderr[-2000:]
+    beyond = run_cli("--format", "csv", "--table", "4", *args)
+    assert beyond.returncode == 2 and beyond.stdout == ""
+    assert "error: --table 4: this command printed 3 tables" in beyond.stderr
+    assert run_cli("--table", "2", *args).returncode == 2
+    markdown = run_cli("--format", "md", *args)
+    picked = run_cli("--format", "md", "--table", "2", *args)
+    def rules(text: str) -> int:  # a Markdown table's line under its header
+        return sum(line.startswith("|---") for line in text.splitlines())
+
+    assert rules(markdown.stdout) == 3 and rules(picked.stdout) == 1
+    assert "**TTFT under load" in picked.stdout
+
+
+def test_model_show_prints_tables_as_data() -> None:
+    """model show under --format csv: the layer groups (then the card's figures through --table 2), not text."""
+    assert _each_table_is_data("model", "show", "mimo-v2-flash") == 2
+    groups = list(csv.DictReader(io.StringIO(run_cli("--format", "csv", "model", "show", "mimo-v2-flash").stdout)))
+    assert [(g["layers"], g["attention"], g["window_tokens"]) for g in groups] == [
+        ("1", "gqa", ""),
+        ("39", "swa", "128"),
+        ("8", "gqa", ""),
+    ]
+    figures = run_cli("--format", "csv", "--table", "2", "model", "show", "mimo-v2-flash").stdout
+    (row,) = csv.DictReader(io.StringIO(figures))
+    assert float(row["kv_bytes_per_token"]) == 23040 and row["inferred_architecture"] == "false"
 
 
 def test_cost_per_token_has_one_name_and_its_rate_in_every_table() -> None:
