@@ -9,10 +9,14 @@ What is exact and what is a heuristic:
   loaded to 1/λ* of its λ (the targets), has every region's closed-form P90 (``optimize.topology_ttft``) within
   the SLO. The plan is the throughput-maximising one, not the TTFT-minimising one, so (2) may refuse counts
   another routing would pass.
-- **The search** is greedy, a heuristic: from one instance per PrfaaS site and two per PD cluster, add one
-  instance at a time to the cluster whose addition buys the most (fluid: λ* gained; latency: the worst region's
-  P90/SLO lowered) per USD/h, until feasible; then remove instances one at a time, the dearest first, while the
-  counts stay feasible. Sites are kept at one instance at least (a site is never dropped).
+- **The search** is greedy, a heuristic: from one instance per PrfaaS site and, per PD cluster, the decode
+  instances every plan needs plus one (two at least), add one instance at a time to the cluster whose addition
+  buys the most (fluid: λ* gained; latency: the worst region's P90/SLO lowered, or the utilisation of a stage
+  saturated at its target) per USD/h, until feasible; then remove instances one at a time, the dearest first,
+  while the counts stay feasible. Sites are kept at one instance at least (a site is never dropped). Before it,
+  generous counts (3x and 10x the lower bound's own instances, plus one) are probed: where neither carries the
+  targets within the SLO, the sizing stops there and names what binds at them (a saturated link or site, or the
+  region whose P90 stays over the SLO and its utilisations).
 - **Links** bought are those the final plan routes traffic over (priced at their ports or committed bandwidth,
   plus egress at the targets' KV bytes per second). The routing LP does not see link prices.
 - **The lower bound** on the GPU cost is exact for the fluid problem (necessary for any count vector to carry the
@@ -53,6 +57,12 @@ from prfaas_plan.studies.topology import plan_price
 SIZE_GRID_POINTS = 17
 #: Instances added at most before the search gives up (infeasible).
 MAX_STEPS = 400
+#: Multiples of the lower bound's own instances at which the sizing first probes whether any counts can carry
+#: the targets within the SLO (each plus one instance per cluster, never below the search's start); where none
+#: can, the search is not run and the probe's binding constraint is reported.
+PROBE_MULTIPLES = (3.0, 10.0)
+#: Utilisation from which a stage, site or link counts as saturated in a binding-constraint message.
+_SATURATED = 0.995
 
 
 @frozen
@@ -109,6 +119,11 @@ def _with_counts(tm: TopologyModel, counts: NDArray[np.int64]) -> TopologyModel:
     )
 
 
+#: The greedy's latency score saturates here: a P90 ten times the SLO counts as 10, and a region whose stage is
+#: saturated at its target as 10 plus that stage's utilisation (so that relieving it is a gain).
+_SCORE_CAP = 10.0
+
+
 @frozen
 class _Eval:
     scale: float
@@ -119,6 +134,17 @@ class _Eval:
     @property
     def feasible(self) -> bool:
         return self.scale >= 1.0 and self.worst_p90_over_slo <= 1.0
+
+    @property
+    def latency_score(self) -> float:
+        """What the greedy lowers once the targets are carried: the worst P90 over the SLO (capped), or, where a
+        region's stage is saturated at its target, the cap plus the highest utilisation of such a region."""
+        if np.isfinite(self.worst_p90_over_slo):
+            return min(self.worst_p90_over_slo, _SCORE_CAP)
+        if self.loaded is None:
+            return np.inf
+        over = [max(r.utilization.values()) for r in self.loaded.regions if r.ttft is None]
+        return _SCORE_CAP + min(max(over, default=np.inf), _SCORE_CAP)
 
 
 def _evaluate(tm: TopologyModel, counts: NDArray[np.int64], slo_s: float) -> _Eval:
@@ -179,6 +205,80 @@ def lower_bound(tm: TopologyModel, prices: NDArray[np.float64]) -> tuple[float, 
     return total, instances
 
 
+def _start(tm: TopologyModel) -> NDArray[np.int64]:
+    """Where the greedy starts: one instance per site, and per PD cluster its decode instances (every plan
+    decodes all of a region's requests locally: more than r_j / θ_j, rounded up) plus one for prefill, two at
+    least. Each count is needed by every feasible plan, so the start is below the answer, only nearer."""
+    decode = [
+        int(np.ceil(float(rate) / model.decode_req_per_s_per_instance * (1.0 - 1e-12)))
+        for rate, model in zip(tm.rate_req_per_s, tm.local, strict=True)
+    ]
+    return np.array([1] * tm.n_sites + [max(2, d + 1) for d in decode], dtype=np.int64)
+
+
+def _binding(tm: TopologyModel, counts: NDArray[np.int64], got: _Eval, slo_s: float) -> list[str]:
+    """What stops ``counts`` from carrying the targets within the SLO, in words: the share of the targets carried
+    and what is saturated (links, sites, a region's own prefill), or the region whose P90 is over the SLO and the
+    utilisations behind it."""
+    names = (*tm.sites, *tm.regions)
+    at = ", ".join(f"{n} {int(c)}" for n, c in zip(names, counts, strict=True))
+    if got.plan is None:
+        return [f"at {at} instances no load can be carried (a region with no capacity)"]
+    plan = got.plan
+    if got.scale < 1.0:
+        full = [
+            f"link {lk.prfaas} → {lk.pd} ({lk.bandwidth_bytes_per_s * 8e-9:,.0f} Gbit/s) at {lk.utilization:.0%}"
+            for lk in plan.links
+            if lk.utilization >= _SATURATED
+        ]
+        full += [f"site {s} at {u:.0%}" for s, u in plan.site_utilization.items() if u >= _SATURATED]
+        short = ", ".join(
+            f"{r.cluster} {r.carried_req_per_s:,.2f} of {r.carried_req_per_s / got.scale:,.2f}" for r in plan.regions
+        )
+        return [
+            f"at {at} instances: the regions carry {got.scale:.0%} of their targets (req/s: {short})"
+            + (f"; saturated: {'; '.join(full)}" if full else "")
+        ]
+    assert got.loaded is not None
+    worst = max(got.loaded.regions, key=lambda r: np.inf if r.ttft is None else r.ttft.p90_s)
+    busy = ", ".join(f"{name} {u:.0%}" for name, u in worst.utilization.items())
+    if worst.ttft is None:
+        return [f"at {at} instances: {worst.cluster}'s {worst.unstable} is saturated at its target ({busy})"]
+    idle = max(worst.utilization.values(), default=0.0) < 0.5
+    return [
+        f"at {at} instances: {worst.cluster}'s P90 TTFT is {worst.ttft.p90_s:,.2f} s, over the SLO {slo_s:g} s, "
+        f"with {worst.offload_fraction:.0%} of its requests offloaded (utilisation: {busy})"
+        + (
+            "; with every stage under half busy this is the requests' own prefill and KV transfer times, which "
+            "more instances do not shorten (at the throughput-maximising routing the sizing tests)"
+            if idle
+            else ""
+        )
+    ]
+
+
+def _probe(
+    tm: TopologyModel, start: NDArray[np.int64], bound_instances: dict[str, float], slo_s: float
+) -> tuple[int, list[str] | None]:
+    """Evaluate generous counts (``PROBE_MULTIPLES`` of the bound's instances): (evaluations, None) where one
+    carries the targets within the SLO, else the binding constraint at the largest probed counts. A probe that
+    would add more than MAX_STEPS instances to the start is not run (the search would not reach it either)."""
+    names = (*tm.sites, *tm.regions)
+    own = np.asarray([bound_instances[n] for n in names], dtype=np.float64)
+    reasons: list[str] | None = None
+    evaluations = 0
+    for multiple in PROBE_MULTIPLES:
+        counts = np.maximum(start, np.ceil(multiple * own - 1e-9).astype(np.int64) + 1)
+        if evaluations and int((counts - start).sum()) > MAX_STEPS:
+            break
+        got = _evaluate(tm, counts, slo_s)
+        evaluations += 1
+        if got.feasible:
+            return evaluations, None
+        reasons = _binding(tm, counts, got, slo_s)
+    return evaluations, reasons
+
+
 def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTopology:
     """Size ``topology`` for its regions' rates within ``slo_p90_s`` (default: the topology's ttft_p90_s)."""
     slo = slo_p90_s if slo_p90_s is not None else topology.slo.ttft_p90_s
@@ -188,9 +288,19 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
     prices = _instance_prices(topology, tm)
     bound, bound_instances = lower_bound(tm, prices)
     k = tm.n_sites
-    counts = np.array([1] * k + [2] * tm.n_regions, dtype=np.int64)
+    counts = _start(tm)
+    evaluations, binding = _probe(tm, counts, bound_instances, slo)
+    if binding is not None:
+        multiples = " and ".join(f"{m:g}x" for m in PROBE_MULTIPLES)
+        raise InfeasibleError(
+            [
+                f"no counts carry the targets within the SLO: probed at {multiples} the lower bound's instances"
+                " (+1 per cluster)",
+                *binding,
+            ]
+        )
     current = _evaluate(tm, counts, slo)
-    evaluations = 1
+    evaluations += 1
     for _ in range(MAX_STEPS):
         if current.feasible:
             break
@@ -200,10 +310,8 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
             trial[c] += 1
             got = _evaluate(tm, trial, slo)
             evaluations += 1
-            if current.scale < 1.0:
-                gain = got.scale - current.scale
-            else:
-                gain = min(current.worst_p90_over_slo, 10.0) - min(got.worst_p90_over_slo, 10.0)
+            fluid = current.scale < 1.0
+            gain = got.scale - current.scale if fluid else current.latency_score - got.latency_score
             value = gain / prices[c]
             if best is None or value > best[0]:
                 best = (value, c, got)
@@ -211,7 +319,12 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
         counts[best[1]] += 1
         current = best[2]
     if not current.feasible:
-        raise InfeasibleError(f"no counts within {MAX_STEPS} added instances carry the targets within the SLO")
+        raise InfeasibleError(
+            [
+                f"no counts within {MAX_STEPS} added instances carry the targets within the SLO",
+                *_binding(tm, counts, current, slo),
+            ]
+        )
     for c in np.argsort(-prices, kind="stable"):  # prune, dearest instance first
         while counts[c] > (1 if c < k else 2):
             trial = counts.copy()

@@ -53,3 +53,41 @@ def test_a_tighter_slo_is_met_and_priced_by_its_counts(sized: tuple[Topology, Si
     assert max(r.ttft.p90_s for r in tighter.loaded.regions if r.ttft is not None) <= 0.9 * worst
     prices = _instance_prices(topo, topology_model(topo))
     assert float(prices @ np.array(list(tighter.counts.values()))) == pytest.approx(tighter.gpu_usd_per_hour)
+
+
+def _at_rate(topo: Topology, rate: float) -> Topology:
+    """three-regions with its first region's target rate set to ``rate`` (req/s)."""
+    from dataclasses import replace
+
+    first = replace(topo.traffic[0], rate_req_per_s=rate)
+    return replace(topo, traffic=(first, *topo.traffic[1:]))
+
+
+def test_a_large_rate_is_sized_not_refused(sized: tuple[Topology, SizedTopology]) -> None:
+    """At 100 req/s in us-east the greedy used to stall once the targets were carried but a stage was saturated
+    at them (every single addition left the P90 infinite, so no step gained) and refused after 400 steps with no
+    cause named; counts exist (the bound's own plan plus one per cluster carries it). Now it finds feasible
+    counts, at or above the lower bound, and no cluster's count is below the decode it must hold."""
+    topo, _ = sized
+    big = _at_rate(topo, 100.0)
+    s = size_topology(big)
+    assert s.scale >= 1.0
+    assert all(r.ttft is not None and r.ttft.p90_s <= s.slo_p90_s for r in s.loaded.regions)
+    assert s.lower_bound_gpu_usd_per_hour <= s.gpu_usd_per_hour
+    tm = topology_model(big)
+    assert s.counts["pd-us-east"] > 100.0 / tm.local[0].decode_req_per_s_per_instance
+
+
+def test_an_slo_below_the_prefill_times_is_refused_at_once_naming_the_region(
+    sized: tuple[Topology, SizedTopology],
+) -> None:
+    """An SLO no count can meet (below what the requests' own prefill and transfer take) is refused after the
+    probes, naming the region whose P90 binds, its P90 and its (low) utilisations, not after 400 steps."""
+    from prfaas_plan.errors import InfeasibleError
+
+    topo, _ = sized
+    with pytest.raises(InfeasibleError) as refused:
+        size_topology(topo, slo_p90_s=0.3)
+    text = str(refused.value)
+    assert "probed at 3x and 10x the lower bound's instances" in text
+    assert "P90 TTFT is" in text and "over the SLO 0.3 s" in text and "more instances do not shorten" in text
