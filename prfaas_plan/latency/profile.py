@@ -82,6 +82,8 @@ _QUANTILE_STEPS = 36
 QUANTILE_MAX_REQUESTS = 20_000
 #: Nodes of each transfer's processor-sharing sojourn law (``link_spread.sojourn_nodes``).
 SOJOURN_NODES = 8
+#: Offloaded requests whose sojourn nodes are made at a time (bounds the memory of a long trace; same numbers).
+_NODE_CHUNK = 65_536
 
 # The domain in which the model was checked against the simulator (tests/validation/test_profile_sim.py and
 # the accuracy matrix in tests/benchmarks/loaded_accuracy.py). Outside it the figures are flagged.
@@ -588,23 +590,33 @@ def profile_ttft(
     )
     sojourn_mean, sojourn_var = ps_sojourn(work, *link_state)
     alone = ps_alone_probability(work, *link_state)
-    sojourn, node_weight = sojourn_nodes(sojourn_mean, sojourn_var, SOJOURN_NODES, work, atom_probability=alone)
-    node_weight = np.broadcast_to(node_weight, sojourn.shape)
     assert route.offload_prefill is not None
     prefill_off = route.offload_prefill(lengths[offload])[:, None] if np.any(offload) else np.zeros((0, 1))
 
-    def offloaded_latency(transfer_s: Array) -> Array:
-        visible = prefill_off + transfer_s if model.transfer == "after_prefill" else np.maximum(prefill_off, transfer_s)
+    def nodes(index: slice | NDArray[np.intp]) -> tuple[Array, Array]:
+        """The sojourn nodes and their weights of the offloaded requests at ``index`` (requests x nodes): made
+        for a slice at a time, as (requests x nodes) arrays for a whole large trace would not fit in memory."""
+        values, weights = sojourn_nodes(
+            sojourn_mean[index], sojourn_var[index], SOJOURN_NODES, work[index], atom_probability=alone[index]
+        )
+        return values, np.broadcast_to(weights, values.shape)
+
+    def offloaded_latency(transfer_s: Array, prefill_s: Array) -> Array:
+        visible = prefill_s + transfer_s if model.transfer == "after_prefill" else np.maximum(prefill_s, transfer_s)
         return np.asarray(visible + route.offload_fixed_s, dtype=np.float64)
 
     zero_wait = np.empty(n)
     zero_wait[local] = route.local_s(lengths[local])
     if np.any(offload):
-        zero_wait[offload] = (
-            np.sum(offloaded_latency(sojourn) * node_weight, axis=-1)
-            if model.transfer == "layerwise"
-            else (offloaded_latency(sojourn_mean[:, None])[:, 0])
-        )
+        if model.transfer == "layerwise":
+            seen = np.empty(work.size)
+            for start in range(0, work.size, _NODE_CHUNK):
+                part = slice(start, start + _NODE_CHUNK)
+                values, weights = nodes(part)
+                seen[part] = np.sum(offloaded_latency(values, prefill_off[part]) * weights, axis=-1)
+            zero_wait[offload] = seen
+        else:
+            zero_wait[offload] = offloaded_latency(sojourn_mean[:, None], prefill_off)[:, 0]
     ready = arrival + fluid + route_wait_mean + zero_wait + link_fluid
     decode = pool_profile(np.minimum(ready, span), hold, slots, span)
     delays = fluid + link_fluid + decode.fluid_delay_s
@@ -618,12 +630,13 @@ def profile_ttft(
     kept = np.arange(n) % max(1, math.ceil(n / QUANTILE_MAX_REQUESTS)) == 0
     local_index, offload_index = np.flatnonzero(local & kept), np.flatnonzero(offload & kept)
     offload_nodes = np.flatnonzero(kept[offload])
+    kept_sojourn, kept_weight = nodes(offload_nodes)
     entry_request = np.concatenate([local_index, np.repeat(offload_index, SOJOURN_NODES)])
-    entry_weight = np.concatenate([np.ones(local_index.size), node_weight[offload_nodes].reshape(-1)])
+    entry_weight = np.concatenate([np.ones(local_index.size), kept_weight.reshape(-1)])
     entry_latency = np.concatenate(
         [
             latency[local_index],
-            (offloaded_latency(sojourn)[offload_nodes] + delays[offload_index, None]).reshape(-1),
+            (offloaded_latency(kept_sojourn, prefill_off[offload_nodes]) + delays[offload_index, None]).reshape(-1),
         ]
     )
     masks = {"overall": np.ones(n, dtype=bool), "offloaded": offload, "local": local}

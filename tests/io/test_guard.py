@@ -262,3 +262,19 @@ def test_max_requests_reads_the_first_requests_only(tmp_path: Path, suffix: str)
     assert list(first.input_tokens) == list(range(100, 120))
     with pytest.raises(InputError):
         read_trace(path)  # the whole file holds the bad line
+
+
+def test_a_trace_past_the_line_bound_is_refused_with_a_way_out(tmp_path: Path) -> None:
+    """The trace line bound is what a planning run holds in about 4 GB and a minute (guard.TRACE_LIMITS):
+    one line past it is refused naming the bound and saying to sample or split the trace; at the bound it is
+    read (blank lines, so the file is small and quick: what is counted is lines)."""
+    bound = guard.TRACE_LIMITS.max_lines
+    header = b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 00:00:00.0,10,1\n2023-11-16 00:00:01.0,10,1\n"
+    at_bound = tmp_path / "at.csv"
+    at_bound.write_bytes(header + b"\n" * (bound - 3))
+    assert read_trace(at_bound).input_tokens.size == 2
+    past = tmp_path / "past.csv"
+    past.write_bytes(header + b"\n" * (bound - 2))
+    with pytest.raises(InputError) as refused:
+        read_trace(past)
+    assert f"more than {bound:,} lines" in _message(refused) and "sample it, or split it by time" in _message(refused)
