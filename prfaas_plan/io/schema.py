@@ -404,7 +404,8 @@ def _priced_link_needs_source(link: dict[str, Any]) -> None:
 
 
 def _topology_rules(body: dict[str, Any]) -> None:
-    """A topology's rules the recorder cannot see: a priced link or cluster needs a source; names of files."""
+    """A topology's rules the recorder cannot see: a priced link or cluster needs a source; names of files; how
+    many clusters, links and traffic entries the loader reads."""
     yaml_path = {"type": "string", "pattern": r"\.ya?ml$"}
     link = body["properties"]["links"]["items"]["properties"].get("price")
     if link is not None:
@@ -418,6 +419,10 @@ def _topology_rules(body: dict[str, Any]) -> None:
         if node is not None:
             node.update(hardware)
     _model_names(body, yaml_path)
+    from prfaas_plan.io.topology import MAX_CLUSTERS, MAX_LINKS
+
+    for key, most in (("clusters", MAX_CLUSTERS), ("links", MAX_LINKS), ("traffic", MAX_CLUSTERS)):
+        body["properties"][key]["maxItems"] = most
 
 
 def _apply_rules(kind: str, body: dict[str, Any]) -> None:

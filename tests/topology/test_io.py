@@ -127,3 +127,57 @@ def test_the_command_simulates_the_plan_and_every_loss_without_dropping_a_reques
     runs = json.loads(done.stdout)["simulation"]
     assert runs[0]["run"] == "no loss" and len(runs) == 4  # no loss, site x 2, link
     assert all(r["conserved"] and r["regions"][0]["completed"] == 300 for r in runs)
+
+
+def _full_mesh(sites: int, regions: int) -> str:
+    """A topology of ``sites`` PrfaaS and ``regions`` PD clusters with every link, as YAML text."""
+    head = EXAMPLE.read_text().split("clusters:")[0]
+    clusters = [
+        f"  - {{name: p{i}, kind: prfaas, region: r{i}, hardware: h200, method: roofline, gpus_per_instance: 8, "
+        "instances: 2}"
+        for i in range(sites)
+    ] + [
+        f"  - {{name: d{j}, kind: pd, region: s{j}, hardware: h100, method: roofline, gpus_per_instance: 8, "
+        "instances: 4}"
+        for j in range(regions)
+    ]
+    links = [
+        f"  - {{prfaas: p{i}, pd: d{j}, bandwidth_gbit_per_s: 10, rtt_ms: 5}}"
+        for i in range(sites)
+        for j in range(regions)
+    ]
+    traffic = [
+        f"  - {{cluster: d{j}, rate_req_per_s: 1, input_length: {{distribution: fixed, tokens: 4096}}, "
+        "output_length: {distribution: fixed, tokens: 256}}"
+        for j in range(regions)
+    ]
+    return "\n".join([head + "clusters:", *clusters, "links:", *links, "traffic:", *traffic, ""])
+
+
+def test_the_size_bounds_are_what_a_plan_finishes_in_a_minute(tmp_path: Path) -> None:
+    """64 clusters and 1,024 links are read (32 x 32, full mesh); one cluster or link more is refused with one
+    line naming the bound, not a cascade of errors about the clusters it did not read. (The bounds are measured:
+    io/topology.py MAX_CLUSTERS.)"""
+    from prfaas_plan.io.topology import MAX_CLUSTERS, MAX_LINKS
+
+    at_bound = tmp_path / "at.yaml"
+    at_bound.write_text(_full_mesh(32, 32))
+    topo = load_topology(at_bound)
+    assert len(topo.clusters) == MAX_CLUSTERS and len(topo.links) == MAX_LINKS
+    clusters_past = tmp_path / "clusters.yaml"
+    clusters_past.write_text(_full_mesh(33, 32))
+    with pytest.raises(InputError) as refused:
+        load_topology(clusters_past)
+    assert [p.field for p in refused.value.problems] == ["clusters"]
+    assert "at most 64 clusters, got 65" in refused.value.problems[0].message
+    # 32 x 32 is the most links distinct pairs of 64 clusters make; a list longer than that repeats pairs, and is
+    # refused by its length before any entry is read.
+    links_past = tmp_path / "links.yaml"
+    text = _full_mesh(32, 32)
+    head, tail = text.rsplit("\ntraffic:\n", 1)
+    extra = "  - {prfaas: p0, pd: d0, bandwidth_gbit_per_s: 10, rtt_ms: 5}"
+    links_past.write_text(f"{head}\n{extra}\ntraffic:\n{tail}")
+    with pytest.raises(InputError) as refused:
+        load_topology(links_past)
+    assert [p.field for p in refused.value.problems] == ["links"]
+    assert refused.value.problems[0].message.startswith("at most 1,024 entries, got 1,025")
