@@ -146,7 +146,7 @@ def review(
         }
         files.update({f.name: f.png for f in figures})
         files.update({f"{t.name}.csv": table_csv(t) for t in tables})
-        written = write_review_dir(directory, files, force=force)
+        written = _named_by_flag(lambda: write_review_dir(directory, files, force=force))
     if json_output:
         emit({"directory": directory, "files": [p.name for p in written], "skipped": dict(result.skipped)})
         return
@@ -181,15 +181,24 @@ def _matrix_axes(prefill: str, local: str) -> tuple[tuple[str, ...], tuple[str, 
 
 def _check_directory(directory: str, force: bool, check: Any) -> None:
     """The output directory is checked before any work; a problem names the flag."""
+    _named_by_flag(lambda: check(directory, force=force))
+
+
+def _named_by_flag(action: Any) -> Any:
+    """``action()``, its problems with the output directory named by the flag (``--output: DIR: ...``): at the
+    check before any work, and at the write after it (where another run may have taken the name meanwhile)."""
     from dataclasses import replace
 
     from prfaas_plan.errors import InputError
 
     try:
-        check(directory, force=force)
+        return action()
     except InputError as exc:
         raise InputError(
-            [replace(p, file=None, field="--output", message=f"{p.file}: {p.message}") for p in exc.problems]
+            [
+                p if p.file is None else replace(p, file=None, field="--output", message=f"{p.file}: {p.message}")
+                for p in exc.problems
+            ]
         ) from None
 
 

@@ -81,6 +81,14 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def kind_of(path: str | os.PathLike[str]) -> str:
+    """What a path that is there is, in words ("a directory", "a character device", ...; a link is followed)."""
+    try:
+        return _kind(os.stat(path).st_mode)
+    except OSError:
+        return "a link to nothing" if os.path.islink(path) else "not readable"
+
+
 #: What a missing input is called in messages.
 MISSING = "file not found"
 

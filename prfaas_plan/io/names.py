@@ -8,6 +8,7 @@ the command line's vocabulary).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from itertools import pairwise
@@ -217,6 +218,16 @@ def resolve_scenario_path(name: str | None, field: str = "SCENARIO") -> Path:
     if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in (builtin_root() / "workloads").glob("*.yaml"))
+    if os.path.lexists(path):  # there, but not a regular file: say what it is rather than that it is missing
+        from prfaas_plan.io.guard import kind_of
+
+        raise InputError(
+            Problem(
+                field=field,
+                message=f"'{name}' is {kind_of(path)}, not a scenario file (nor a built-in scenario's name: "
+                f"{', '.join(known)})",
+            )
+        )
     raise InputError(
         Problem(
             field=field,

@@ -483,7 +483,6 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems, *, max_re
     if problems:
         return None
     i_time, i_input, i_output = (position[column] for column in AZURE_COLUMNS)
-    width = max(i_time, i_input, i_output) + 1
     days = array("q")
     seconds = array("d")
     inputs = array("q")
@@ -492,8 +491,8 @@ def _read_azure(handle: Iterable[str], file: str, problems: _Problems, *, max_re
     latest_text, latest_line = "", 0
     for row in _first_csv_rows(reader, max_requests):
         line = reader.line_num
-        if len(row) < width:
-            problems.add(line, None, f"expected {len(header)} comma-separated fields, got {len(row)}")
+        if len(row) != len(header):  # one field more is as wrong as one fewer: the columns no longer line up
+            problems.add(line, None, f"expected {len(header)} comma-separated fields (the header's), got {len(row)}")
             continue
         stamp = _wall_clock(row[i_time])
         input_length = _text_count(row[i_input], AZURE_COLUMNS[1], line, problems)

@@ -274,16 +274,25 @@ OWNERS = {
 }
 
 
+def _no_constant(name: str) -> Any:
+    """``json.loads``'s hook for NaN and Infinity, which a sweep never writes (``allow_nan=False``)."""
+    raise ValueError(f"{name} is not JSON")
+
+
 class RowsFile:
     """The rows file a sweep streams to (or standard output): each row is written whole with one write and
     flushed, so that an interruption leaves every finished row readable; a write that fails part-way (a full
     disk) is cut back to the last whole row. A context manager."""
 
-    def __init__(self, stream: IO[str], kind: str, header: Sequence[str], *, path: str, write_header: bool) -> None:
+    def __init__(
+        self, stream: IO[str], kind: str, header: Sequence[str], *, path: str, write_header: bool, created: bool = False
+    ) -> None:
         self.kind = kind
         self.header = list(header)
         self.path = path
         self._stream = stream
+        #: This run made the file: a failure before its first whole row removes it (nothing is left behind).
+        self._created = created
         if write_header and kind == "csv":
             self._write(format_row(dict(zip(self.header, self.header, strict=True)), "csv", self.header))
 
@@ -300,6 +309,8 @@ class RowsFile:
         except OSError as error:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)  # no partial row is left behind
+                if size == 0 and self._created:  # an empty file of this run's making: not left behind
+                    os.unlink(self.path)
             raise write_error(self.path, error) from None
 
     def write(self, row: Mapping[str, Any]) -> None:
@@ -368,9 +379,10 @@ class RowsTarget:
         """The rows file, for appending (created when absent; a CSV header written into a new or empty one)."""
         if is_stdout(self.path):
             return RowsFile(sys.stdout, self.kind, self.header, path=self.path, write_header=True)
+        existed = os.path.lexists(self.path)
         stream = open_append(self.path, owner=OWNERS[self.kind])
         new = os.fstat(stream.fileno()).st_size == 0
-        return RowsFile(stream, self.kind, self.header, path=self.path, write_header=new)
+        return RowsFile(stream, self.kind, self.header, path=self.path, write_header=new, created=not existed)
 
     def release(self) -> None:
         """Release the lock (idempotent)."""
@@ -396,7 +408,8 @@ def resume_ids(
     """The ids of the points a rows file already holds. InputError, and the file left as it is, unless every
     whole line is a row of this sweep: the same CSV header, the same ``run_digest`` (scenario, options,
     layout), and a point of this grid (``point_ids``, when given: a grid may grow between runs, but a row of a
-    point it does not hold is another grid's). Only then is a partial last line (a kill mid-write) cut off.
+    point it does not hold is another grid's), each point once and every JSON line strict JSON (a sweep writes no
+    NaN): a hand-edited file is refused. Only then is a partial last line (a kill mid-write) cut off.
     Problems name ``resume_field`` (the caller's name for the request to resume) and ``out_field`` (its name
     for the file)."""
     try:
@@ -422,6 +435,21 @@ def resume_ids(
     other = f"{resume_field}: written by another sweep (another scenario, options or columns); use a new {out_field}"
     stray = f"{resume_field}: a row of a point this grid does not hold (rows of another grid?); use a new {out_field}"
     done: set[str] = set()
+    first_seen: dict[str, int] = {}
+
+    def once(point: str, number: int) -> None:
+        """A point's row appears once in a sweep's own file: a second one is an edit, refused (not continued)."""
+        if point in first_seen:
+            raise InputError(
+                Problem(
+                    file=path,
+                    line=number,
+                    message=f"{resume_field}: a second row of point {point} (first on line {first_seen[point]}): "
+                    "not a file this sweep wrote; not continued or changed",
+                )
+            )
+        first_seen[point] = number
+
     if kind == "csv":
         if lines and next(csv.reader([lines[0]])) != list(header):
             raise InputError(Problem(file=path, line=1, message=f"{other} (its header differs)"))
@@ -434,24 +462,28 @@ def resume_ids(
                 raise InputError(Problem(file=path, line=number, message=other))
             if point_ids is not None and record[0] not in point_ids:
                 raise InputError(Problem(file=path, line=number, message=stray))
+            once(record[0], number)
             done.add(record[0])
     else:
         for number, line in enumerate(lines, start=1):
-            try:
-                row = json.loads(line)
+            try:  # strict JSON, as the sweep writes it: NaN or Infinity is a hand edit
+                row = json.loads(line, parse_constant=_no_constant)
             except ValueError:
                 row = None
             if not isinstance(row, dict) or not isinstance(row.get("point_id"), str):
-                raise InputError(Problem(file=path, line=number, message="not a row of a sweep (a JSON object)"))
+                raise InputError(
+                    Problem(file=path, line=number, message="not a row of a sweep (a JSON object, strict JSON)")
+                )
             if row.get("run_digest") != digest:
                 raise InputError(Problem(file=path, line=number, message=other))
             if point_ids is not None and row["point_id"] not in point_ids:
                 raise InputError(Problem(file=path, line=number, message=stray))
+            once(row["point_id"], number)
             done.add(row["point_id"])
     if end < len(raw):  # every whole line is ours: the cut last row is dropped, to be run again
         try:
-            with open(path, "r+b") as stream:
-                stream.truncate(end)
+            with open(path, "r+b") as cut:
+                cut.truncate(end)
         except OSError as exc:
             raise write_error(path, exc) from None
     return done

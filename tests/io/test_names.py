@@ -3,6 +3,8 @@ organisation, find the one built-in they spell; anything else is refused with th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from prfaas_plan.errors import InputError
@@ -51,3 +53,23 @@ def test_kv_takes_names_as_users_write_them() -> None:
                    "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert '"model": "llama-3.1-8b"' in done.stdout and '"hardware": "h100"' in done.stdout
+
+
+def test_a_scenario_argument_that_is_there_but_not_a_file_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A directory, a device or a dangling link given as SCENARIO is said to be that (exit 2 with its kind), not
+    reported as missing; a name that is nowhere still gets the suggestion."""
+    from prfaas_plan.errors import InputError
+    from prfaas_plan.io.names import resolve_scenario_path
+
+    dangling = tmp_path / "gone"
+    dangling.symlink_to(tmp_path / "nothing")
+    for given, kind in (
+        (str(tmp_path), "a directory"),
+        ("/dev/null", "a character device"),
+        (str(dangling), "a link to nothing"),
+    ):
+        with pytest.raises(InputError) as refused:
+            resolve_scenario_path(given)
+        assert f"'{given}' is {kind}, not a scenario file" in str(refused.value)
+    with pytest.raises(InputError, match=r"no scenario file or built-in scenario named 'paper-case-studdy' \(did you"):
+        resolve_scenario_path("paper-case-studdy")

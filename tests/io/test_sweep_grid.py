@@ -214,3 +214,23 @@ def test_rows_format_from_the_name() -> None:
     )
     with pytest.raises(InputError, match=r"^out: 'rows\.json': expected a \.jsonl or \.csv"):
         sweep_rows.rows_format("rows.json", field="out")
+
+
+def test_resume_refuses_a_hand_edited_rows_file(tmp_path: Path) -> None:
+    """A point's row twice, or a JSON row with NaN (a sweep writes strict JSON), is not a file the sweep wrote:
+    resume refuses it naming the line, and leaves it as it was."""
+    row = '{"point_id": "p0", "run_digest": "d", "status": "ok"}\n'
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(row + row)
+    with pytest.raises(InputError, match=r"twice\.jsonl:2: resume: a second row of point p0 \(first on line 1\)"):
+        sweep_rows.resume_ids(str(twice), "jsonl", [], "d", **_RESUME)
+    assert twice.read_text() == row + row
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text(row + '{"point_id": "p1", "run_digest": "d", "value": NaN}\n')
+    with pytest.raises(InputError, match=r"nan\.jsonl:2: not a row of a sweep"):
+        sweep_rows.resume_ids(str(nan), "jsonl", [], "d", **_RESUME)
+    header = ["point_id", "run_digest", "status"]
+    csv_twice = tmp_path / "twice.csv"
+    csv_twice.write_text("point_id,run_digest,status\np0,d,ok\np0,d,ok\n")
+    with pytest.raises(InputError, match=r"twice\.csv:3: resume: a second row of point p0 \(first on line 2\)"):
+        sweep_rows.resume_ids(str(csv_twice), "csv", header, "d", **_RESUME)

@@ -277,7 +277,8 @@ def test_azure_missing_column(tmp_path: Path) -> None:
 
 
 def test_azure_bad_rows_are_all_reported(tmp_path: Path) -> None:
-    """Bad timestamps, non-numeric or negative counts, short rows and backward times each name their line."""
+    """Bad timestamps, non-numeric or negative counts, short or long rows and backward times each name their
+    line."""
     path = tmp_path / "t.csv"
     path.write_text(
         "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -289,6 +290,7 @@ def test_azure_bad_rows_are_all_reported(tmp_path: Path) -> None:
         "2023-11-16 18:00:06.0000000,10\n"
         "2023-11-16 18:00:00.5000000,10,1\n"
         "2023-02-30 18:00:07.0000000,10,1\n"
+        "2023-11-16 18:00:08.0000000,10,1,7\n"
     )
     problems = _problems(path)
     count = "must be a non-negative integer number of tokens"
@@ -296,13 +298,14 @@ def test_azure_bad_rows_are_all_reported(tmp_path: Path) -> None:
     assert problems[1] == f"{path}:4 GeneratedTokens: {count}, got '-1'"
     assert problems[2].startswith(f"{path}:5 TIMESTAMP: not a timestamp")
     assert problems[3].startswith(f"{path}:6 TIMESTAMP: not a timestamp")
-    assert problems[4] == f"{path}:7: expected 3 comma-separated fields, got 2"
+    assert problems[4] == f"{path}:7: expected 3 comma-separated fields (the header's), got 2"
     assert problems[5] == (
         f"{path}:8 TIMESTAMP: goes backwards: 2023-11-16 18:00:00.5000000 is earlier than "
         "2023-11-16 18:00:03.0000000 on line 4 (requests must be in arrival order)"
     )
     assert problems[6].startswith(f"{path}:9 TIMESTAMP: not a timestamp")
-    assert len(problems) == 7
+    assert problems[7] == f"{path}:10: expected 3 comma-separated fields (the header's), got 4"  # one too many
+    assert len(problems) == 8
 
 
 def test_a_trace_file_over_the_size_limit_is_refused_before_reading(
