@@ -137,8 +137,17 @@ def _solve(priced: list[_Priced]) -> Array:
 
 def _params(base: RooflineParams, theta: Array, source: str) -> RooflineParams:
     ec, ea, o_req, o_layer = (float(v) for v in theta)
+    # ``_price`` divides every GEMM by the one e_c, whatever its dtype, the routed experts' alike: the fitted
+    # parameters price them so too (as ``physics.calibration`` does), not at base's per-dtype or experts' rates.
     return replace(
-        base, source=source, compute_efficiency=ec, attention_efficiency=ea, overhead_s=o_req, layer_overhead_s=o_layer
+        base,
+        source=source,
+        compute_efficiency=ec,
+        dtype_compute_efficiency=(),
+        expert_gemm_efficiency=1.0,
+        attention_efficiency=ea,
+        overhead_s=o_req,
+        layer_overhead_s=o_layer,
     )
 
 

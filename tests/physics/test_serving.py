@@ -103,6 +103,32 @@ def test_fit_recovers_the_parameters_that_generated_the_points() -> None:
     assert np.allclose(cv.held_out_ratios, 1.0, rtol=1e-4)
 
 
+def test_a_fit_on_a_base_with_experts_and_dtype_rates_prices_as_it_fitted() -> None:
+    """The fit divides every GEMM by one e_c: with a base that carries an experts' factor and a per-dtype rate,
+    the fitted parameters drop both, so the roofline reproduces the fit's own points (it priced MoE models'
+    experts at the base's factor on top, running slower than fitted)."""
+    from prfaas_plan.io.names import load_named_model
+
+    truth = RooflineParams(compute_efficiency=0.45, attention_efficiency=0.7, overhead_s=0.25, layer_overhead_s=0.002)
+    lengths = (1_000.0, 8_000.0, 32_000.0, 128_000.0)
+    observations = []
+    for key in ("qwen3-235b-a22b", "minimax-m2.5"):
+        arch = load_named_model(key).architecture
+        assert arch is not None
+        times = prefill_seconds(arch, INSTANCE, truth, np.array(lengths))
+        observations.append(
+            ServingObservation(
+                model=key, arch=arch, instance=INSTANCE, lengths_tokens=lengths, measured_s=tuple(times), source=""
+            )
+        )
+    base = replace(RooflineParams(), expert_gemm_efficiency=0.3, dtype_compute_efficiency=(("bf16", 0.2),))
+    fitted = fit_serving(tuple(observations), base)
+    assert fitted.expert_gemm_efficiency == 1.0 and fitted.dtype_compute_efficiency == ()
+    for obs in observations:
+        again = prefill_seconds(obs.arch, INSTANCE, fitted, np.array(lengths))
+        assert np.allclose(again, obs.measured_s, rtol=1e-4), obs.model
+
+
 def test_pool_costs_price_a_cached_prefix_and_split_their_time() -> None:
     """A roofline pool asked for a cached prefix prices prefill after it (slower, never faster) and ships only
     the new tokens' KV; its reported splits add up to its prefill curve and decode step."""
