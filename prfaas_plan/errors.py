@@ -48,8 +48,10 @@ class InputError(PlanError):
 class InfeasibleError(PlanError):
     """No configuration meets the constraints; ``reasons`` name the binding constraints."""
 
-    def __init__(self, reasons: list[str] | str) -> None:
+    def __init__(self, reasons: list[str] | str, *, summary: str = "no load can be carried") -> None:
         self.reasons: tuple[str, ...] = (reasons,) if isinstance(reasons, str) else tuple(reasons)
+        #: The headline printed above the reasons (``infeasible: <summary>; binding constraint:``).
+        self.summary = summary
         super().__init__("; ".join(self.reasons))
 
 

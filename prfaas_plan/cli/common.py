@@ -168,7 +168,7 @@ def handled(json_output: bool = False) -> Iterator[None]:
         ]
         raise failed("input", 2, listed) from None
     except InfeasibleError as exc:
-        print("infeasible: no load can be carried; binding constraint:", file=sys.stderr)
+        print(f"infeasible: {exc.summary}; binding constraint:", file=sys.stderr)
         for reason in exc.reasons:
             print(f"  {reason}", file=sys.stderr)
         raise failed("infeasible", 1, [{"message": r} for r in exc.reasons]) from None

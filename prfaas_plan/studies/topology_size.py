@@ -14,9 +14,12 @@ What is exact and what is a heuristic:
   buys the most (fluid: λ* gained; latency: the worst region's P90/SLO lowered, or the utilisation of a stage
   saturated at its target) per USD/h, until feasible; then remove instances one at a time, the dearest first,
   while the counts stay feasible. Sites are kept at one instance at least (a site is never dropped). Before it,
-  generous counts (3x and 10x the lower bound's own instances, plus one) are probed: where neither carries the
-  targets within the SLO, the sizing stops there and names what binds at them (a saturated link or site, or the
-  region whose P90 stays over the SLO and its utilisations).
+  generous counts (3x and 10x the lower bound's own instances, plus one, and every PD cluster able to prefill all
+  its requests itself) are probed with the fluid test: where neither carries the targets, the sizing stops there
+  and names what binds (a saturated link or site). The latency test is not probed so: its P90 need not fall as
+  counts grow (the throughput-maximising routing it tests changes with them). The greedy stops, naming the region
+  whose P90 binds and its utilisations, once PATIENCE instances in a row (each its step's best) brought neither the
+  targets nor the worst P90 nearer, or after MAX_STEPS: it found no counts, which does not prove there are none.
 - **Links** bought are those the final plan routes traffic over (priced at their ports or committed bandwidth,
   plus egress at the targets' KV bytes per second). The routing LP does not see link prices.
 - **The lower bound** on the GPU cost is exact for the fluid problem (necessary for any count vector to carry the
@@ -58,9 +61,11 @@ SIZE_GRID_POINTS = 17
 #: Instances added at most before the search gives up (infeasible).
 MAX_STEPS = 400
 #: Multiples of the lower bound's own instances at which the sizing first probes whether any counts can carry
-#: the targets within the SLO (each plus one instance per cluster, never below the search's start); where none
-#: can, the search is not run and the probe's binding constraint is reported.
+#: the targets at all (the fluid test; each plus one instance per cluster, never below the search's start nor
+#: below a PD cluster's all-local need); where none can, the search is not run and what binds is reported.
 PROBE_MULTIPLES = (3.0, 10.0)
+#: Instances the greedy adds in a row without bringing the targets or the worst P90 nearer before it stops.
+PATIENCE = 8
 #: Utilisation from which a stage, site or link counts as saturated in a binding-constraint message.
 _SATURATED = 0.995
 
@@ -205,15 +210,29 @@ def lower_bound(tm: TopologyModel, prices: NDArray[np.float64]) -> tuple[float, 
     return total, instances
 
 
+def _progress(got: _Eval) -> tuple[int, float]:
+    """How far counts are from feasible, larger nearer: (0, λ*) while the targets are not carried, then
+    (1, minus the latency score)."""
+    return (0, got.scale) if got.scale < 1.0 else (1, -got.latency_score)
+
+
+def _decode_need(tm: TopologyModel) -> NDArray[np.int64]:
+    """Per PD cluster, the decode instances every plan needs: it decodes all of its region's requests locally,
+    so more than r_j / θ_j instances, rounded up (the lower bound's own count)."""
+    return np.array(
+        [
+            int(np.ceil(float(rate) / model.decode_req_per_s_per_instance * (1.0 - 1e-12)))
+            for rate, model in zip(tm.rate_req_per_s, tm.local, strict=True)
+        ],
+        dtype=np.int64,
+    )
+
+
 def _start(tm: TopologyModel) -> NDArray[np.int64]:
-    """Where the greedy starts: one instance per site, and per PD cluster its decode instances (every plan
-    decodes all of a region's requests locally: more than r_j / θ_j, rounded up) plus one for prefill, two at
-    least. Each count is needed by every feasible plan, so the start is below the answer, only nearer."""
-    decode = [
-        int(np.ceil(float(rate) / model.decode_req_per_s_per_instance * (1.0 - 1e-12)))
-        for rate, model in zip(tm.rate_req_per_s, tm.local, strict=True)
-    ]
-    return np.array([1] * tm.n_sites + [max(2, d + 1) for d in decode], dtype=np.int64)
+    """Where the greedy starts: one instance per site, and per PD cluster its decode need (``_decode_need``), two
+    at least. Each count is one every feasible count vector holds (a plan may offload every prefill), so the start
+    is below the answer, only nearer."""
+    return np.concatenate([np.ones(tm.n_sites, dtype=np.int64), np.maximum(2, _decode_need(tm))])
 
 
 def _binding(tm: TopologyModel, counts: NDArray[np.int64], got: _Eval, slo_s: float) -> list[str]:
@@ -249,8 +268,8 @@ def _binding(tm: TopologyModel, counts: NDArray[np.int64], got: _Eval, slo_s: fl
         f"at {at} instances: {worst.cluster}'s P90 TTFT is {worst.ttft.p90_s:,.2f} s, over the SLO {slo_s:g} s, "
         f"with {worst.offload_fraction:.0%} of its requests offloaded (utilisation: {busy})"
         + (
-            "; with every stage under half busy this is the requests' own prefill and KV transfer times, which "
-            "more instances do not shorten (at the throughput-maximising routing the sizing tests)"
+            "; its stages are under half busy, so at this routing the P90 is mostly the requests' own prefill and "
+            "KV transfer times"
             if idle
             else ""
         )
@@ -258,25 +277,41 @@ def _binding(tm: TopologyModel, counts: NDArray[np.int64], got: _Eval, slo_s: fl
 
 
 def _probe(
-    tm: TopologyModel, start: NDArray[np.int64], bound_instances: dict[str, float], slo_s: float
+    tm: TopologyModel, start: NDArray[np.int64], bound_instances: dict[str, float]
 ) -> tuple[int, list[str] | None]:
-    """Evaluate generous counts (``PROBE_MULTIPLES`` of the bound's instances): (evaluations, None) where one
-    carries the targets within the SLO, else the binding constraint at the largest probed counts. A probe that
-    would add more than MAX_STEPS instances to the start is not run (the search would not reach it either)."""
+    """Whether generous counts carry the targets at all (the fluid test alone: the latency test's P90 need not
+    fall as counts grow, since the routing tested changes with them): ``PROBE_MULTIPLES`` of the bound's own
+    instances plus one, each PD cluster at least what it needs to prefill everything itself beside its decode.
+    (evaluations, None) where one carries them, else what binds at the largest (a saturated link or site). A
+    probe that would add more than MAX_STEPS instances to the start is not run (the search would not reach it)."""
     names = (*tm.sites, *tm.regions)
     own = np.asarray([bound_instances[n] for n in names], dtype=np.float64)
+    alone = np.concatenate([start[: tm.n_sites], _decode_need(tm) + 1 + _all_local_prefill(tm)])
     reasons: list[str] | None = None
     evaluations = 0
     for multiple in PROBE_MULTIPLES:
-        counts = np.maximum(start, np.ceil(multiple * own - 1e-9).astype(np.int64) + 1)
+        counts = np.maximum(np.maximum(start, alone), np.ceil(multiple * own - 1e-9).astype(np.int64) + 1)
         if evaluations and int((counts - start).sum()) > MAX_STEPS:
             break
-        got = _evaluate(tm, counts, slo_s)
+        got = _evaluate(tm, counts, np.inf)
         evaluations += 1
-        if got.feasible:
+        if got.scale >= 1.0:
             return evaluations, None
-        reasons = _binding(tm, counts, got, slo_s)
+        reasons = _binding(tm, counts, got, np.inf)
     return evaluations, reasons
+
+
+def _all_local_prefill(tm: TopologyModel) -> NDArray[np.int64]:
+    """Per PD cluster, the prefill instances that carry its whole rate with nothing offloaded (r_j E[T_j(L)],
+    rounded up): with them (and its decode) a region needs no link."""
+    need = []
+    for rate, model in zip(tm.rate_req_per_s, tm.local, strict=True):
+        lengths = model.lengths
+        busy = float(rate) * float(
+            model.local_prefill.expect(lengths, lengths.lower_tokens - 1.0, lengths.upper_tokens)
+        )
+        need.append(int(np.ceil(busy * (1.0 - 1e-12))))
+    return np.asarray(need, dtype=np.int64)
 
 
 def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTopology:
@@ -289,21 +324,32 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
     bound, bound_instances = lower_bound(tm, prices)
     k = tm.n_sites
     counts = _start(tm)
-    evaluations, binding = _probe(tm, counts, bound_instances, slo)
+    evaluations, binding = _probe(tm, counts, bound_instances)
     if binding is not None:
         multiples = " and ".join(f"{m:g}x" for m in PROBE_MULTIPLES)
         raise InfeasibleError(
             [
-                f"no counts carry the targets within the SLO: probed at {multiples} the lower bound's instances"
-                " (+1 per cluster)",
+                f"the targets cannot be carried, whatever the SLO: probed at {multiples} the lower bound's "
+                "instances (+1 per cluster, each PD cluster able to prefill everything itself)",
                 *binding,
-            ]
+            ],
+            summary="the targets cannot be carried",
         )
     current = _evaluate(tm, counts, slo)
     evaluations += 1
+    stalled, reached = 0, _progress(current)
     for _ in range(MAX_STEPS):
         if current.feasible:
             break
+        if stalled >= PATIENCE:
+            raise InfeasibleError(
+                [
+                    f"no counts found: the search (greedy, a heuristic) added {PATIENCE} instances in a row, each the "
+                    "best of its step, and none brought the targets or the worst P90 nearer",
+                    *_binding(tm, counts, current, slo),
+                ],
+                summary="no counts found that carry the targets within the SLO",
+            )
         best: tuple[float, int, _Eval] | None = None
         for c in range(counts.size):
             trial = counts.copy()
@@ -318,12 +364,18 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
         assert best is not None
         counts[best[1]] += 1
         current = best[2]
+        now = _progress(current)
+        if now[0] > reached[0] or now[1] > reached[1] + 1e-9:
+            stalled, reached = 0, now
+        else:
+            stalled += 1
     if not current.feasible:
         raise InfeasibleError(
             [
-                f"no counts within {MAX_STEPS} added instances carry the targets within the SLO",
+                f"no counts found within {MAX_STEPS} added instances that carry the targets within the SLO",
                 *_binding(tm, counts, current, slo),
-            ]
+            ],
+            summary="no counts found that carry the targets within the SLO",
         )
     for c in np.argsort(-prices, kind="stable"):  # prune, dearest instance first
         while counts[c] > (1 if c < k else 2):
