@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
@@ -140,6 +141,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     show_version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
@@ -172,13 +174,34 @@ def _main(
     if table_format not in TABLE_FORMATS:
         print(f"error: --format: must be one of {', '.join(TABLE_FORMATS)}, got {table_format!r}", file=sys.stderr)
         raise typer.Exit(2)
-    if table_pick is not None and table_format == "table":
-        print(
-            "error: --table: picks a table of --format csv or md (prfaas-plan --format csv --table 2 ...)",
-            file=sys.stderr,
-        )
-        raise typer.Exit(2)
+    if table_pick is not None:
+        problem = _table_pick_problem(table_format, ctx.invoked_subcommand, sys.argv[1:])
+        if problem is not None:
+            print(f"error: --table: {problem}", file=sys.stderr)
+            raise typer.Exit(2)
     set_table_format(table_format, table_pick)
+
+
+#: Commands that print no table on stdout (they write files, JSON or a schema): ``--table`` has nothing to pick.
+_NO_TABLES = {("review",), ("sweep",), ("schema",), ("model", "import"), ("validate", "gpu")}
+
+
+def _table_pick_problem(table_format: str, command: str | None, argv: list[str]) -> str | None:
+    """Why ``--table N`` cannot apply to this command line, known before any work (None where it may): a table
+    format, a command that prints tables, no --json. (Whether the command prints N tables is known only once it
+    has run.)"""
+    if table_format == "table":
+        return "picks a table of --format csv or md (prfaas-plan --format csv --table 2 ...)"
+    if "--json" in argv:
+        return "picks a table, and --json prints none"
+    words: tuple[str, ...] = ()
+    if command is not None and command in argv:
+        after = [a for a in argv[argv.index(command) + 1 :] if not a.startswith("-")]
+        words = (command, *after[:1])
+    for name in _NO_TABLES:
+        if words[: len(name)] == name:
+            return f"'{' '.join(name)}' prints no table"
+    return None
 
 
 ScenarioArg = Annotated[
@@ -645,15 +668,16 @@ def main() -> None:
 def _close_table_selection() -> None:
     """After a command that succeeded: name the tables ``--format csv`` left out (stderr), or exit 2 where
     ``--table N`` asked for one it did not print (stdout then holds nothing)."""
-    if "prfaas_plan.cli.render" not in sys.modules:
-        return
+    if "prfaas_plan.cli.render" not in sys.modules or {"--help", "-h", "--version"} & set(sys.argv[1:]):
+        return  # no command ran (help or the version was printed instead)
     from prfaas_plan.cli.render import table_selection_close
 
     note, error = table_selection_close()
-    if note:
-        print(note, file=sys.stderr)
+    for line in (note, None if error is None else f"error: {error}"):
+        if line is not None and sys.stderr is not None:
+            with contextlib.suppress(OSError, ValueError):  # a closed or full stderr: the status still stands
+                print(line, file=sys.stderr)
     if error:
-        print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -112,6 +112,7 @@ def _show_tables(summary: dict[str, Any]) -> None:
     layers = DataTable(title=f"{summary['name']} ({summary['key']}): layer groups", title_justify="left")
     for header in ("layers", "attention", "window (tokens)", "FFN"):
         layers.add_column(header)
+    layers.data_header = ["layers", "attention", "window_tokens", "ffn"]  # the header even with no rows
     for group in summary.get("layers", []):
         window = group.get("window_tokens") if group["attention"] == "swa" else None
         layers.add_row(str(group["count"]), group["attention"], "" if window is None else f"{window:,}", group["ffn"])
@@ -120,6 +121,7 @@ def _show_tables(summary: dict[str, Any]) -> None:
         )
     out.print(layers)
     if "layers" not in summary:
+        out.print("no architecture section")  # a note: left out of csv, as notes are
         return
     figures = DataTable(title=f"{summary['name']} ({summary['key']}): per-card figures", title_justify="left")
     for header in (

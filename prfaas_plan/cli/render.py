@@ -545,8 +545,8 @@ class Printer:
             else:
                 self.file.write(table_as_csv(objects[0]))
             return
-        if fmt == "csv":
-            return  # CSV output is the tables alone, so that it can be read as data
+        if fmt == "csv" or (fmt == "md" and _table_pick[0] is not None and not self.stderr):
+            return  # CSV output is the tables alone, so that it can be read as data; so is a table --table picks
         width = self._piped_width()
         if width is not None and len(objects) == 1 and set(kwargs) <= {"style"}:
             drawn = self._plain(objects[0], width)

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from prfaas_plan.cli.common import emit, handled
+from prfaas_plan.cli.common import check_finite, emit, handled
+from prfaas_plan.io.limits import MAX_TTFT_S
 
 topology_app = typer.Typer(
     no_args_is_help=True,
@@ -218,7 +219,12 @@ def _render(payload: dict[str, Any]) -> None:
 
 SloOpt = Annotated[
     float | None,
-    typer.Option("--slo-p90", min=0.001, help="P90 TTFT SLO in seconds (default: the topology's slo.ttft_p90_s)."),
+    typer.Option(
+        "--slo-p90",
+        min=0.001,
+        max=MAX_TTFT_S,
+        help="P90 TTFT SLO in seconds (default: the topology's slo.ttft_p90_s).",
+    ),
 ]
 
 
@@ -235,6 +241,7 @@ def size(topology: TopologyArg, slo_p90: SloOpt = None, json_output: JsonOpt = F
     from prfaas_plan.studies.topology_size import size_topology
 
     with handled(json_output):
+        check_finite({"--slo-p90": slo_p90})
         loaded = load_topology(resolve_topology_path(topology))
         payload = topology_size_dict(size_topology(loaded, slo_p90), loaded.name)
     if json_output:

@@ -53,7 +53,8 @@ YAML_LIMITS = Limits(what="a YAML file", max_bytes=_MIB, max_lines=100_000, max_
 CONFIG_JSON_LIMITS = Limits(what="a config.json file", max_bytes=_MIB, max_lines=100_000, max_line_bytes=_MIB)
 #: Request traces: 1 GiB (the shipped traces are 0.3-3 MB, the largest public week-long request logs a few
 #: hundred MB); 6 million lines, what a planning run holds within about 4 GB and a minute: ``optimize --trace
-#: --load 0.7`` on an Azure CSV of 6 million requests took 46 s and 3.0 GB, of 8 million 63 s and 4.0 GB (2-core
+#: --load 0.7`` on an Azure CSV of 6 million requests (one line past the bound with its header) took 46 s and
+#: 3.0 GB, of 8 million 63 s and 4.0 GB (2-core
 #: Xeon VM; the windowed TTFT model keeps a few hundred bytes per request), so a larger trace is refused with a
 #: message to sample or split it; 1 MiB per line (a Mooncake line of a 10-million-token request lists 19,532
 #: block ids, about 160 KB).

@@ -106,9 +106,24 @@ def named(name: str, dirs: tuple[str, ...], what: str, field: str, *, organisati
     other = same_name(name, known, organisation=organisation)
     if other is not None:
         return builtins[other]
+    _refuse_if_there(name, path, what, field, known)
     raise InputError(
         Problem(field=field, message=f"no {what} named '{name}'{_suggest_name(name, known)}; known: {', '.join(known)}")
     )
+
+
+def _refuse_if_there(name: str, path: Path, what: str, field: str, known: list[str]) -> None:
+    """A name that is no built-in but is there on disk as something other than a regular file (a directory, a
+    device, a dangling link): an InputError saying what it is, rather than that it is missing."""
+    if os.path.lexists(path):
+        from prfaas_plan.io.guard import kind_of
+
+        raise InputError(
+            Problem(
+                field=field,
+                message=f"'{name}' is {kind_of(path)}, not a {what} file (nor a built-in's name: {', '.join(known)})",
+            )
+        )
 
 
 def load_named_model(name: str, field: str = "model") -> ModelCard:
@@ -218,16 +233,7 @@ def resolve_scenario_path(name: str | None, field: str = "SCENARIO") -> Path:
     if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in (builtin_root() / "workloads").glob("*.yaml"))
-    if os.path.lexists(path):  # there, but not a regular file: say what it is rather than that it is missing
-        from prfaas_plan.io.guard import kind_of
-
-        raise InputError(
-            Problem(
-                field=field,
-                message=f"'{name}' is {kind_of(path)}, not a scenario file (nor a built-in scenario's name: "
-                f"{', '.join(known)})",
-            )
-        )
+    _refuse_if_there(name, path, "scenario", field, known)
     raise InputError(
         Problem(
             field=field,

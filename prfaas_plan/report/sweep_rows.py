@@ -291,8 +291,10 @@ class RowsFile:
         self.header = list(header)
         self.path = path
         self._stream = stream
-        #: This run made the file: a failure before its first whole row removes it (nothing is left behind).
+        #: This run made the file: a failure before its first whole row removes it (nothing is left behind, not
+        #: even the CSV header, or a rerun would find the name taken).
         self._created = created
+        self._rows = 0
         if write_header and kind == "csv":
             self._write(format_row(dict(zip(self.header, self.header, strict=True)), "csv", self.header))
 
@@ -309,13 +311,14 @@ class RowsFile:
         except OSError as error:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)  # no partial row is left behind
-                if size == 0 and self._created:  # an empty file of this run's making: not left behind
+                if self._created and self._rows == 0:  # a file of this run's making with no row: not left behind
                     os.unlink(self.path)
             raise write_error(self.path, error) from None
 
     def write(self, row: Mapping[str, Any]) -> None:
         """Append one row."""
         self._write(format_row(row, self.kind, self.header))
+        self._rows += 1
 
     def close(self) -> None:
         """Close the file (standard output stays open)."""
@@ -472,7 +475,12 @@ def resume_ids(
                 row = None
             if not isinstance(row, dict) or not isinstance(row.get("point_id"), str):
                 raise InputError(
-                    Problem(file=path, line=number, message="not a row of a sweep (a JSON object, strict JSON)")
+                    Problem(
+                        file=path,
+                        line=number,
+                        message=f"{resume_field}: not a row of a sweep (a JSON object, strict JSON); not continued or "
+                        "changed",
+                    )
                 )
             if row.get("run_digest") != digest:
                 raise InputError(Problem(file=path, line=number, message=other))

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 # A cell that a person would read as a number: digits with separators, signs or units around them.
@@ -135,6 +140,7 @@ def test_csv_is_one_table_and_the_others_are_named() -> None:
     assert run_cli("--table", "2", *args).returncode == 2
     markdown = run_cli("--format", "md", *args)
     picked = run_cli("--format", "md", "--table", "2", *args)
+
     def rules(text: str) -> int:  # a Markdown table's line under its header
         return sum(line.startswith("|---") for line in text.splitlines())
 
@@ -201,3 +207,57 @@ def test_simulate_csv_holds_the_json_figures() -> None:
     assert float(rows["max_throughput_eq6"]["closed_form"]) == closed["max_throughput_req_per_s"]
     assert {f"utilization_{s}" for s in sim["utilization"]} <= set(rows)
     assert all(rows[f"utilization_{s}"]["unit"] == "fraction" for s in sim["utilization"])
+
+
+def test_table_pick_is_refused_before_any_work_where_it_cannot_apply(tmp_path: Path) -> None:
+    """--table with --json, or with a command that prints no table (review, sweep, schema, model import), exits 2
+    before the command runs: nothing on stdout, no file written. Past the count, Markdown leaves stdout empty too
+    (its notes are not printed once --table picks). A closed stderr does not change the status of a run whose
+    note cannot be shown."""
+    refused = run_cli("--format", "csv", "--table", "1", "optimize", "--json")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "--table: picks a table, and --json prints none" in refused.stderr
+    review = tmp_path / "review"
+    refused = run_cli("--format", "csv", "--table", "1", "review", "--output", str(review))
+    assert refused.returncode == 2 and "'review' prints no table" in refused.stderr and not review.exists()
+    rows = tmp_path / "rows.csv"
+    refused = run_cli(
+        "--format",
+        "csv",
+        "--table",
+        "2",
+        "sweep",
+        "--set",
+        "deployment.link.bandwidth_gbit_per_s=10,100",
+        "-o",
+        str(rows),
+    )
+    assert refused.returncode == 2 and "'sweep' prints no table" in refused.stderr and not rows.exists()
+    beyond = run_cli("--format", "md", "--table", "2", "optimize")
+    assert beyond.returncode == 2 and beyond.stdout == ""
+    helped = run_cli("--format", "csv", "--table", "2", "optimize", "--help")
+    assert helped.returncode == 0 and "Usage" in helped.stdout
+    closed = subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", "--format", "csv", "model", "show", "mimo-v2-flash"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        close_fds=True,
+        check=False,
+        preexec_fn=lambda: os.close(2),  # stderr closed (2>&-)
+    )
+    assert closed.returncode == 0 and closed.stdout.startswith(b"layers,attention,window_tokens,ffn")
+
+
+def test_model_show_without_an_architecture_prints_the_data_header() -> None:
+    """A card without an architecture section: csv gives the layer table's data header (no rows), Markdown the
+    empty table and the note that says why."""
+    bare = "model:\n  name: Bare\n  parameters_b: 7\n  active_parameters_b: 7\n  source: x\n"
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+        handle.write(bare)
+    table = run_cli("--format", "csv", "model", "show", handle.name)
+    assert table.returncode == 0 and table.stdout == "layers,attention,window_tokens,ffn\n"
+    markdown = run_cli("--format", "md", "model", "show", handle.name)
+    assert "no architecture section" in markdown.stdout
+    Path(handle.name).unlink()

@@ -71,5 +71,9 @@ def test_a_scenario_argument_that_is_there_but_not_a_file_is_named_for_what_it_i
         with pytest.raises(InputError) as refused:
             resolve_scenario_path(given)
         assert f"'{given}' is {kind}, not a scenario file" in str(refused.value)
+    from prfaas_plan.io.topology import resolve_topology_path
+
+    with pytest.raises(InputError, match=r"'/dev/null' is a character device, not a topology or scenario file"):
+        resolve_topology_path("/dev/null")
     with pytest.raises(InputError, match=r"no scenario file or built-in scenario named 'paper-case-studdy' \(did you"):
         resolve_scenario_path("paper-case-studdy")

@@ -227,7 +227,7 @@ def test_resume_refuses_a_hand_edited_rows_file(tmp_path: Path) -> None:
     assert twice.read_text() == row + row
     nan = tmp_path / "nan.jsonl"
     nan.write_text(row + '{"point_id": "p1", "run_digest": "d", "value": NaN}\n')
-    with pytest.raises(InputError, match=r"nan\.jsonl:2: not a row of a sweep"):
+    with pytest.raises(InputError, match=r"nan\.jsonl:2: resume: not a row of a sweep"):
         sweep_rows.resume_ids(str(nan), "jsonl", [], "d", **_RESUME)
     header = ["point_id", "run_digest", "status"]
     csv_twice = tmp_path / "twice.csv"

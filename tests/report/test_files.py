@@ -510,19 +510,21 @@ def test_comment_markers_recognise_a_header_whose_first_line_varies() -> None:
 
 
 def test_a_sweep_on_a_full_disk_leaves_no_empty_rows_file(tmp_path: Path) -> None:
-    """A sweep whose first row does not fit (ENOSPC) removes the rows file it created, so no empty file is left
-    for a later run to take for its own; a file that was there before (even empty) is left where it was."""
+    """A sweep whose first row does not fit (ENOSPC) removes the rows file it created (a CSV one with its header
+    too), so no file is left to block or mislead a rerun; a file that was there before (even empty) is left where
+    it was."""
     from prfaas_plan.report import sweep_rows
 
     header = ["point_id", "run_digest", "status"]
-    row = {"point_id": "p0", "run_digest": "d", "status": "ok", "pad": "x" * 200_000}
+    row = {"point_id": "p0", "run_digest": "d", "status": "x" * 200_000}
     resume = {"resume_field": "--resume", "out_field": "--out"}
     with tmpfs(tmp_path / "small") as small:
-        for name, before in (("new.jsonl", None), ("kept.jsonl", "")):
+        for name, before in (("new.jsonl", None), ("new.csv", None), ("kept.jsonl", "")):
             target_path = small / name
             if before is not None:
                 target_path.write_text(before)
-            target = sweep_rows.RowsTarget(str(target_path), "jsonl", header, "d", set(), resume=False, **resume)
+            kind = target_path.suffix[1:]
+            target = sweep_rows.RowsTarget(str(target_path), kind, header, "d", set(), resume=False, **resume)
             with target, target.open() as rows, pytest.raises(InputError) as excinfo:
                 rows.write(row)
             assert "ENOSPC" in excinfo.value.problems[0].message
