@@ -83,7 +83,7 @@ _COMMANDS = [
     ("kv", "--model", "paper-1t-hybrid", "--hardware", "h200"),
     ("size", "--no-verify"),
     ("cost",),
-    ("matrix",),
+    ("matrix", "--prefill", "h200,b200", "--local", "h20,h100"),  # 2 x 2: every table, a quarter of the time
     ("simulate", "--requests", "5000"),
 ]
 
