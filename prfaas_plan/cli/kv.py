@@ -126,7 +126,7 @@ def kv(
             overrides,
             {"model": "--model", "hardware": "--hardware", "method": "--method"},
         )
-        pool, card, engine_label = _served(
+        pool, card, engine_label, engine_key = _served(
             pool, card, engine, weights_dtype, kv_dtype, kernel_only and not calibrated, decode_batch, overrides
         )
         banded = pool  # a calibrated pool's error band is its calibration's (``_add_domain``)
@@ -140,7 +140,7 @@ def kv(
         if pool.method != "measured":
             _add_splits(payload, pool, card, lengths, decode_batch, float(context))
             _add_domain(payload, engine, banded, card)
-            runs = _add_runs(payload, pool, card, engine)
+            runs = _add_runs(payload, pool, card, engine_key)
     if json_output:
         emit(payload)
         return
@@ -225,10 +225,11 @@ def _served(
     kernel_only: bool,
     decode_batch: int | None,
     overrides: dict[str, float],
-) -> tuple[Pool, ModelCard, str]:
+) -> tuple[Pool, ModelCard, str, str | None]:
     """The pool priced by ``engine`` (``io.engine_profile.engine_choice``: the default engine when None) on its
     accelerator's generation, the roofline options' ``overrides`` over the engine's figures, and the card served
-    in the given dtypes; the engine's label. Bad combinations are InputErrors naming the flag."""
+    in the given dtypes; the engine's label, and its profile's key (None for measured points or paper-fit). Bad
+    combinations are InputErrors naming the flag."""
     from dataclasses import replace
 
     from prfaas_plan.errors import InputError, Problem
@@ -249,27 +250,30 @@ def _served(
         arch = with_dtypes(card.architecture, weights_dtype, kv_dtype)
         card = replace(card, architecture=arch)
     if pool.method == "measured":
-        return pool, card, "measured points"
+        return pool, card, "measured points", None
     chosen = engine_choice(engine)
     if chosen is None:
         if kernel_only:
             pool = replace(pool, roofline=pool.roofline.kernel_only)
-        return pool, card, "paper-fit: serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3, 5)"
+        return (
+            pool,
+            card,
+            "paper-fit: serving defaults (SGLang and vLLM on 8xH200, fitted to the paper's Tables 3, 5)",
+            None,
+        )
     profile = load_named_engine(chosen, "--engine")
     generation = generation_of(pool.hardware_key)
     params = engine_params(profile, generation, base=pool.roofline)
     if kernel_only:
         params = params.kernel_only
-    if overrides:  # the options set over the engine's figures (compute_efficiency also over its dtype table and
-        # the routed experts' factor: every GEMM at the rate given)
-        every = "compute_efficiency" in overrides
-        table = () if every else params.dtype_compute_efficiency
-        experts = 1.0 if every else params.expert_gemm_efficiency
+    if overrides:  # the options set over the engine's figures (compute_efficiency: every GEMM at the rate given)
         note = f"{params.source}; command-line overrides"
         fields: dict[str, Any] = dict(overrides)  # float fields only (the options that set them)
-        params = replace(params, dtype_compute_efficiency=table, expert_gemm_efficiency=experts, source=note, **fields)
+        if "compute_efficiency" in fields:
+            params = params.one_gemm_rate(fields.pop("compute_efficiency"))
+        params = replace(params, source=note, **fields)
     label = f"{profile.name} ({profile.file}) on {generation}"
-    return replace(pool, roofline=params), card, label
+    return replace(pool, roofline=params), card, label, profile.key
 
 
 def _fitted(pool: Pool, card: ModelCard, kernel_only: bool) -> Pool:
@@ -363,7 +367,7 @@ _DTYPE_HINT = "(--weights-dtype)"
 _ENGINE_NOT_ON = {"trtllm": {"cdna3": "TensorRT-LLM runs on NVIDIA GPUs only, and {hardware} is an AMD CDNA 3 part"}}
 
 
-def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard, engine: str | None) -> _Runs:
+def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard, engine_key: str | None) -> _Runs:
     """Where the configuration priced cannot run, say so on each row and the decode step it concerns
     (``does_not_run``, one sentence; absent where it runs): the numbers stay, kv being a what-if calculator, but a
     confident number for a machine that cannot hold the model is the worst thing it can print. Memory is the
@@ -374,19 +378,16 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard, engine: str 
     than a profile without scale-out models (``physics.fit.scale_up_problem``: the PCIe cards) run, but outside the
     model: every row and the decode step say so (``not_modelled``). So does an engine the accelerator cannot run
     (``_ENGINE_NOT_ON``: TensorRT-LLM on AMD parts)."""
-    from prfaas_plan.io.engine_profile import engine_choice, generation_of, load_named_engine
+    from prfaas_plan.io.engine_profile import generation_of
     from prfaas_plan.physics.fit import memory_fit, scale_up_problem, tensor_parallel_problem
 
     arch = card.architecture
     assert arch is not None  # roofline and calibrated pools have an architecture (the loader checks)
     gpus, where = pool.gpus_per_instance, f"{pool.gpus_per_instance} x {pool.hardware_key}"
     runs = _Runs()
-    chosen = engine_choice(engine)
-    if chosen is not None:
-        key = load_named_engine(chosen, "--engine").key
-        elsewhere = _ENGINE_NOT_ON.get(key, {}).get(generation_of(pool.hardware_key))
-        if elsewhere:
-            runs.common.append(elsewhere.format(hardware=pool.hardware_key))
+    elsewhere = _ENGINE_NOT_ON.get(engine_key or "", {}).get(generation_of(pool.hardware_key))
+    if elsewhere:
+        runs.common.append(elsewhere.format(hardware=pool.hardware_key))
     split = tensor_parallel_problem(arch, gpus)
     if split:
         runs.common.append(
@@ -400,20 +401,19 @@ def _add_runs(payload: dict[str, Any], pool: Pool, card: ModelCard, engine: str 
         fit = memory_fit(arch, pool.accelerator, gpus, row["length_tokens"])
         if not fit.fits:
             runs.rows[row["length_tokens"]] = f"{where}: {fit.describe(_DTYPE_HINT)}"
+        _say(row, "does_not_run", [*runs.common, *filter(None, [runs.rows.get(row["length_tokens"])])])
+        _say(row, "not_modelled", runs.not_modelled)
     if "decode" in payload:
         runs.decode = _decode_memory(payload["decode"], pool, card, where)
-    for row in payload["rows"]:
-        why = [*runs.common, *([runs.rows[row["length_tokens"]]] if row["length_tokens"] in runs.rows else [])]
-        if why:
-            row["does_not_run"] = "; ".join(why)
-    if "decode" in payload:
-        why = [*runs.common, *([runs.decode] if runs.decode else [])]
-        if why:
-            payload["decode"]["does_not_run"] = "; ".join(why)
-    for part in (*payload["rows"], *([payload["decode"]] if "decode" in payload else [])):
-        if runs.not_modelled:
-            part["not_modelled"] = "; ".join(runs.not_modelled)
+        _say(payload["decode"], "does_not_run", [*runs.common, *filter(None, [runs.decode])])
+        _say(payload["decode"], "not_modelled", runs.not_modelled)
     return runs
+
+
+def _say(part: dict[str, Any], key: str, why: list[str]) -> None:
+    """Set ``part[key]`` to the reasons, joined; leave it absent where there are none."""
+    if why:
+        part[key] = "; ".join(why)
 
 
 def _decode_memory(decode: dict[str, Any], pool: Pool, card: ModelCard, where: str) -> str | None:

@@ -36,12 +36,14 @@ _MIB = 1 << 20
 
 @frozen
 class Limits:
-    """Bounds on one kind of input file: what it is (for messages), the most bytes, lines and bytes per line."""
+    """Bounds on one kind of input file: what it is (for messages), the most bytes, lines and bytes per line, and
+    what to do with a file past them (``remedy``, a clause after the message; '' for none)."""
 
     what: str
     max_bytes: int
     max_lines: int
     max_line_bytes: int
+    remedy: str = ""
 
 
 #: YAML inputs (scenarios, hardware profiles, model cards, dynamics files, sweep grids): the biggest shipped
@@ -54,11 +56,16 @@ CONFIG_JSON_LIMITS = Limits(what="a config.json file", max_bytes=_MIB, max_lines
 #: Request traces: 1 GiB (the shipped traces are 0.3-3 MB, the largest public week-long request logs a few
 #: hundred MB); 6 million lines, what a planning run holds within about 4 GB and a minute: ``optimize --trace
 #: --load 0.7`` on an Azure CSV of 6 million requests (one line past the bound with its header) took 46 s and
-#: 3.0 GB, of 8 million 63 s and 4.0 GB (2-core
-#: Xeon VM; the windowed TTFT model keeps a few hundred bytes per request), so a larger trace is refused with a
-#: message to sample or split it; 1 MiB per line (a Mooncake line of a 10-million-token request lists 19,532
-#: block ids, about 160 KB).
-TRACE_LIMITS = Limits(what="a trace file", max_bytes=1 << 30, max_lines=6_000_000, max_line_bytes=_MIB)
+#: 3.0 GB, of 8 million 63 s and 4.0 GB (2-core Xeon VM; the windowed TTFT model keeps a few hundred bytes per
+#: request), so a larger trace is refused with a message to sample or split it; 1 MiB per line (a Mooncake line
+#: of a 10-million-token request lists 19,532 block ids, about 160 KB).
+TRACE_LIMITS = Limits(
+    what="a trace file",
+    max_bytes=1 << 30,
+    max_lines=6_000_000,
+    max_line_bytes=_MIB,
+    remedy=" (sample it, or split it by time, first)",
+)
 
 #: JSON nesting deeper than this is refused before decoding (Python's decoder recurses once per level).
 MAX_JSON_DEPTH = 32
@@ -245,8 +252,7 @@ def iter_lines(stream: IO[bytes], display: str, limits: Limits) -> Iterator[str]
             raise InputError(
                 Problem(
                     file=display,
-                    message=f"more than {limits.max_lines:,} lines, the most read for {limits.what}"
-                    + (" (sample it, or split it by time, first)" if limits.what == TRACE_LIMITS.what else ""),
+                    message=f"more than {limits.max_lines:,} lines, the most read for {limits.what}{limits.remedy}",
                 )
             )
         if len(raw) == cap and not raw.endswith(b"\n"):
@@ -300,7 +306,8 @@ def json_bound_problem(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> tuple[i
     return None
 
 
-def _no_constant(name: str) -> Any:
+def no_constant(name: str) -> Any:
+    """``json``'s ``parse_constant`` hook that refuses NaN and Infinity (ValueError): strict JSON."""
     raise ValueError(f"{name} is not a number JSON allows")
 
 
@@ -336,7 +343,7 @@ def loads_json(text: str, display: str, *, line: int | None = None, max_depth: i
     import json  # here: a run that reads no JSON never loads the json package (start-up time)
 
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
+        return json.loads(text, parse_constant=no_constant, object_pairs_hook=unique_keys)
     except RepeatedKey as exc:  # a value given twice: the YAML loader refuses it too
         marks = [m.start() for m in re.finditer(re.escape(f'"{exc.key}"'), text)]
         where = line if line is not None else (text.count("\n", 0, marks[1]) + 1 if len(marks) > 1 else None)

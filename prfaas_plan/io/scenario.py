@@ -300,17 +300,9 @@ def _roofline_params(sec: Section, shapes: KernelShapes | None, engine: Roofline
     # A compute efficiency the pool sets is its GEMMs' rate in every dtype and for the routed experts too: the
     # engine's per-dtype figures (FP8 apart from BF16) and its experts' factor would otherwise override it for an
     # FP8 or FP4 model or slow its experts (as ``kv --compute-efficiency``).
-    every = r.has("compute_efficiency")
-    table = () if every else default.dtype_compute_efficiency
-    experts = 1.0 if every else default.expert_gemm_efficiency
-    return replace(
-        default,
-        source=source,
-        expert_parallel=expert_parallel,
-        dtype_compute_efficiency=table,
-        expert_gemm_efficiency=experts,
-        **checked,
-    )
+    if r.has("compute_efficiency"):
+        default = default.one_gemm_rate(checked.pop("compute_efficiency"))
+    return replace(default, source=source, expert_parallel=expert_parallel, **checked)
 
 
 def _load_hardware_at(sec: Section, key: str, base: Path) -> HardwareProfile | None:

@@ -72,10 +72,11 @@ from prfaas_plan.units import GBIT_PER_S
 #: replans) finishes within about a minute and 4 GB. Its time grows about as the cube of the clusters on a full
 #: link matrix: 40 PrfaaS x 40 PD clusters with all 1,600 links took 37 s and 0.57 GB, 60 x 60 (3,600 links)
 #: 152 s and 1.15 GB, 32 x 32 (1,024 links, the most 64 clusters make) 22 s and 0.40 GB (2-core Xeon VM, the
-#: whole command timed; ``tests/benchmarks/topology_scale.py`` times its parts). No published deployment of one
-#: model spans more sites than these bounds allow.
+#: whole command timed; ``tests/benchmarks/topology_scale.py`` times its parts). The paper's architecture has a
+#: few PrfaaS and PD clusters; the bounds are set by the time above, not by a survey of deployments.
 MAX_CLUSTERS = 64
 MAX_LINKS = 1024
+_WHY_BOUNDED = "(what a plan finishes in about a minute)"
 #: A link's round-trip time, in ms: 10 s is beyond any terrestrial or geostationary path (about 600 ms).
 MAX_RTT_MS = 1e4
 #: Where built-in topologies live (besides the scenarios, which are topologies of one of each).
@@ -213,9 +214,7 @@ def _traffic(sec: Section, base: Path, kinds: dict[str, str], unkinded: set[str]
 def _listed(root: Section, key: str, most: int) -> list[tuple[tuple[str | int, ...], object]]:
     items = root.items(key)
     if len(items) > most:
-        root.checker.report(
-            (key,), f"at most {most:,} entries, got {len(items):,} (what a plan finishes in about a minute)"
-        )
+        root.checker.report((key,), f"at most {most:,} entries, got {len(items):,} {_WHY_BOUNDED}")
         return []
     return items
 
@@ -240,9 +239,7 @@ def topology_from_document(doc: Document, base: Path) -> Topology:
     items = root.items("clusters")
     too_many = len(items) > MAX_CLUSTERS
     if too_many:
-        checker.report(
-            ("clusters",), f"at most {MAX_CLUSTERS} clusters, got {len(items)} (what a plan finishes in about a minute)"
-        )
+        checker.report(("clusters",), f"at most {MAX_CLUSTERS} clusters, got {len(items)} {_WHY_BOUNDED}")
         items = []
     where: dict[str, tuple[str | int, ...]] = {}
     unkinded: set[str] = set()  # named clusters whose kind is reported: links and traffic to them are not

@@ -200,7 +200,7 @@ def read_trace(path: str | os.PathLike[str], *, prefix_cache: bool = False, max_
             raise InputError(
                 Problem(
                     message=f"the trace is {size / 2**30:.1f} GiB; at most {limits.max_bytes / 2**30:g} GiB "
-                    "is read (split it, or sample it, first)",
+                    f"is read{limits.remedy}",
                     file=file,
                 )
             )

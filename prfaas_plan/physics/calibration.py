@@ -103,11 +103,8 @@ def _fit(
     # The fit divides every GEMM by the one e_c, whatever its dtype and the routed experts' alike: the fitted
     # parameters price them so too (no per-dtype figure of ``base`` may override it, or an FP8 model would be
     # priced at base's FP8 rate; nor its experts' factor, or the experts would run slower than fitted).
-    return replace(
-        base,
-        compute_efficiency=ec,
-        dtype_compute_efficiency=(),
-        expert_gemm_efficiency=1.0,
+    return base.one_gemm_rate(
+        ec,
         memory_efficiency=em,
         overhead_s=fitted_overhead,
         source=f"least squares on {lengths.size} measured prefill points (relative residuals)",

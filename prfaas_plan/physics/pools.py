@@ -197,13 +197,11 @@ def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelera
     dtype the accelerator has no peak for runs at its bf16 peak, and is named so. For a model with routed
     experts, the factor their grouped GEMMs run at against that rate, where it is not 1 (``e_c 0.75, experts x
     0.27``)."""
-    from prfaas_plan.physics.roofline import compute_dtype, moe_layers
+    from prfaas_plan.physics.roofline import moe_layers
 
     parts = []
-    groups = ("weights", "experts")
-    for d in sorted({compute_dtype(arch, group) for group in groups}):
+    for d, wider in _weights_wider(arch).items():
         name = "" if d == "bf16" else f" ({d})" if d in accelerator.dense_flop_per_s else f" ({d} at the bf16 peak)"
-        wider = _wider_than(arch, d, [arch.dtypes.dtype_of(g) for g in groups if compute_dtype(arch, g) == d])
         if wider:
             name = f" ({wider} at the {d} peak)"
         parts.append(f"{params.gemm_efficiency(d):.2f}{name}")
@@ -211,6 +209,18 @@ def gemm_label(arch: Architecture, params: RooflineParams, accelerator: Accelera
     if params.expert_gemm_efficiency != 1.0 and moe_layers(arch)[0]:
         experts = f", experts x {params.expert_gemm_efficiency:.2f}"
     return "e_c " + " / ".join(parts) + experts
+
+
+def _weights_wider(arch: Architecture) -> dict[str, str]:
+    """Each compute dtype the weights and routed experts multiply in (sorted), with the stored dtypes wider than
+    it among the groups priced in it (``_wider_than``; '' when none is)."""
+    from prfaas_plan.physics.roofline import compute_dtype
+
+    groups = ("weights", "experts")
+    return {
+        d: _wider_than(arch, d, [arch.dtypes.dtype_of(g) for g in groups if compute_dtype(arch, g) == d])
+        for d in sorted({compute_dtype(arch, g) for g in groups})
+    }
 
 
 def _wider_than(arch: Architecture, computed: str, stored: list[str]) -> str:
@@ -235,14 +245,9 @@ def attention_label(arch: Architecture, params: RooflineParams) -> str:
 def dtype_peak_note(arch: Architecture) -> str:
     """For a label that names no efficiency (the serving defaults): the weights or KV stored wider than the dtype
     they are priced in, e.g. `` (fp32 weights, fp32 KV at the bf16 peak)``; '' when none is."""
-    from prfaas_plan.physics.roofline import attention_dtype, compute_dtype
+    from prfaas_plan.physics.roofline import attention_dtype
 
-    groups = ("weights", "experts")
-    parts = [
-        f"{wider} weights at the {d} peak"
-        for d in sorted({compute_dtype(arch, g) for g in groups})
-        if (wider := _wider_than(arch, d, [arch.dtypes.dtype_of(g) for g in groups if compute_dtype(arch, g) == d]))
-    ]
+    parts = [f"{wider} weights at the {d} peak" for d, wider in _weights_wider(arch).items() if wider]
     computed = attention_dtype(arch)
     if wider := _wider_than(arch, computed, [arch.dtypes.kv_cache]):
         parts.append(f"{wider} KV at the {computed} peak")

@@ -17,8 +17,6 @@ the planner has never seen; the in-sample residuals of the fit on all models are
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -139,16 +137,7 @@ def _params(base: RooflineParams, theta: Array, source: str) -> RooflineParams:
     ec, ea, o_req, o_layer = (float(v) for v in theta)
     # ``_price`` divides every GEMM by the one e_c, whatever its dtype, the routed experts' alike: the fitted
     # parameters price them so too (as ``physics.calibration`` does), not at base's per-dtype or experts' rates.
-    return replace(
-        base,
-        source=source,
-        compute_efficiency=ec,
-        dtype_compute_efficiency=(),
-        expert_gemm_efficiency=1.0,
-        attention_efficiency=ea,
-        overhead_s=o_req,
-        layer_overhead_s=o_layer,
-    )
+    return base.one_gemm_rate(ec, source=source, attention_efficiency=ea, overhead_s=o_req, layer_overhead_s=o_layer)
 
 
 def fit_serving(observations: tuple[ServingObservation, ...], base: RooflineParams | None = None) -> RooflineParams:

@@ -26,6 +26,7 @@ from prfaas_plan.errors import InputError, PlanError, Problem
 
 #: Limits that keep a hostile grid bounded: each point is a scenario load and a search (about 0.1 s), so
 #: 100,000 points is hours of a large machine; more is a typo (a product of long lists).
+from prfaas_plan.io.guard import no_constant
 from prfaas_plan.io.sweep_grid import Axis, BaseScenario, canonical, load_point, point_problems
 from prfaas_plan.report.files import (
     Owner,
@@ -274,11 +275,6 @@ OWNERS = {
 }
 
 
-def _no_constant(name: str) -> Any:
-    """``json.loads``'s hook for NaN and Infinity, which a sweep never writes (``allow_nan=False``)."""
-    raise ValueError(f"{name} is not JSON")
-
-
 class RowsFile:
     """The rows file a sweep streams to (or standard output): each row is written whole with one write and
     flushed, so that an interruption leaves every finished row readable; a write that fails part-way (a full
@@ -470,7 +466,7 @@ def resume_ids(
     else:
         for number, line in enumerate(lines, start=1):
             try:  # strict JSON, as the sweep writes it: NaN or Infinity is a hand edit
-                row = json.loads(line, parse_constant=_no_constant)
+                row = json.loads(line, parse_constant=no_constant)
             except ValueError:
                 row = None
             if not isinstance(row, dict) or not isinstance(row.get("point_id"), str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prfaas_plan._frozen import frozen
 from prfaas_plan._lazy import lazy_getattr
@@ -222,6 +222,19 @@ class RooflineParams:
         from prfaas_plan.spec.kernel_shapes import SHAPES_NOTE
 
         return f"{SHAPES_NOTE} ({self.kernel_shapes_source})" if self.kernel_shapes_source else ""
+
+    def one_gemm_rate(self, compute_efficiency: float, **changes: Any) -> RooflineParams:
+        """These parameters with every GEMM at ``compute_efficiency``, whatever its dtype and the routed experts'
+        alike (no per-dtype figure and no experts' factor left to override it), and ``changes``: what a compute
+        efficiency set directly means (``kv --compute-efficiency``, a pool's ``roofline: compute_efficiency``) and
+        what a fit that divides every GEMM by one e_c returns (``physics.calibration``, ``physics.serving``)."""
+        return replace(
+            self,
+            compute_efficiency=compute_efficiency,
+            dtype_compute_efficiency=(),
+            expert_gemm_efficiency=1.0,
+            **changes,
+        )
 
     def gemm_efficiency(self, dtype: str) -> float:
         """The GEMM efficiency for weights multiplied in ``dtype``: its entry in ``dtype_compute_efficiency``,

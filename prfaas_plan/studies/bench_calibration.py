@@ -214,7 +214,7 @@ def peak_bound_s(case: CorpusCase, base: EngineProfile) -> float:
 
 
 def _refuse_faster_than_peak(
-    cases: Sequence[CorpusCase], files_of: dict[str, str], base: EngineProfile, hardware: str
+    cases: Sequence[CorpusCase], origin: dict[str, tuple[str, int]], base: EngineProfile, hardware: str
 ) -> None:
     """InputError on the first measurement faster than ``peak_bound_s`` allows (less ``PEAK_SLACK``)."""
     for case in cases:
@@ -226,13 +226,13 @@ def _refuse_faster_than_peak(
                 if m.phase == "prefill"
                 else f"a decode step of batch {m.batch} at {m.tokens:,.0f} tokens of context"
             )
-            run = int(m.id.rsplit("#", 1)[1].split("-")[0])  # the run's line (JSONL), else 1
             message = (
                 f"{what} measured {m.measured_s * 1e3:.4g} ms, faster than {m.gpus} x {hardware} can run it "
                 f"even with every FLOP and byte at the datasheet peak and no overhead ({bound * 1e3:.4g} ms): a "
                 "prefix-cache hit, another unit, another model than --model or more GPUs than --gpus?"
             )
-            raise InputError(Problem(file=files_of[m.id], line=run, message=message))
+            file, run = origin[m.id]  # the run's line (JSONL), else 1
+            raise InputError(Problem(file=file, line=run, message=message))
 
 
 def _squeezed(name: str) -> str:
@@ -295,7 +295,7 @@ def calibrate_files(
     instance = Instance(accelerator=profile.accelerator, gpus=gpus)
     generation = generation_of(profile.accelerator.key)
     cases: list[CorpusCase] = []
-    files_of: dict[str, str] = {}
+    origin: dict[str, tuple[str, int]] = {}  # measurement id -> (its file, its run's line)
     total = sum(len(b.measurements) for b in files)  # at most MAX_MEASUREMENTS (_read_files)
     one_out = total <= MAX_LEAVE_ONE_OUT
     held_out_by = "leave-one-out" if one_out else f"{FOLDS}-fold cross-validation (measurement i in fold i mod {FOLDS})"
@@ -325,11 +325,11 @@ def calibrate_files(
                 includes_request_overhead=m.includes_request_overhead,
             )
             cases.append(CorpusCase(measurement=measurement, arch=arch, instance=instance, generation=generation))
-            files_of[ident] = bench.file
+            origin[ident] = (bench.file, m.run)
     if not cases:
         reasons = "; ".join(f"{b.file}: {', '.join(b.skipped) or 'nothing timed'}" for b in files)
         raise InputError(Problem(message=f"no measurement usable for a calibration ({reasons})"))
-    _refuse_faster_than_peak(cases, files_of, base, profile.accelerator.key)
+    _refuse_faster_than_peak(cases, origin, base, profile.accelerator.key)
     fit, held = cross_validate_engine(cases, base)
     by_id = {p.id: p for p in held}
     points = []
@@ -339,8 +339,8 @@ def calibrate_files(
         points.append(
             CalibrationPoint(
                 id=cm.id,
-                file=files_of[cm.id],
-                run=int(cm.id.rsplit("#", 1)[1].split("-")[0]),
+                file=origin[cm.id][0],
+                run=origin[cm.id][1],
                 phase=cm.phase,
                 batch=cm.batch,
                 tokens=cm.tokens,

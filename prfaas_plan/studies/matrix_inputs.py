@@ -122,7 +122,7 @@ def _pool(
         # keeps it over the engine on the template's (a compute efficiency set: every GEMM's rate, as there).
         kept: dict[str, Any] = {f: getattr(template.roofline, f) for f in template.roofline_set}
         if "compute_efficiency" in kept:
-            kept |= {"dtype_compute_efficiency": (), "expert_gemm_efficiency": 1.0}
+            params = params.one_gemm_rate(kept.pop("compute_efficiency"))
         base = replace(base, roofline=replace(params, **kept))
         how = f"engine {engine.key} on {generation}"
     if needs and profile is not None:

@@ -10,7 +10,7 @@ What is exact and what is a heuristic:
   the SLO. The plan is the throughput-maximising one, not the TTFT-minimising one, so (2) may refuse counts
   another routing would pass.
 - **The search** is greedy, a heuristic: from one instance per PrfaaS site and, per PD cluster, the decode
-  instances every plan needs plus one (two at least), add one instance at a time to the cluster whose addition
+  instances every plan needs (two at least), add one instance at a time to the cluster whose addition
   buys the most (fluid: λ* gained; latency: the worst region's P90/SLO lowered, or the utilisation of a stage
   saturated at its target) per USD/h, until feasible; then remove instances one at a time, the dearest first,
   while the counts stay feasible. Sites are kept at one instance at least (a site is never dropped). Before it,
@@ -62,9 +62,12 @@ SIZE_GRID_POINTS = 17
 MAX_STEPS = 400
 #: Multiples of the lower bound's own instances at which the sizing first probes whether any counts can carry
 #: the targets at all (the fluid test; each plus one instance per cluster, never below the search's start nor
-#: below a PD cluster's all-local need); where none can, the search is not run and what binds is reported.
+#: below a PD cluster's all-local need); where none can, the search is not run and what binds is reported. A
+#: design choice: generous enough that a count vector the greedy could reach lies below them.
 PROBE_MULTIPLES = (3.0, 10.0)
-#: Instances the greedy adds in a row without bringing the targets or the worst P90 nearer before it stops.
+#: Instances the greedy adds in a row without bringing the targets or the worst P90 nearer before it stops. A
+#: design choice, not tuned on any case (where it stops, the message says the search found no counts, not that
+#: none exist).
 PATIENCE = 8
 #: Utilisation from which a stage, site or link counts as saturated in a binding-constraint message.
 _SATURATED = 0.995
@@ -177,11 +180,9 @@ def lower_bound(tm: TopologyModel, prices: NDArray[np.float64]) -> tuple[float, 
         rate = float(tm.rate_req_per_s[j])
         grid = region_grid(lengths, SIZE_GRID_POINTS * 4)
         ends_a, ends_b = grid[:-1], grid[1:]
-        local = rate * np.asarray(model.local_prefill.expect(lengths, lengths.lower_tokens - 1.0, ends_a))
-        decode = rate / model.decode_req_per_s_per_instance
         # A PD cluster's prefill and decode instances are whole numbers, each above its load (utilisation < 1).
-        local_whole = np.ceil(local * (1.0 - 1e-12))
-        decode_whole = float(np.ceil(decode * (1.0 - 1e-12)))
+        local_whole = _whole(_local_prefill_load(tm, j, ends_a))
+        decode_whole = float(_decode_need(tm)[j])
         cost = prices[k + j] * (local_whole + decode_whole)
         site_cost = np.full(ends_b.size, np.inf)
         best_site = np.full(ends_b.size, -1)
@@ -216,16 +217,26 @@ def _progress(got: _Eval) -> tuple[int, float]:
     return (0, got.scale) if got.scale < 1.0 else (1, -got.latency_score)
 
 
+def _whole(load: NDArray[np.float64] | float) -> NDArray[np.int64]:
+    """The fewest whole instances that carry ``load`` (instance-seconds per second): its ceiling, a load within
+    rounding of a whole number counting as that number."""
+    return np.asarray(np.ceil(np.asarray(load, dtype=np.float64) * (1.0 - 1e-12)), dtype=np.int64)
+
+
+def _local_prefill_load(tm: TopologyModel, j: int, ends: NDArray[np.float64] | float) -> NDArray[np.float64]:
+    """Region j's local prefill load (instance-seconds per second) when it prefills every prompt up to ``ends``
+    itself: r_j E[T_j(L); L <= end]."""
+    model = tm.local[j]
+    lengths = model.lengths
+    busy = model.local_prefill.expect(lengths, lengths.lower_tokens - 1.0, ends)
+    return float(tm.rate_req_per_s[j]) * np.asarray(busy, dtype=np.float64)
+
+
 def _decode_need(tm: TopologyModel) -> NDArray[np.int64]:
     """Per PD cluster, the decode instances every plan needs: it decodes all of its region's requests locally,
     so more than r_j / θ_j instances, rounded up (the lower bound's own count)."""
-    return np.array(
-        [
-            int(np.ceil(float(rate) / model.decode_req_per_s_per_instance * (1.0 - 1e-12)))
-            for rate, model in zip(tm.rate_req_per_s, tm.local, strict=True)
-        ],
-        dtype=np.int64,
-    )
+    loads = [float(rate) / m.decode_req_per_s_per_instance for rate, m in zip(tm.rate_req_per_s, tm.local, strict=True)]
+    return _whole(np.asarray(loads))
 
 
 def _start(tm: TopologyModel) -> NDArray[np.int64]:
@@ -283,7 +294,8 @@ def _probe(
     fall as counts grow, since the routing tested changes with them): ``PROBE_MULTIPLES`` of the bound's own
     instances plus one, each PD cluster at least what it needs to prefill everything itself beside its decode.
     (evaluations, None) where one carries them, else what binds at the largest (a saturated link or site). A
-    probe that would add more than MAX_STEPS instances to the start is not run (the search would not reach it)."""
+    probe past the first that would add more than MAX_STEPS instances to the start is not run (the search would
+    not reach it)."""
     names = (*tm.sites, *tm.regions)
     own = np.asarray([bound_instances[n] for n in names], dtype=np.float64)
     alone = np.concatenate([start[: tm.n_sites], _decode_need(tm) + 1 + _all_local_prefill(tm)])
@@ -304,14 +316,8 @@ def _probe(
 def _all_local_prefill(tm: TopologyModel) -> NDArray[np.int64]:
     """Per PD cluster, the prefill instances that carry its whole rate with nothing offloaded (r_j E[T_j(L)],
     rounded up): with them (and its decode) a region needs no link."""
-    need = []
-    for rate, model in zip(tm.rate_req_per_s, tm.local, strict=True):
-        lengths = model.lengths
-        busy = float(rate) * float(
-            model.local_prefill.expect(lengths, lengths.lower_tokens - 1.0, lengths.upper_tokens)
-        )
-        need.append(int(np.ceil(busy * (1.0 - 1e-12))))
-    return np.asarray(need, dtype=np.int64)
+    loads = [float(_local_prefill_load(tm, j, tm.local[j].lengths.upper_tokens)) for j in range(tm.n_regions)]
+    return _whole(np.asarray(loads))
 
 
 def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTopology:

@@ -18,6 +18,11 @@ def _kv_json(*flags: str) -> dict[str, Any]:
     return payload
 
 
+def _parts(payload: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Every row and the decode step of a kv payload (what the notes are set on)."""
+    return (*payload["rows"], payload["decode"])
+
+
 def _kv_table(*flags: str) -> str:
     result = run_cli("kv", *flags)
     assert result.returncode == 0, result.stderr
@@ -66,7 +71,7 @@ def test_kv_adds_nothing_to_a_configuration_that_runs() -> None:
     the table prints no such note."""
     flags = ("--model", "llama-3.1-70b", "--hardware", "h200", "--gpus", "8", "--length", "8000", "--decode-batch", "8")
     payload = _kv_json(*flags)
-    assert all("does_not_run" not in part for part in (*payload["rows"], payload["decode"]))
+    assert all("does_not_run" not in part for part in _parts(payload))
     assert "does not run" not in _kv_table(*flags)
 
 
@@ -102,12 +107,12 @@ def test_kv_says_tensor_parallelism_over_pcie_is_not_modelled() -> None:
     flags += ("--length", "16384", "--decode-batch", "4")
     for hardware in ("rtx-pro-6000", "l40s"):
         payload = _kv_json(*flags, "--hardware", hardware, "--gpus", "2")
-        for part in (*payload["rows"], payload["decode"]):
+        for part in _parts(payload):
             assert part["not_modelled"].startswith(f"{hardware}'s profile has a scale-up domain of 1 GPU")
             assert "tensor parallelism over 2 GPUs" in part["not_modelled"]
     for hardware, gpus in (("rtx-pro-6000", "1"), ("h200", "8")):
         payload = _kv_json(*flags, "--hardware", hardware, "--gpus", gpus)
-        assert all("not_modelled" not in part for part in (*payload["rows"], payload["decode"]))
+        assert all("not_modelled" not in part for part in _parts(payload))
     table = _kv_table(*flags, "--hardware", "l40s", "--gpus", "4")
     assert "note: not modelled: l40s's profile has a scale-up domain of 1 GPU" in table
 
@@ -118,13 +123,13 @@ def test_kv_says_tensorrt_llm_does_not_run_on_an_amd_part() -> None:
     flags = ("--model", "llama-3.1-8b", "--gpus", "1", "--length", "1000", "--decode-batch", "4")
     for hardware in ("mi300x", "mi325x"):
         payload = _kv_json(*flags, "--hardware", hardware, "--engine", "trtllm")
-        for part in (*payload["rows"], payload["decode"]):
+        for part in _parts(payload):
             assert (
                 part["does_not_run"] == f"TensorRT-LLM runs on NVIDIA GPUs only, and {hardware} is an AMD CDNA 3 part"
             )
     for hardware, engine in (("h100", "trtllm"), ("mi300x", "sglang")):
         payload = _kv_json(*flags, "--hardware", hardware, "--engine", engine)
-        assert all("does_not_run" not in part for part in (*payload["rows"], payload["decode"]))
+        assert all("does_not_run" not in part for part in _parts(payload))
     table = _kv_table(*flags, "--hardware", "mi300x", "--engine", "trtllm")
     assert "note: does not run: TensorRT-LLM runs on NVIDIA GPUs only" in table
 
