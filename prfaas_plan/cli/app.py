@@ -179,6 +179,10 @@ def _main(
         if problem is not None:
             print(f"error: --table: {problem}", file=sys.stderr)
             raise typer.Exit(2)
+        if _UNDER_MAIN:  # main() checks the pick once the command has printed, and only then commits its files
+            from prfaas_plan.report.files import hold_commits
+
+            hold_commits()
     set_table_format(table_format, table_pick)
 
 
@@ -647,6 +651,11 @@ def schema(
     _emit(payload)
 
 
+#: Whether the app runs under ``main`` (the console script), which closes the ``--table`` selection after the
+#: command; the app called on its own (a test's runner) neither refuses a pick nor holds files back.
+_UNDER_MAIN = False
+
+
 def main() -> None:
     """Console-script entry point. Ctrl-C (SIGINT) and SIGTERM unwind the stack as ``Interrupted``, so that
     every ``finally`` and cleanup handler runs (no temporary file is left behind), then exit with status
@@ -654,6 +663,8 @@ def main() -> None:
     from prfaas_plan.cli.common import interruptible
     from prfaas_plan.cli.streams import tolerate_narrow_encodings
 
+    global _UNDER_MAIN
+    _UNDER_MAIN = True
     tolerate_narrow_encodings()  # a C locale with PYTHONIOENCODING=ascii: "×" as "x", not UnicodeEncodeError
     with interruptible():
         try:
@@ -662,23 +673,42 @@ def main() -> None:
             if done.code in (0, None):
                 _close_table_selection()
             raise
+        finally:
+            _discard_held_files()  # a failed or interrupted run (a successful one has committed them)
         _close_table_selection()
 
 
 def _close_table_selection() -> None:
     """After a command that succeeded: name the tables ``--format csv`` left out (stderr), or exit 2 where
-    ``--table N`` asked for one it did not print (stdout then holds nothing)."""
+    ``--table N`` asked for one it did not print (stdout then holds nothing, and the files the command wrote are
+    discarded, each target as it was); otherwise commit those files."""
     if "prfaas_plan.cli.render" not in sys.modules or {"--help", "-h", "--version"} & set(sys.argv[1:]):
         return  # no command ran (help or the version was printed instead)
     from prfaas_plan.cli.render import table_selection_close
 
     note, error = table_selection_close()
+    if "prfaas_plan.report.files" in sys.modules:
+        from prfaas_plan.cli.common import handled
+        from prfaas_plan.report.files import release_commits
+
+        with handled():
+            targets = release_commits(commit=not error)
+        if error and targets:
+            error += "; nothing written (held back until now: " + ", ".join(map(str, targets)) + ")"
     for line in (note, None if error is None else f"error: {error}"):
         if line is not None and sys.stderr is not None:
             with contextlib.suppress(OSError, ValueError):  # a closed or full stderr: the status still stands
                 print(line, file=sys.stderr)
     if error:
         raise SystemExit(2)
+
+
+def _discard_held_files() -> None:
+    """Remove the temporaries of files held back (``--table N``) that no commit took: the run failed."""
+    if "prfaas_plan.report.files" in sys.modules:
+        from prfaas_plan.report.files import release_commits
+
+        release_commits(commit=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

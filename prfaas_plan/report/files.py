@@ -28,6 +28,10 @@ the lock for its whole run without waiting (``output_lock(path, wait_s=0)``). Th
 when its holder dies, so a stale lock file never blocks; the file is removed on release (and a waiter checks
 that the file it locked is still the one at the path, so removal cannot let two holders in).
 
+**Held.** While a run holds its commits (``hold_commits``: ``--table N``, whose check can only be made once the
+command has printed) each file is written and fsync'd into its temporary at once and renamed at
+``release_commits``, or discarded there with every target as it was.
+
 **Errors.** ENOSPC, EDQUOT, EACCES, EPERM, ENAMETOOLONG, EROFS, a missing parent, EISDIR, ELOOP and friends
 become one line naming the path and the cause (InputError, exit 2); the previous file stays intact.
 
@@ -491,6 +495,7 @@ def atomic_file(
     target = Path(os.fspath(path))
     inspect_file_target(target, owner=owner, force=force)
     partial = temporary_path(target)
+    held = False
     with _signals_unwind():
         try:
             fd = _create_exclusive(partial)
@@ -508,6 +513,11 @@ def atomic_file(
                 with contextlib.suppress(OSError, ValueError):  # keep the first error (or the signal)
                     stream.close()
                 raise
+            if _held is not None:  # the run holds its commits back (``hold_commits``): the rename waits
+                _held[:] = [entry for entry in _held if entry[0] != partial]  # a second write of the same file
+                _held.append((partial, target, owner, force))
+                held = True
+                return
             with output_lock(target, wait_s=wait_s):
                 existing = inspect_file_target(target, owner=owner, force=force)
                 _commit_file(partial, target, existing)
@@ -515,8 +525,46 @@ def atomic_file(
         except OSError as error:
             raise write_error(target, error) from None
         finally:
+            if not held:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial)
+
+
+#: The files a run has written and fsync'd but not yet renamed over their targets while it holds its commits back
+#: (``hold_commits``): (temporary, target, owner, force). None while every commit is immediate.
+_held: list[tuple[Path, Path, Owner, bool]] | None = None
+
+
+def hold_commits() -> None:
+    """Hold back every file commit of this process until ``release_commits``, so that a check that can only be made
+    once the command has printed (``--table N`` past the tables it printed) can still refuse with nothing written.
+    Each file is still written and fsync'd into its temporary sibling at once; only the rename waits."""
+    global _held
+    if _held is None:
+        _held = []
+
+
+def release_commits(commit: bool) -> tuple[Path, ...]:
+    """End ``hold_commits``: rename the held files over their targets (each ownership re-checked under its lock, as
+    an immediate commit is), or with ``commit`` False discard them, leaving every target as it was; returns the
+    targets. A failed commit raises InputError naming its target; the files not yet committed are then
+    discarded."""
+    global _held
+    held, _held = _held or [], None
+    try:
+        for partial, target, owner, force in held if commit else ():
+            try:
+                with output_lock(target):
+                    existing = inspect_file_target(target, owner=owner, force=force)
+                    _commit_file(partial, target, existing)
+                _fsync_dir(target.parent)
+            except OSError as error:
+                raise write_error(target, error) from None
+    finally:
+        for partial, *_ in held:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
+    return tuple(target for _, target, _, _ in held)
 
 
 def _commit_file(partial: Path, target: Path, existing: os.stat_result | None) -> None:

@@ -113,8 +113,6 @@ class CellVerdict:
         return len(set(self.verdicts.values())) == 1
 
 
-
-
 def prompt_share_outside(scenario: Scenario, role: str) -> tuple[float, float] | None:
     """(longest prompt the ``role`` pool's prefill band was measured on, share of the traffic's prompts longer),
     where that share is noted (``OUTSIDE_SHARE_NOTED``); None otherwise, or where the band states no range."""

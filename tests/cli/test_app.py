@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -147,6 +148,24 @@ def test_piped_tables_are_not_wrapped_and_json_failures_are_json() -> None:
     error = json.loads(failed.stdout)["error"]
     assert error["kind"] == "input" and error["exit_status"] == 2
     assert error["problems"][0]["field"] == "--n-prfaas"
+
+
+def test_table_past_the_count_writes_no_file_and_keeps_the_previous_one(tmp_path: Path) -> None:
+    """Whether a command prints table N is known only once it has; a command that also writes a file (simulate
+    --records) holds that file back until then: past the count it exits 2, nothing on stdout, no file and no
+    temporary left, a previous records file unchanged; a table it prints lets the file through."""
+    records = tmp_path / "records.csv"
+    run = ("simulate", "--requests", "300", "--records", str(records))
+    beyond = run_cli("--format", "csv", "--table", "3", *run)
+    assert beyond.returncode == 2 and beyond.stdout == "" and "--table 3: this command printed 1 table" in beyond.stderr
+    assert f"nothing written (held back until now: {records})" in beyond.stderr and os.listdir(tmp_path) == []
+    picked = run_cli("--format", "csv", "--table", "1", *run)
+    assert picked.returncode == 0 and picked.stdout.startswith("quantity,unit,simulated")
+    written = records.read_bytes()
+    assert written.startswith(b"request,") and os.listdir(tmp_path) == ["records.csv"]
+    again = run_cli("--format", "md", "--table", "2", "simulate", "--requests", "400", "--records", str(records))
+    assert again.returncode == 2 and again.stdout == "" and records.read_bytes() == written
+    assert os.listdir(tmp_path) == ["records.csv"]
 
 
 def test_tables_print_as_markdown_or_csv() -> None:

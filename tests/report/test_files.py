@@ -530,3 +530,45 @@ def test_a_sweep_on_a_full_disk_leaves_no_empty_rows_file(tmp_path: Path) -> Non
             assert "ENOSPC" in excinfo.value.problems[0].message
             assert target_path.exists() == (before is not None), name
         assert listing(small) == ["kept.jsonl"]
+
+
+def test_held_commits_wait_then_commit_or_leave_every_target_as_it_was(tmp_path: Path) -> None:
+    """While a run holds its commits (``--table N``), a write leaves the target as it was until the release: a
+    commit replaces it (a second write of the same file wins), a discard removes the temporaries and leaves the
+    previous file and no new one."""
+    old, new = tmp_path / "old.txt", tmp_path / "new.txt"
+    write(old, OWN)
+    files.hold_commits()
+    try:
+        write(old, OWN + "first\n")
+        write(old, OWN + "second\n")
+        write(new, OWN)
+        assert old.read_text() == OWN and not new.exists()
+    finally:
+        files.release_commits(commit=True)
+    assert old.read_text() == OWN + "second\n" and new.read_text() == OWN
+    assert listing(tmp_path) == ["new.txt", "old.txt"]
+    files.hold_commits()
+    try:
+        write(old, OWN + "third\n")
+        write(tmp_path / "other.txt", OWN)
+    finally:
+        files.release_commits(commit=False)
+    assert old.read_text() == OWN + "second\n" and listing(tmp_path) == ["new.txt", "old.txt"]
+    write(old, OWN)  # released: commits are immediate again
+    assert old.read_text() == OWN
+
+
+def test_a_held_commit_still_refuses_a_file_that_became_foreign(tmp_path: Path) -> None:
+    """The ownership check is made again at the release: a file that another program wrote meanwhile is left
+    alone, InputError naming it, and nothing temporary stays."""
+    target = tmp_path / "out.txt"
+    files.hold_commits()
+    try:
+        write(target, OWN)
+        target.write_text(FOREIGN)
+        with pytest.raises(InputError, match=r"out\.txt"):
+            files.release_commits(commit=True)
+    finally:
+        files.release_commits(commit=False)
+    assert target.read_text() == FOREIGN and listing(tmp_path) == ["out.txt"]
