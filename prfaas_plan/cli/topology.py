@@ -230,9 +230,10 @@ SloOpt = Annotated[
 
 @topology_app.command("size")
 def size(topology: TopologyArg, slo_p90: SloOpt = None, json_output: JsonOpt = False) -> None:
-    """The cheapest instance counts per cluster (and the links to buy) that carry every region's rate (its
-    traffic rate_req_per_s) within the P90 TTFT SLO, with a lower bound on the GPU cost. Greedy search over
-    counts; feasibility: the global plan carries the rates and its closed-form P90 meets the SLO per region.
+    """Instance counts per cluster (and the links to buy) that carry every region's rate (its traffic
+    rate_req_per_s) within the P90 TTFT SLO at the lowest whole price found (GPUs, links, egress), with a lower
+    bound on the GPU cost. Greedy search over counts, then a descent on the whole price (a local minimum);
+    feasibility: the global plan carries the rates and its closed-form P90 meets the SLO per region.
 
     Example: prfaas-plan topology size three-regions --json
     """

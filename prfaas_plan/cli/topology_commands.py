@@ -199,8 +199,8 @@ def headroom(path: Path, *, given: Mapping[str, bool], json_output: bool) -> Non
 
 
 def size(path: Path, *, ttft_p90_s: float | None, given: Mapping[str, bool], json_output: bool) -> None:
-    """``topology size``: the cheapest instance counts per cluster and links that carry every region's own rate
-    within the P90 TTFT SLO (``--ttft-p90-s``, default the topology's slo)."""
+    """``topology size``: instance counts per cluster and links that carry every region's own rate at the lowest
+    whole price found, within the P90 TTFT SLO (``--ttft-p90-s``, default the topology's slo)."""
     from prfaas_plan.cli.topology import size as size_topology
 
     with handled(json_output):

@@ -176,8 +176,10 @@ def topology_size_dict(sized: SizedTopology, topology_name: str) -> dict[str, An
         },
         "search": {
             "evaluations": sized.evaluations,
-            "method": "greedy add (most gain per USD/h) then prune (dearest first); feasibility: global search "
-            "λ* >= 1 and every region's closed-form P90 at the targets within the SLO (heuristic)",
+            "method": "greedy add (most gain per USD/h of GPUs) then prune (dearest first) and descent on the whole "
+            "price (GPUs + links + egress at the targets, one instance more or fewer per step): a local minimum; "
+            "feasibility: global search λ* >= 1 and every region's closed-form P90 at the targets within the SLO "
+            "(heuristic)",
         },
         "regions": [
             {

@@ -1,5 +1,5 @@
-"""``topology size``: the cheapest instance counts per cluster (and the links to buy) that carry every region's
-target rate (its traffic ``rate_req_per_s``) within the P90 TTFT SLO (``slo.ttft_p90_s``).
+"""``topology size``: instance counts per cluster (and the links to buy) that carry every region's target rate (its
+traffic ``rate_req_per_s``) within the P90 TTFT SLO (``slo.ttft_p90_s``) at the lowest whole price the search finds.
 
 What is exact and what is a heuristic:
 
@@ -13,7 +13,12 @@ What is exact and what is a heuristic:
   instances every plan needs (two at least), add one instance at a time to the cluster whose addition
   buys the most (fluid: λ* gained; latency: the worst region's P90/SLO lowered, or the utilisation of a stage
   saturated at its target) per USD/h, until feasible; then remove instances one at a time, the dearest first,
-  while the counts stay feasible. Sites are kept at one instance at least (a site is never dropped). Before it,
+  while the counts stay feasible and the whole price (GPUs, plus the links the plan routes over and their egress
+  at the targets) does not rise; then descend on that whole price, one instance more or fewer in any cluster per
+  step, the best feasible move, until none lowers it (at most DESCENT_ROUNDS): fewer local instances push more
+  prefill over paid links, and their egress can cost more than the GPUs saved. The result is a local minimum of
+  the whole price one instance away, not the cheapest counts. Sites are kept at one instance at least (a site is
+  never dropped). Before it,
   generous counts (3x and 10x the lower bound's own instances, plus one, and every PD cluster able to prefill all
   its requests itself) are probed with the fluid test: where neither carries the targets, the sizing stops there
   and names what binds (a saturated link or site). The latency test is not probed so: its P90 need not fall as
@@ -69,6 +74,12 @@ PROBE_MULTIPLES = (3.0, 10.0)
 #: design choice, not tuned on any case (where it stops, the message says the search found no counts, not that
 #: none exist).
 PATIENCE = 8
+#: Rounds at most of the descent on the whole price (GPUs, links, egress) that follows the prune; each round tries
+#: one instance more and one fewer in every cluster (2 x clusters evaluations) and takes the best feasible move.
+#: A design choice bounding the time: on the example the descent stops after at most 3 rounds.
+DESCENT_ROUNDS = 12
+#: Relative saving below which a descent move is not taken (rounding noise of the LP is not a saving).
+DESCENT_GAIN = 1e-6
 #: Utilisation from which a stage, site or link counts as saturated in a binding-constraint message.
 _SATURATED = 0.995
 
@@ -239,6 +250,20 @@ def _decode_need(tm: TopologyModel) -> NDArray[np.int64]:
     return _whole(np.asarray(loads))
 
 
+def _floor(tm: TopologyModel, c: int) -> int:
+    """The fewest instances cluster ``c`` (sites first, then PD clusters) keeps in the search: a site one, a PD
+    cluster two (a prefill and a decode instance)."""
+    return 1 if c < tm.n_sites else 2
+
+
+def _whole_price(topology: Topology, prices: NDArray[np.float64], counts: NDArray[np.int64], got: _Eval) -> float:
+    """What ``counts`` cost per hour with the plan ``got`` found for them: GPUs, plus the links the plan routes
+    over and their egress at the targets (the plan's egress over its λ*)."""
+    assert got.plan is not None
+    price = plan_price(topology, got.plan)
+    return float(prices @ counts) + price.link_usd_per_hour + price.egress_usd_per_hour / got.scale
+
+
 def _start(tm: TopologyModel) -> NDArray[np.int64]:
     """Where the greedy starts: one instance per site, and per PD cluster its decode need (``_decode_need``), two
     at least. Each count is one every feasible count vector holds (a plan may offload every prefill), so the start
@@ -328,7 +353,6 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
     tm = topology_model(topology)
     prices = _instance_prices(topology, tm)
     bound, bound_instances = lower_bound(tm, prices)
-    k = tm.n_sites
     counts = _start(tm)
     evaluations, binding = _probe(tm, counts, bound_instances)
     if binding is not None:
@@ -383,15 +407,34 @@ def size_topology(topology: Topology, slo_p90_s: float | None = None) -> SizedTo
             ],
             summary="no counts found that carry the targets within the SLO",
         )
+    total = _whole_price(topology, prices, counts, current)
     for c in np.argsort(-prices, kind="stable"):  # prune, dearest instance first
-        while counts[c] > (1 if c < k else 2):
+        while counts[c] > _floor(tm, c):
             trial = counts.copy()
             trial[c] -= 1
             got = _evaluate(tm, trial, slo)
             evaluations += 1
-            if not got.feasible:
+            if not got.feasible or _whole_price(topology, prices, trial, got) > total:
                 break
-            counts, current = trial, got
+            counts, current, total = trial, got, _whole_price(topology, prices, trial, got)
+    for _ in range(DESCENT_ROUNDS):  # descent on the whole price: one instance more or fewer, the best move
+        move: tuple[float, NDArray[np.int64], _Eval] | None = None
+        for c in range(counts.size):
+            for step in (1, -1):
+                if counts[c] + step < _floor(tm, c):
+                    continue
+                trial = counts.copy()
+                trial[c] += step
+                got = _evaluate(tm, trial, slo)
+                evaluations += 1
+                if not got.feasible:
+                    continue
+                priced = _whole_price(topology, prices, trial, got)
+                if priced < total * (1.0 - DESCENT_GAIN) and (move is None or priced < move[0]):
+                    move = (priced, trial, got)
+        if move is None:
+            break
+        total, counts, current = move
     assert current.plan is not None and current.loaded is not None
     plan = current.plan
     price = plan_price(topology, plan)

@@ -1,6 +1,7 @@
-"""``topology size`` on three-regions: the counts found are feasible (the global plan carries every region's
-rate and every closed-form P90 meets the SLO), removing any one instance breaks feasibility (what the prune
-step promises), the lower bound on the GPU cost is at most the cost found, and a tighter SLO is met."""
+"""``topology size`` on three-regions: the counts found are feasible (the global plan carries every region's rate and
+every closed-form P90 meets the SLO), one instance more or fewer anywhere is infeasible or dearer in all (what the
+prune and the descent promise), the lower bound on the GPU cost is at most the cost found, and a tighter SLO is
+met."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ import pytest
 from prfaas_plan.io.topology import load_topology
 from prfaas_plan.optimize.topology import topology_model
 from prfaas_plan.spec.topology import Topology
-from prfaas_plan.studies.topology_size import SizedTopology, _evaluate, _instance_prices, size_topology
+from prfaas_plan.studies.topology_size import (
+    SizedTopology,
+    _evaluate,
+    _instance_prices,
+    _whole_price,
+    size_topology,
+)
 from tests.conftest import REPO
 
 
@@ -32,17 +39,32 @@ def test_counts_are_feasible_and_bounded(sized: tuple[Topology, SizedTopology]) 
     assert s.total_usd_per_hour >= s.gpu_usd_per_hour
 
 
-def test_one_instance_fewer_anywhere_is_infeasible(sized: tuple[Topology, SizedTopology]) -> None:
+def test_one_instance_more_or_fewer_anywhere_is_infeasible_or_dearer(sized: tuple[Topology, SizedTopology]) -> None:
+    """What the prune and the descent promise: the counts are a local minimum of the whole price (GPUs, links and
+    egress at the targets) among feasible counts one instance away."""
     topo, s = sized
     tm = topology_model(topo)
+    prices = _instance_prices(topo, tm)
     counts = np.array(list(s.counts.values()), dtype=np.int64)
     assert _evaluate(tm, counts, s.slo_p90_s).feasible
     floor = [1] * tm.n_sites + [2] * tm.n_regions
     for c in range(counts.size):
-        if counts[c] > floor[c]:
-            fewer = counts.copy()
-            fewer[c] -= 1
-            assert not _evaluate(tm, fewer, s.slo_p90_s).feasible
+        for step in (1, -1):
+            if counts[c] + step < floor[c]:
+                continue
+            near = counts.copy()
+            near[c] += step
+            got = _evaluate(tm, near, s.slo_p90_s)
+            assert not got.feasible or _whole_price(topo, prices, near, got) >= s.total_usd_per_hour * (1 - 1e-6)
+
+
+def test_a_looser_slo_costs_no_more_in_all(sized: tuple[Topology, SizedTopology]) -> None:
+    """A regression guard on the example (hunt20 F1): with the SLO at 8 s the whole price found is at most the one
+    found at the example's 4 s (the search once priced GPUs alone and, at 8 s, returned fewer GPUs whose extra
+    egress cost more than they saved)."""
+    topo, s = sized
+    looser = size_topology(topo, slo_p90_s=8.0)
+    assert looser.total_usd_per_hour <= s.total_usd_per_hour * (1 + 1e-9)
 
 
 @pytest.mark.validation
