@@ -57,7 +57,7 @@ def _md_table(table: Table, max_rows: int = 40) -> list[str]:
 def _loaded_line(r: Review) -> str:
     """The plan's P90 TTFT at the review's load, closed form beside simulation."""
     check = r.loaded.checks["plan"]
-    head = f"- **Under load** ({r.loaded.basis}): "
+    head = f"- **Under load** ({r.loaded.basis}; the best plan above, t = {r.comparison.plan.threshold_tokens:,.0f}): "
     if not check.closed.stable:
         plan = r.comparison.plan
         return head + (
@@ -221,7 +221,8 @@ def decision_paragraph(r: Review) -> str:
         text += (
             f" At equal cost (${rec.equal_cost_usd_per_hour:,.0f}/h, the given deployment at its Λ_max, against "
             f"{rec.equal_cost_homogeneous_instances} homogeneous PD instances), PrfaaS-PD's Λ_max is "
-            f"{g:+.0%} of homogeneous PD's: "
+            + (f"{abs(g):.0%} {'above' if g > 0 else 'below'}" if g != 0 else "level with")
+            + " homogeneous PD's: "
             + ("PrfaaS-PD wins." if g > 0 else "homogeneous PD wins." if g < 0 else "a tie.")
         )
     nxt = list(rec.options[1:4])
@@ -254,12 +255,19 @@ def _summary(r: Review) -> list[str]:
     if r.sizing is not None and r.target is not None:
         own, target = r.sizing.own, r.target
         meets = own.goodput_req_per_s >= target.rate_req_per_s
-        out.append(
+        split = f"{own.n_pd_prefill} prefill / {spec.local.instances - own.n_pd_prefill} decode"
+        line = (
             f"- **Target** {target.rate_req_per_s:g} req/s within P90 TTFT <= {target.ttft_slo_s:g} s: "
             "the deployment as "
-            f"given carries up to {own.goodput_req_per_s:.2f} req/s within the SLO, so it "
-            + ("**meets** the target." if meets else "**misses** the target.")
+            f"given carries up to {own.goodput_req_per_s:.2f} req/s within the SLO at its goodput-optimal plan "
+            f"(t = {own.threshold_tokens:,.0f}, {split}), so it "
+            + ("**meets** the target" if meets else "**misses** the target")
         )
+        under = r.loaded.checks["plan"].figure("overall", "p90") if r.loaded.checks["plan"].closed.stable else None
+        if meets and (under is None or under > target.ttft_slo_s):
+            over = "is unstable there" if under is None else f"has a P90 of {under:.2f} s there"
+            line += f"; run that plan, not the best plan above, which {over}"
+        out.append(line + ".")
         if r.sizing.sizing.prfaas_pd is None and r.sizing.sizing.homogeneous_pd is None:
             out.append("- **No deployment in the search space meets it**: " + "; ".join(r.sizing.sizing.reasons) + ".")
         for name, check in (("PrfaaS-PD", r.sizing.check), ("homogeneous PD", r.sizing.baseline_check)):

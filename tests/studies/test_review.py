@@ -350,3 +350,32 @@ def test_command_module_does_not_import_matplotlib() -> None:
     """Importing the review command (as cli.app will) loads no matplotlib: other commands keep their start-up."""
     code = "import sys, prfaas_plan.cli.review; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_a_sized_deployment_reviewed_names_the_plan_that_meets_its_target_and_lists_itself_once(
+    tmp_path: Path,
+) -> None:
+    """hunt20 F2: the review of the deployment `size` wrote (the paper's, 6 + 6 on 40 Gbit/s, 3 req/s within
+    P90 <= 5 s) said in one summary that the P90 at the target is 5.37 s and that the target is met, two plans
+    unnamed, and listed the deployment as its own next best. The Target line now names the goodput-optimal plan
+    and warns that the throughput plan above misses the SLO there; the deployment is listed once."""
+    from prfaas_plan.cli.app import app
+
+    sized = tmp_path / "sized.yaml"
+    runner = CliRunner()
+    made = runner.invoke(app, ["size", "--no-verify", "--no-band", "--write-scenario", str(sized)])
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "review"
+    done = runner.invoke(app, ["review", str(sized), "--quick", "--no-verify", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    report = (out / "report.md").read_text()
+    under = next(line for line in report.splitlines() if line.startswith("- **Under load**"))
+    target = next(line for line in report.splitlines() if line.startswith("- **Target**"))
+    best_t = float(under.split("the best plan above, t = ")[1].split(")")[0].replace(",", ""))
+    p90 = float(under.split("P90 TTFT ")[1].split(" s")[0])
+    assert p90 > 5.0 and "**meets** the target" in target  # the case: the throughput plan misses, the goodput one meets
+    good_t = float(target.split("goodput-optimal plan (t = ")[1].split(",")[0].replace(",", ""))
+    assert good_t != best_t and f"which has a P90 of {p90:.2f} s there" in target
+    decision = next(line for line in report.splitlines() if line.startswith("**Decision**"))
+    assert decision.count("6 PrfaaS + 6 local") == 1
+    assert "% below homogeneous PD's" in decision or "% above homogeneous PD's" in decision
