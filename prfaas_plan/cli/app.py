@@ -500,12 +500,22 @@ def evaluate(
         payload = add_loaded(comparison_to_dict(spec, result, model), result, view)
         if caches is not None:
             payload["prefix_caches"] = caches
+        idle = spec.local.instances - n_pd_prefill - n_pd_decode
+        if idle > 0:  # the plan is priced on the instances it uses; the baselines stand on the whole deployment
+            payload["note"] = (
+                f"the given plan uses {n_pd_prefill + n_pd_decode} of the local pool's {spec.local.instances} "
+                f"instances ({idle} idle, not priced); the baselines use the whole deployment's GPUs, so the gain "
+                "compares deployments of different sizes"
+            )
     if json_output:
         _emit(payload)
         return
     from prfaas_plan.cli.render import console
 
-    _print_comparison(console(), spec, result, payload, view, plan_title="Given plan", model=model)
+    out = console()
+    _print_comparison(out, spec, result, payload, view, plan_title="Given plan", model=model)
+    if "note" in payload:
+        out.print(f"Note: {payload['note']}.", style="dim")
 
 
 def _print_comparison(

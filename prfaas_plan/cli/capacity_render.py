@@ -468,7 +468,7 @@ def print_headroom(
     out.print(n1)
     out.print(
         "Each case's P90 is at its own goodput-optimal plan (t and split above), so it can differ from a P90 of the "
-        "same deployment at another plan (e.g. size's throughput-optimal split).",
+        "same deployment at another plan (e.g. the throughput-optimal split of optimize).",
         style="dim",
     )
     if robust is not None:

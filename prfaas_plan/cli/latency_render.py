@@ -397,6 +397,9 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: Good
     from prfaas_plan.cli.render import Quantity, one, quantity_table
 
     q = f"P{comparison.quantile * 100:g}"
+    tpot_s = scenario.slo.tpot_p90_s
+    tpot = None if tpot_s is None else f"{tpot_s * 1e3:g} ms"
+    within = "" if tpot is None else f", TPOT P90 <= {tpot}"
     columns = [
         ("PrfaaS-PD (max goodput)", comparison.plan),
         ("PrfaaS-PD (max Λ_max)", comparison.throughput_plan),
@@ -460,12 +463,14 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: Good
             data=one("throughput_req_per_s", lambda e: e.plan.throughput_req_per_s),
         ),
         Quantity(
-            label="stability limit (req/s)",
+            # With a P90 TPOT SLO the limit is the lower of the queues' stability and the rate at which P90 TPOT
+            # reaches the SLO (latency.goodput.Goodput), so the row says so.
+            label="stability limit (req/s)" if tpot is None else f"stability or TPOT P90 <= {tpot} limit (req/s)",
             text=lambda e: f"{e.goodput.stability_limit_req_per_s:.2f}",
             data=one("stability_limit_req_per_s", lambda e: _data(e.goodput.stability_limit_req_per_s)),
         ),
         Quantity(
-            label=f"goodput at {q} <= {comparison.ttft_slo_s:g} s (req/s)",
+            label=f"goodput at {q} <= {comparison.ttft_slo_s:g} s{within} (req/s)",
             text=lambda e: f"[bold]{e.goodput.rate_req_per_s:.2f}[/bold]",
             data=one("goodput_req_per_s", lambda e: e.goodput.rate_req_per_s),
         ),
@@ -491,7 +496,7 @@ def goodput_table(scenario: Scenario, comparison: GoodputComparison, check: Good
         columns,
         quantities,
         name_key="plan",
-        title=f"{scenario.name}: goodput under {q} TTFT <= {comparison.ttft_slo_s:g} s",
+        title=f"{scenario.name}: goodput under {q} TTFT <= {comparison.ttft_slo_s:g} s{within}",
         title_justify="left",
     )
 
@@ -503,9 +508,10 @@ def goodput_note(comparison: GoodputComparison, check: GoodputCheck | None = Non
     gain = best.goodput.rate_req_per_s / paper.goodput.rate_req_per_s - 1 if paper.goodput.rate_req_per_s else None
     t_best = _threshold(best.plan)
     t_paper = _threshold(paper.plan)
-    text = (
-        f"Max goodput moves t {t_paper} -> {t_best} tokens and N_p/N_d {paper.plan.n_pd_prefill}/"
-        f"{paper.plan.n_pd_decode} -> {best.plan.n_pd_prefill}/{best.plan.n_pd_decode}"
+    split_from = f"{paper.plan.n_pd_prefill}/{paper.plan.n_pd_decode}"
+    split_to = f"{best.plan.n_pd_prefill}/{best.plan.n_pd_decode}"
+    text = f"Max goodput moves t {t_paper} -> {t_best} tokens" + (
+        f" and N_p/N_d {split_from} -> {split_to}" if split_to != split_from else f" at the same N_p/N_d {split_to}"
     )
     if gain is not None:
         capacity = best.plan.throughput_req_per_s / paper.plan.throughput_req_per_s - 1

@@ -71,6 +71,18 @@ def test_evaluate_scores_the_given_plan() -> None:
     assert given["throughput_req_per_s"] == pytest.approx(best["throughput_req_per_s"], rel=1e-9)
 
 
+def test_evaluate_says_when_the_plan_leaves_local_instances_idle() -> None:
+    """hunt20 F5: a split smaller than the local pool is priced on the instances it uses while the baselines stand
+    on the whole deployment; the output says so (JSON ``note`` and a line under the table), and a whole split
+    carries no such note."""
+    args = ("evaluate", "--threshold", "18113", "--n-pd-prefill", "3")
+    short = _json(*args, "--n-pd-decode", "4")
+    assert "uses 7 of the local pool's 8 instances (1 idle, not priced)" in short["note"]
+    assert "note" not in _json(*args, "--n-pd-decode", "5")
+    table = run_cli(*args, "--n-pd-decode", "4")
+    assert table.returncode == 0 and "Note: the given plan uses 7 of the local pool's 8" in table.stdout
+
+
 def test_fit_reports_residuals() -> None:
     """`fit --json` lists each fitted curve with a residual per profile point."""
     fits = _json("fit")["fits"]
@@ -185,3 +197,19 @@ def test_tables_print_as_markdown_or_csv() -> None:
     assert rows[0][0] == "plan" and rows[1][0] == "PrfaaS-PD (optimised)" and len({len(r) for r in rows}) == 1
     assert round(float(rows[1][rows[0].index("throughput_req_per_s")]), 2) == 3.25
     assert run_cli("--format", "xml", "optimize").returncode == 2
+
+
+def test_a_tpot_slo_is_named_where_it_caps_the_limit_and_the_goodput() -> None:
+    """hunt20 F4 and F7: with a P90 TPOT SLO the limit row is the lower of stability and the TPOT SLO's rate, and
+    the title and goodput row name the TPOT SLO; without one they read as before. A split that does not move is
+    not printed as a move."""
+    args = ("optimize", "--objective", "goodput", "--ttft-p90-s", "5", "--no-verify")
+    capped = run_cli(*args, "--tpot-p90-ms", "50")
+    assert capped.returncode == 0, capped.stderr
+    assert "goodput under P90 TTFT <= 5 s, TPOT P90 <= 50 ms" in capped.stdout
+    assert "stability or TPOT P90 <= 50 ms limit (req/s)" in capped.stdout
+    plain = run_cli(*args)
+    assert "stability limit (req/s)" in plain.stdout and "TPOT P90" not in plain.stdout
+    assert "N_p/N_d 3/5 -> 4/4" in plain.stdout
+    same = run_cli("optimize", "qwen3.5-capacity", "--objective", "goodput", "--ttft-p90-s", "5", "--no-verify")
+    assert "at the same N_p/N_d 4/4" in same.stdout and "4/4 -> 4/4" not in same.stdout
