@@ -135,6 +135,27 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
         )
     for reason in sizing.reasons:
         out.print(f"infeasible: {reason}", style="yellow")
+    cheaper = sizing.prfaas_pd.cheaper_plan if sizing.prfaas_pd is not None else None
+    if sizing.prfaas_pd is not None and cheaper is not None:
+        own = sizing.prfaas_pd
+        where = (
+            "offloading nothing"
+            if cheaper.offload_fraction == 0.0
+            else f"t = {cheaper.threshold_tokens:,.0f}, {cheaper.offload_fraction:.1%} offloaded"
+        )
+        out.print(
+            f"The PrfaaS-PD deployment also carries the target at a cheaper plan ({where}, N_p/N_d "
+            f"{cheaper.n_pd_prefill}/{cheaper.n_pd_decode}): {cheaper.cost_at_target.total_usd_per_hour:,.2f} USD/h "
+            f"at the target, {own.usd_per_hour - cheaper.cost_at_target.total_usd_per_hour:,.2f} less in egress, "
+            f"with P{t.quantile * 100:g} TTFT {cheaper.ttft_quantile_at_target_s:.2f} s against the SLO's "
+            f"{t.ttft_slo_s:g} s: less margin than its own plan above, which has the most."
+            + (
+                " Offloading nothing, its PrfaaS instances would sit idle: homogeneous PD with them added."
+                if cheaper.offload_fraction == 0.0
+                else ""
+            ),
+            style="yellow",
+        )
     if _offloads_nothing(sizing.prfaas_pd):
         out.print(
             "The cheapest PrfaaS-PD deployment offloads nothing (its threshold is above every request): its PrfaaS "

@@ -45,9 +45,31 @@ class Carried:
     limited_by: str
 
 
+#: Thresholds tried above a sized deployment's own, on a geometric grid up to the longest prompt (offload none),
+#: for a plan that routes fewer requests over the link (``cheaper_plan``). A design choice, not tuned on any case.
+CHEAPER_PLAN_THRESHOLDS = 16
+
+
+@frozen
+class CheaperPlan:
+    """A plan on a sized deployment that also carries the target (its TTFT quantile at the target rate within the
+    SLO by the full law) and offloads fewer requests than the deployment's own plan, the one with the most SLO
+    margin: cheaper where egress is priced per byte, with less margin."""
+
+    threshold_tokens: float
+    n_pd_prefill: int
+    n_pd_decode: int
+    offload_fraction: float
+    egress_at_target_bytes_per_s: float
+    cost_at_target: CostBreakdown
+    ttft_quantile_at_target_s: float
+
+
 @frozen
 class Deployment:
-    """A sized deployment and its goodput-optimal plan, priced at the target rate and at its goodput."""
+    """A sized deployment and its goodput-optimal plan, priced at the target rate and at its goodput.
+    ``cheaper_plan``: where egress is priced per byte, the cheapest plan found on the same deployment that also
+    carries the target with less margin (None when the deployment's own plan is already the cheapest found)."""
 
     label: str
     n_prfaas: int
@@ -63,6 +85,7 @@ class Deployment:
     cost_at_target: CostBreakdown
     tokens_at_target: TokenCost
     tokens_at_goodput: TokenCost
+    cheaper_plan: CheaperPlan | None = None
 
     @property
     def usd_per_hour(self) -> float:
@@ -259,6 +282,11 @@ def priced_deployment(
         prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=link, egress_bytes_per_s=egress_good
     )
     tokens_in, tokens_out = model.lengths.mean_tokens, model.output_tokens_mean
+    cheaper = (
+        cheaper_plan(carrier, prices, n_prfaas, n_local, bandwidth, carried.threshold_tokens, at_target)
+        if final and n_prfaas > 0 and prices.link.egress_usd_per_gb > 0 and route.offload_fraction > 0
+        else None
+    )
     return Deployment(
         label=label,
         n_prfaas=n_prfaas,
@@ -274,4 +302,55 @@ def priced_deployment(
         cost_at_target=at_target,
         tokens_at_target=token_cost(at_target.total_usd_per_hour, target.rate_req_per_s, tokens_in, tokens_out),
         tokens_at_goodput=token_cost(at_goodput.total_usd_per_hour, carried.goodput_req_per_s, tokens_in, tokens_out),
+        cheaper_plan=cheaper,
     )
+
+
+def cheaper_plan(
+    carrier: Carrier,
+    prices: UnitPrices,
+    n_prfaas: int,
+    n_local: int,
+    bandwidth: float,
+    threshold_tokens: float,
+    own_cost: CostBreakdown,
+) -> CheaperPlan | None:
+    """The plan with the highest threshold (the fewest requests offloaded, the least egress) among
+    ``CHEAPER_PLAN_THRESHOLDS`` above ``threshold_tokens`` on a geometric grid up to the longest prompt, each with
+    its split of the most margin at the target rate, whose TTFT quantile at the target is within the SLO by the
+    full law, where it costs less at the target than ``own_cost``; None otherwise."""
+    model = carrier.deployed(n_prfaas, n_local, bandwidth)
+    target, slo = carrier.target, carrier.target.ttft_slo
+    upper = float(model.lengths.upper_tokens)
+    low = max(float(threshold_tokens), 1.0)
+    if not low < upper:
+        return None
+    grid = low * (upper / low) ** (np.arange(CHEAPER_PLAN_THRESHOLDS, 0, -1) / CHEAPER_PLAN_THRESHOLDS)
+    sized = replace(carrier.model, n_prfaas=n_prfaas, n_local=n_local)
+    for t in grid:
+        t_found, n_p, slack, _ = best_plan_at_rate(
+            model, target.rate_req_per_s, slo, decode_service_scv=carrier.scv, thresholds=[float(t)]
+        )
+        if slack < 0:
+            continue
+        plan = Plan(threshold_tokens=t_found, n_pd_prefill=n_p, n_pd_decode=n_local - n_p)
+        law = loaded_ttft(model, plan, target.rate_req_per_s, decode_service_scv=carrier.scv).ttft
+        if law is None or _quantile_of(law, target.quantile) > target.ttft_slo_s:
+            continue
+        route = routing(model.lengths, t_found)
+        egress = float(egress_bytes_per_s(sized, route, target.rate_req_per_s))
+        cost = deployment_cost(
+            prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=bandwidth, egress_bytes_per_s=egress
+        )
+        if not cost.total_usd_per_hour < own_cost.total_usd_per_hour:
+            return None
+        return CheaperPlan(
+            threshold_tokens=t_found,
+            n_pd_prefill=n_p,
+            n_pd_decode=n_local - n_p,
+            offload_fraction=float(route.offload_fraction),
+            egress_at_target_bytes_per_s=egress,
+            cost_at_target=cost,
+            ttft_quantile_at_target_s=_quantile_of(law, target.quantile),
+        )
+    return None

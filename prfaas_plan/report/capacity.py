@@ -68,6 +68,19 @@ def deployment_to_dict(d: Deployment) -> dict[str, Any]:
         "cost_at_target": breakdown_to_dict(d.cost_at_target),
         "tokens_at_target": tokens_to_dict(d.tokens_at_target),
         "tokens_at_goodput": tokens_to_dict(d.tokens_at_goodput),
+        "cheaper_plan": None
+        if d.cheaper_plan is None
+        else {
+            "threshold_tokens": d.cheaper_plan.threshold_tokens,
+            "n_pd_prefill": d.cheaper_plan.n_pd_prefill,
+            "n_pd_decode": d.cheaper_plan.n_pd_decode,
+            "offload_fraction": d.cheaper_plan.offload_fraction,
+            "egress_at_target_gbit_per_s": d.cheaper_plan.egress_at_target_bytes_per_s / GBIT_PER_S,
+            "cost_at_target": breakdown_to_dict(d.cheaper_plan.cost_at_target),
+            "ttft_quantile_at_target_s": d.cheaper_plan.ttft_quantile_at_target_s,
+            "note": "the same deployment at a higher threshold (less egress) also carries the target, with less "
+            "SLO margin than its own plan (the one with the most margin)",
+        },
     }
 
 

@@ -217,6 +217,32 @@ def test_a_local_instance_more_that_saves_egress_is_found() -> None:
     assert sized.prfaas_pd.offload_fraction == 0.0  # it keeps every request local: size and matrix say so
 
 
+def test_a_cheaper_plan_on_the_sized_deployment_is_named_and_carries_the_target() -> None:
+    """hunt20 F3: Qwen3-Next on B200 + H100 at 8 req/s within P90 <= 2 s. The sized PrfaaS-PD deployment's own
+    plan (the most SLO margin) offloads a little KV over the per-byte-priced link; the same deployment offloading
+    nothing also carries the target, cheaper by that egress. ``cheaper_plan`` names it; `evaluate` of that plan
+    on that deployment puts its P90 at the target within the SLO; at 3.5 s the deployment's own plan offloads
+    nothing and there is nothing cheaper to name."""
+    import json
+    import tempfile
+
+    args = ("size", "qwen3-next-b200-h100", "--no-verify", "--no-band", "--json")
+    with tempfile.TemporaryDirectory() as scratch:
+        written = Path(scratch) / "sized.yaml"
+        made = run_cli(*args, "--ttft-p90-s", "2", "--write-scenario", str(written))
+        sized = json.loads(made.stdout)["sizing"]["prfaas_pd"]
+        cheaper = sized["cheaper_plan"]
+        assert sized["offload_fraction"] > 0 and cheaper is not None and cheaper["offload_fraction"] == 0.0
+        own, less = sized["cost_at_target"], cheaper["cost_at_target"]
+        assert less["total_usd_per_hour"] == pytest.approx(own["total_usd_per_hour"] - own["egress_usd_per_hour"])
+        plan = ("--threshold", repr(cheaper["threshold_tokens"]), "--n-pd-prefill", str(cheaper["n_pd_prefill"]))
+        plan += ("--n-pd-decode", str(cheaper["n_pd_decode"]), "--rate", "8", "--no-verify", "--json")
+        run = run_cli("evaluate", str(written), *plan)
+    p90 = json.loads(run.stdout)["loaded"]["ttft_s"]["p90"]
+    assert p90 == pytest.approx(cheaper["ttft_quantile_at_target_s"], rel=1e-6) and p90 <= 2.0
+    assert json.loads(run_cli(*args, "--ttft-p90-s", "3.5").stdout)["sizing"]["prfaas_pd"]["cheaper_plan"] is None
+
+
 @given(rate=st.sampled_from([0.6, 1.0, 1.4]), egress=st.sampled_from([0.0, 0.02]))
 @settings(max_examples=examples(1), deadline=None)
 def test_fluid_floors_never_exceed_what_a_carrying_deployment_needs(
