@@ -428,8 +428,13 @@ def optimize(
 def evaluate(
     scenario: ScenarioArg = None,
     threshold: Annotated[float, typer.Option("--threshold", help="Routing threshold t in uncached tokens.")] = ...,  # type: ignore[assignment]
-    n_pd_prefill: Annotated[int, typer.Option("--n-pd-prefill", help="Local prefill instances N_p.")] = ...,  # type: ignore[assignment]
-    n_pd_decode: Annotated[int, typer.Option("--n-pd-decode", help="Local decode instances N_d.")] = ...,  # type: ignore[assignment]
+    n_pd_prefill: Annotated[
+        int | None,
+        typer.Option("--n-pd-prefill", help="Local prefill instances N_p (required for a scenario)."),
+    ] = None,
+    n_pd_decode: Annotated[
+        int | None, typer.Option("--n-pd-decode", help="Local decode instances N_d (required for a scenario).")
+    ] = None,
     bandwidth_gbit_per_s: BandwidthOpt = None,
     n_prfaas: NPrfaasOpt = None,
     rate: RateOpt = None,
@@ -443,7 +448,8 @@ def evaluate(
     seed: SeedOpt = 0,
     json_output: JsonOpt = False,
 ) -> None:
-    """Score one given plan (threshold and split) beside the two baselines, optionally under load.
+    """Score one given plan (threshold and split) beside the two baselines, optionally under load. For a
+    topology, every PD cluster routes at --threshold and chooses its own split (no --n-pd-* flags).
 
     Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5
     Example: prfaas-plan evaluate --threshold 19400 --n-pd-prefill 3 --n-pd-decode 5 --load 0.7 --curve
@@ -480,6 +486,12 @@ def evaluate(
 
     with _handled(json_output):
         check_finite({"--rate": rate, "--load": load})
+        missing = [flag for flag, v in (("--n-pd-prefill", n_pd_prefill), ("--n-pd-decode", n_pd_decode)) if v is None]
+        if missing:
+            raise InputError(
+                [Problem(field=flag, message="required for a scenario (the split to score)") for flag in missing]
+            )
+        assert n_pd_prefill is not None and n_pd_decode is not None
         _check_plan_options(threshold, n_pd_prefill, n_pd_decode)
         lat.check_load_options(rate, load)
         spec = _scenario(scenario, bandwidth_gbit_per_s, n_prfaas, None)

@@ -61,7 +61,12 @@ def _check_load(load: float | None) -> None:
 
 
 def evaluate(
-    path: Path, *, threshold_tokens: float, n_pd: tuple[int, int], given: Mapping[str, bool], json_output: bool
+    path: Path,
+    *,
+    threshold_tokens: float,
+    n_pd: tuple[int | None, int | None],
+    given: Mapping[str, bool],
+    json_output: bool,
 ) -> None:
     """Every PD cluster at ``--threshold``, the routing LP's shares and each cluster's own split, beside the
     global plan."""
@@ -91,10 +96,13 @@ def evaluate(
             "given_over_global": plan.scale / study.comparison.plan.scale,
             "bound_scale": study.comparison.search.bound,
         }
+    ignored = " / ".join(
+        f"{flag} {v}" for flag, v in zip(("--n-pd-prefill", "--n-pd-decode"), n_pd, strict=True) if v is not None
+    )
     _note(
         f"note: {display_path(path)} is a topology: every PD cluster routes at --threshold "
-        f"{threshold_tokens:g}; its split is chosen at that threshold "
-        f"(--n-pd-prefill {n_pd[0]} / --n-pd-decode {n_pd[1]} are not applied)",
+        f"{threshold_tokens:g}; its split is chosen at that threshold"
+        + (f" ({ignored}: not applied)" if ignored else ""),
         json_output,
     )
     if json_output:

@@ -213,3 +213,15 @@ def test_a_tpot_slo_is_named_where_it_caps_the_limit_and_the_goodput() -> None:
     assert "N_p/N_d 3/5 -> 4/4" in plain.stdout
     same = run_cli("optimize", "qwen3.5-capacity", "--objective", "goodput", "--ttft-p90-s", "5", "--no-verify")
     assert "at the same N_p/N_d 4/4" in same.stdout and "4/4 -> 4/4" not in same.stdout
+
+
+def test_evaluate_needs_a_split_for_a_scenario_and_none_for_a_topology() -> None:
+    """drift20 N3: a topology's PD clusters choose their own splits, so `evaluate TOPOLOGY --threshold T` runs
+    without --n-pd-* (once demanded, then ignored); a scenario still needs both, exit 2 naming each."""
+    topology = run_cli("evaluate", "three-regions", "--threshold", "20000")
+    assert topology.returncode == 0 and "split is chosen at that threshold" in topology.stderr
+    assert "not applied" not in topology.stderr
+    scenario = run_cli("evaluate", "--threshold", "20000", "--n-pd-decode", "5")
+    assert scenario.returncode == 2 and scenario.stdout == ""
+    assert "error: --n-pd-prefill: required for a scenario" in scenario.stderr
+    assert "--n-pd-decode:" not in scenario.stderr
