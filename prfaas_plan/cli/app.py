@@ -688,16 +688,19 @@ def main() -> None:
     global _UNDER_MAIN
     _UNDER_MAIN = True
     tolerate_narrow_encodings()  # a C locale with PYTHONIOENCODING=ascii: "×" as "x", not UnicodeEncodeError
-    with interruptible():
-        try:
-            app()
-        except SystemExit as done:
-            if done.code in (0, None):
-                _close_table_selection()
-            raise
-        finally:
-            _discard_held_files()  # a failed or interrupted run (a successful one has committed them)
-        _close_table_selection()
+    try:
+        with interruptible():
+            try:
+                app()
+            except SystemExit as done:
+                if done.code in (0, None):
+                    _close_table_selection()
+                raise
+            finally:
+                _discard_held_files()  # a failed or interrupted run (a successful one has committed them)
+            _close_table_selection()
+    finally:
+        _UNDER_MAIN = False  # the app called on its own afterwards (in the same process) holds nothing back
 
 
 def _close_table_selection() -> None:

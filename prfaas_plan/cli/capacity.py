@@ -262,7 +262,11 @@ def size(
         emit(payload)
         return
     if write_scenario is not None:
-        print(f"wrote {payload['written_scenario']}", file=sys.stderr)
+        from prfaas_plan.report.files import commits_held
+
+        if sys.stderr is not None:  # a closed stderr: nothing said (print would fall back to stdout)
+            held = " (held until the command has printed its tables)" if commits_held() else ""
+            print(f"{'will write' if held else 'wrote'} {payload['written_scenario']}{held}", file=sys.stderr)
     _print_size(spec, part, payload)
 
 

@@ -514,7 +514,8 @@ def atomic_file(
                     stream.close()
                 raise
             if _held is not None:  # the run holds its commits back (``hold_commits``): the rename waits
-                _held[:] = [entry for entry in _held if entry[0] != partial]  # a second write of the same file
+                same = os.path.realpath(partial)  # a second write of the same file, however spelled, replaces it
+                _held[:] = [entry for entry in _held if os.path.realpath(entry[0]) != same]
                 _held.append((partial, target, owner, force))
                 held = True
                 return
@@ -542,6 +543,22 @@ def hold_commits() -> None:
     global _held
     if _held is None:
         _held = []
+
+
+def commits_held() -> bool:
+    """Whether this run holds its file commits back (``hold_commits``)."""
+    return _held is not None
+
+
+def readable_path(target: str | os.PathLike[str]) -> Path:
+    """Where the content just written for ``target`` can be read back in this run: its held temporary while the
+    run holds its commits (``hold_commits``), else the target itself."""
+    path = Path(os.fspath(target))
+    same = os.path.realpath(path)
+    for partial, held_target, _, _ in _held or ():
+        if os.path.realpath(held_target) == same:
+            return partial
+    return path
 
 
 def release_commits(commit: bool) -> tuple[Path, ...]:

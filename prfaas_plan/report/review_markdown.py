@@ -221,7 +221,7 @@ def decision_paragraph(r: Review) -> str:
         text += (
             f" At equal cost (${rec.equal_cost_usd_per_hour:,.0f}/h, the given deployment at its Λ_max, against "
             f"{rec.equal_cost_homogeneous_instances} homogeneous PD instances), PrfaaS-PD's Λ_max is "
-            + (f"{abs(g):.0%} {'above' if g > 0 else 'below'}" if g != 0 else "level with")
+            + (f"{abs(g):.1%} {'above' if g > 0 else 'below'}" if g != 0 else "level with")
             + " homogeneous PD's: "
             + ("PrfaaS-PD wins." if g > 0 else "homogeneous PD wins." if g < 0 else "a tie.")
         )
@@ -266,7 +266,12 @@ def _summary(r: Review) -> list[str]:
         under = r.loaded.checks["plan"].figure("overall", "p90") if r.loaded.checks["plan"].closed.stable else None
         if meets and (under is None or under > target.ttft_slo_s):
             over = "is unstable there" if under is None else f"has a P90 of {under:.2f} s there"
-            line += f"; run that plan, not the best plan above, which {over}"
+            same = own.threshold_tokens == plan.threshold_tokens and own.n_pd_prefill == plan.n_pd_prefill
+            line += (
+                f"; but the Under load line finds that same plan {over.replace('is ', '', 1)}"
+                if same
+                else f"; run that plan, not the best plan above, which {over}"
+            )
         out.append(line + ".")
         if r.sizing.sizing.prfaas_pd is None and r.sizing.sizing.homogeneous_pd is None:
             out.append("- **No deployment in the search space meets it**: " + "; ".join(r.sizing.sizing.reasons) + ".")

@@ -568,8 +568,10 @@ def _target_options(r: Review, rate: float) -> list[Option]:
         (d.n_prfaas, d.n_local) for d in (sized.prfaas_pd,) if d is not None and d.bandwidth_bytes_per_s == given_link
     }
     for p in r.frontier.points if r.frontier is not None else ():
+        if p.source not in ("given", "scaled") or p.goodput_req_per_s < rate:
+            continue  # matrix points are listed below, by their hardware pair
         counts = tuple(int(n) for n in p.label.split()[0].split("+"))
-        if p.source in ("given", "scaled") and p.goodput_req_per_s >= rate and counts not in found:
+        if counts not in found:
             options.append(
                 Option(
                     label=f"{p.label.split()[0].replace('+', ' PrfaaS + ')} local instances"

@@ -225,3 +225,18 @@ def test_evaluate_needs_a_split_for_a_scenario_and_none_for_a_topology() -> None
     assert scenario.returncode == 2 and scenario.stdout == ""
     assert "error: --n-pd-prefill: required for a scenario" in scenario.stderr
     assert "--n-pd-decode:" not in scenario.stderr
+
+
+def test_main_holds_files_only_for_its_own_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """review21 F3: main() sets the flag under which --table holds file commits, and clears it when the run
+    ends, so the app called on its own later in the same process (a test's runner) holds nothing back."""
+    import sys
+
+    from prfaas_plan.cli import app as app_module
+
+    monkeypatch.setattr(sys, "argv", ["prfaas-plan", "schema", "hardware"])
+    try:
+        app_module.main()
+    except SystemExit as done:
+        assert done.code in (0, None)
+    assert app_module._UNDER_MAIN is False

@@ -261,3 +261,39 @@ def test_model_show_without_an_architecture_prints_the_data_header() -> None:
     markdown = run_cli("--format", "md", "model", "show", handle.name)
     assert "no architecture section" in markdown.stdout
     Path(handle.name).unlink()
+
+
+def test_validate_kernel_under_a_table_pick_reads_back_the_profile_it_writes(tmp_path: Path) -> None:
+    """review21 F2: `validate kernel` writes its measured profile and reads it back through the loader; under
+    --table N the file is held until the command has printed, so the read-back takes the held file (once: "file
+    not found"; over an older profile of its own: timed against the old one). A pick it prints commits the
+    profile it timed against; past the count nothing is written."""
+    profile = tmp_path / "machine.yaml"
+    picked = run_cli("--format", "csv", "--table", "1", "validate", "kernel", "--profile-out", str(profile))
+    assert picked.returncode == 0, picked.stderr
+    assert profile.read_text().startswith("#") and os.listdir(tmp_path) == ["machine.yaml"]
+    other = tmp_path / "other.yaml"
+    beyond = run_cli("--format", "csv", "--table", "9", "validate", "kernel", "--profile-out", str(other))
+    assert beyond.returncode == 2 and beyond.stdout == "" and "nothing written" in beyond.stderr
+    assert os.listdir(tmp_path) == ["machine.yaml"]
+
+
+def test_a_refused_pick_never_says_wrote_and_a_closed_stderr_keeps_stdout_empty(tmp_path: Path) -> None:
+    """review21 F4: under --table the sized scenario is held, so `size` says 'will write', and past the count the
+    refusal says nothing was written; with stderr closed nothing lands on stdout (print once fell back to it)."""
+    target = tmp_path / "sized.yaml"
+    args = ("--format", "csv", "--table", "9", "size", "--no-verify", "--no-band", "--write-scenario", str(target))
+    refused = run_cli(*args)
+    assert refused.returncode == 2 and refused.stdout == "" and not target.exists()
+    assert "will write" in refused.stderr and "\nwrote " not in "\n" + refused.stderr
+    closed = subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        close_fds=True,
+        check=False,
+        preexec_fn=lambda: os.close(2),  # stderr closed (2>&-)
+    )
+    assert closed.returncode == 2 and closed.stdout == b"" and not target.exists()

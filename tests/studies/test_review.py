@@ -379,3 +379,16 @@ def test_a_sized_deployment_reviewed_names_the_plan_that_meets_its_target_and_li
     decision = next(line for line in report.splitlines() if line.startswith("**Decision**"))
     assert decision.count("6 PrfaaS + 6 local") == 1
     assert "% below homogeneous PD's" in decision or "% above homogeneous PD's" in decision
+
+
+def test_a_review_with_a_target_and_a_hardware_matrix_lists_the_matrix_options(tmp_path: Path) -> None:
+    """review21 F1: with a target and a matrix beside the scenario's own pair, the options include the matrix
+    points (labelled by hardware pair, not by counts): the review is written, not a traceback."""
+    from prfaas_plan.cli.app import app
+
+    out = tmp_path / "review"
+    args = ["review", "--quick", "--no-verify", "--matrix", "--prefill", "h200", "--local", "h20,h100", "-o", str(out)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    options = json.loads((out / "review.json").read_text())["recommendation"]["options"]
+    assert any("h100" in o["label"] for o in options)
