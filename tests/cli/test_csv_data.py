@@ -263,21 +263,6 @@ def test_model_show_without_an_architecture_prints_the_data_header() -> None:
     Path(handle.name).unlink()
 
 
-def test_validate_kernel_under_a_table_pick_reads_back_the_profile_it_writes(tmp_path: Path) -> None:
-    """review21 F2: `validate kernel` writes its measured profile and reads it back through the loader; under
-    --table N the file is held until the command has printed, so the read-back takes the held file (once: "file
-    not found"; over an older profile of its own: timed against the old one). A pick it prints commits the
-    profile it timed against; past the count nothing is written."""
-    profile = tmp_path / "machine.yaml"
-    picked = run_cli("--format", "csv", "--table", "1", "validate", "kernel", "--profile-out", str(profile))
-    assert picked.returncode == 0, picked.stderr
-    assert profile.read_text().startswith("#") and os.listdir(tmp_path) == ["machine.yaml"]
-    other = tmp_path / "other.yaml"
-    beyond = run_cli("--format", "csv", "--table", "9", "validate", "kernel", "--profile-out", str(other))
-    assert beyond.returncode == 2 and beyond.stdout == "" and "nothing written" in beyond.stderr
-    assert os.listdir(tmp_path) == ["machine.yaml"]
-
-
 def test_a_refused_pick_never_says_wrote_and_a_closed_stderr_keeps_stdout_empty(tmp_path: Path) -> None:
     """review21 F4: under --table the sized scenario is held, so `size` says 'will write', and past the count the
     refusal says nothing was written; with stderr closed nothing lands on stdout (print once fell back to it)."""

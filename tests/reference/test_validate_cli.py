@@ -117,3 +117,50 @@ def test_a_disturbed_weight_read_is_refused_before_a_profile_is_written(
     assert "disturbed" in result.output and "5.00 x" in result.output
     assert "count checks, which time nothing: 4 of 4 passed" in result.output
     assert not out.exists()
+
+
+def test_the_profile_timed_against_is_the_one_just_written_even_while_it_is_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """review21 F2: `validate kernel` writes its measured profile, then times against it as the loader reads it
+    back. Under --table N the file is held until the command has printed (report.files.hold_commits); the read-back
+    takes the held file, not the target (absent: "file not found"; an older profile: timed against the wrong
+    peaks). The measurement and the timing are replaced here by fixed peaks and a stop once the accelerator is
+    read."""
+    from typer.testing import CliRunner
+
+    from prfaas_plan.cli.app import app
+    from prfaas_plan.reference import machine, timing
+    from prfaas_plan.report import files
+
+    peaks = MachinePeaks(
+        matmul_flop_per_s=3e10,
+        memory_bytes_per_s=1e10,
+        copy_bytes_per_s=1e10,
+        elementwise_flop_per_s=1e9,
+        launch_overhead_s=1e-6,
+        weight_read_bytes_per_s=0.8e10,
+        steady=True,
+        source="",
+    )
+    read: list[float] = []
+
+    class Stop(Exception):
+        pass
+
+    def timed(_base: object, _size: object, accelerator: object, *_args: object) -> None:
+        read.append(accelerator.dense_flop_per_s["fp32"])  # type: ignore[attr-defined]
+        raise Stop
+
+    monkeypatch.setattr(machine, "measure_peaks", lambda *a, **k: peaks)
+    monkeypatch.setattr(timing, "run_timing", timed)
+    out = tmp_path / "this-machine.yaml"
+    out.write_text("")  # an empty file: replaced at a commit, never read
+    files.hold_commits()
+    try:
+        result = CliRunner().invoke(app, ["validate", "kernel", "--profile-out", str(out)])
+        assert isinstance(result.exception, Stop), result.output
+        assert read == [pytest.approx(3e10)] and out.read_text() == ""
+    finally:
+        files.release_commits(commit=False)
+    assert list(tmp_path.iterdir()) == [out]
