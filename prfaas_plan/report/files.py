@@ -519,10 +519,7 @@ def atomic_file(
                 _held.append((partial, target, owner, force))
                 held = True
                 return
-            with output_lock(target, wait_s=wait_s):
-                existing = inspect_file_target(target, owner=owner, force=force)
-                _commit_file(partial, target, existing)
-            _fsync_dir(target.parent)
+            _commit_owned(partial, target, owner, force, wait_s)
         except OSError as error:
             raise write_error(target, error) from None
         finally:
@@ -571,10 +568,7 @@ def release_commits(commit: bool) -> tuple[Path, ...]:
     try:
         for partial, target, owner, force in held if commit else ():
             try:
-                with output_lock(target):
-                    existing = inspect_file_target(target, owner=owner, force=force)
-                    _commit_file(partial, target, existing)
-                _fsync_dir(target.parent)
+                _commit_owned(partial, target, owner, force, LOCK_WAIT_S)
             except OSError as error:
                 raise write_error(target, error) from None
     finally:
@@ -582,6 +576,15 @@ def release_commits(commit: bool) -> tuple[Path, ...]:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
     return tuple(target for _, target, _, _ in held)
+
+
+def _commit_owned(partial: Path, target: Path, owner: Owner, force: bool, wait_s: float) -> None:
+    """Under ``target``'s lock, check it again (still absent, empty or ``owner``'s) and rename ``partial`` over it;
+    then make the rename durable."""
+    with output_lock(target, wait_s=wait_s):
+        existing = inspect_file_target(target, owner=owner, force=force)
+        _commit_file(partial, target, existing)
+    _fsync_dir(target.parent)
 
 
 def _commit_file(partial: Path, target: Path, existing: os.stat_result | None) -> None:

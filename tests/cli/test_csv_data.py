@@ -36,6 +36,20 @@ def _is_float(cell: str) -> bool:
     return True
 
 
+def _stderr_closed(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """The command line run with its standard error closed (``2>&-``), standard output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        close_fds=True,
+        check=False,
+        preexec_fn=lambda: os.close(2),
+    )
+
+
 def problems_of(stdout: str) -> list[str]:
     """What in a command's CSV output is not data (empty when every table is)."""
     out: list[str] = []
@@ -237,16 +251,7 @@ def test_table_pick_is_refused_before_any_work_where_it_cannot_apply(tmp_path: P
     assert beyond.returncode == 2 and beyond.stdout == ""
     helped = run_cli("--format", "csv", "--table", "2", "optimize", "--help")
     assert helped.returncode == 0 and "Usage" in helped.stdout
-    closed = subprocess.run(
-        [sys.executable, "-m", "prfaas_plan", "--format", "csv", "model", "show", "mimo-v2-flash"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        close_fds=True,
-        check=False,
-        preexec_fn=lambda: os.close(2),  # stderr closed (2>&-)
-    )
+    closed = _stderr_closed("--format", "csv", "model", "show", "mimo-v2-flash")
     assert closed.returncode == 0 and closed.stdout.startswith(b"layers,attention,window_tokens,ffn")
 
 
@@ -271,14 +276,5 @@ def test_a_refused_pick_never_says_wrote_and_a_closed_stderr_keeps_stdout_empty(
     refused = run_cli(*args)
     assert refused.returncode == 2 and refused.stdout == "" and not target.exists()
     assert "will write" in refused.stderr and "\nwrote " not in "\n" + refused.stderr
-    closed = subprocess.run(
-        [sys.executable, "-m", "prfaas_plan", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        close_fds=True,
-        check=False,
-        preexec_fn=lambda: os.close(2),  # stderr closed (2>&-)
-    )
+    closed = _stderr_closed(*args)
     assert closed.returncode == 2 and closed.stdout == b"" and not target.exists()

@@ -17,6 +17,18 @@ from tests.conftest import run_cli
 from tests.strategies_models import one_of_each
 
 
+def _peaks(**given: float) -> MachinePeaks:
+    """Fixed machine peaks standing for a measurement (each rate overridable by keyword)."""
+    rates: dict[str, float] = {
+        "matmul_flop_per_s": 1e10,
+        "memory_bytes_per_s": 1e10,
+        "copy_bytes_per_s": 1e10,
+        "elementwise_flop_per_s": 1e9,
+        "launch_overhead_s": 1e-6,
+    }
+    return MachinePeaks(**(rates | given), steady=True, source="")  # type: ignore[arg-type]
+
+
 def test_a_card_too_large_is_refused_with_exit_2_naming_the_limit() -> None:
     """The unshrunk Qwen3-Next card (80B parameters) is refused before anything runs."""
     result = run_cli("validate", "kernel", "--model", "qwen3-next-80b-a3b")
@@ -41,15 +53,7 @@ def test_json_payload_has_the_documented_schema() -> None:
     verdicts = CountChecks(
         flops_exact=True, bytes_exact=True, kv_bytes_exact=True, cache_sufficient=True, contract_gaps=(), problems=()
     )
-    peaks = MachinePeaks(
-        matmul_flop_per_s=1e10,
-        memory_bytes_per_s=1e10,
-        copy_bytes_per_s=1e10,
-        elementwise_flop_per_s=1e9,
-        launch_overhead_s=1e-6,
-        steady=True,
-        source="",
-    )
+    peaks = _peaks()
     result = TimingResult(
         case="c",
         predicted_s=2.0,
@@ -99,16 +103,7 @@ def test_a_disturbed_weight_read_is_refused_before_a_profile_is_written(
     from prfaas_plan.reference import machine
 
     def disturbed(*args: object, **kwargs: object) -> MachinePeaks:
-        return MachinePeaks(
-            matmul_flop_per_s=1e10,
-            memory_bytes_per_s=1e10,
-            copy_bytes_per_s=1e10,
-            elementwise_flop_per_s=1e9,
-            launch_overhead_s=1e-6,
-            weight_read_bytes_per_s=(MAX_MEASURED_MEMORY_EFFICIENCY + 1) * 1e10,
-            steady=True,
-            source="",
-        )
+        return _peaks(weight_read_bytes_per_s=(MAX_MEASURED_MEMORY_EFFICIENCY + 1) * 1e10)
 
     monkeypatch.setattr(machine, "measure_peaks", disturbed)
     out = tmp_path / "this-machine.yaml"
@@ -133,16 +128,7 @@ def test_the_profile_timed_against_is_the_one_just_written_even_while_it_is_held
     from prfaas_plan.reference import machine, timing
     from prfaas_plan.report import files
 
-    peaks = MachinePeaks(
-        matmul_flop_per_s=3e10,
-        memory_bytes_per_s=1e10,
-        copy_bytes_per_s=1e10,
-        elementwise_flop_per_s=1e9,
-        launch_overhead_s=1e-6,
-        weight_read_bytes_per_s=0.8e10,
-        steady=True,
-        source="",
-    )
+    peaks = _peaks(matmul_flop_per_s=3e10, weight_read_bytes_per_s=0.8e10)
     read: list[float] = []
 
     class Stop(Exception):
