@@ -273,6 +273,20 @@ def _summary(r: Review) -> list[str]:
                 else f"; run that plan, not the best plan above, which {over}"
             )
         out.append(line + ".")
+        sized = r.sizing.sizing.prfaas_pd
+        cheaper = sized.cheaper_plan if sized is not None else None
+        if sized is not None and cheaper is not None:
+            where = (
+                "offloading nothing"
+                if cheaper.offload_fraction == 0.0
+                else f"at t = {cheaper.threshold_tokens:,.0f} ({cheaper.offload_fraction:.1%} offloaded)"
+            )
+            out.append(
+                f"- **The sized PrfaaS-PD deployment** ({_shape(sized)}, ${sized.usd_per_hour:,.2f}/h at the plan with "
+                f"the most margin) also carries the target {where}, N_p/N_d {cheaper.n_pd_prefill}/"
+                f"{cheaper.n_pd_decode}, at ${cheaper.cost_at_target.total_usd_per_hour:,.2f}/h: P90 TTFT "
+                f"{cheaper.ttft_quantile_at_target_s:.2f} s against the SLO's {target.ttft_slo_s:g} s (less margin)."
+            )
         if r.sizing.sizing.prfaas_pd is None and r.sizing.sizing.homogeneous_pd is None:
             out.append("- **No deployment in the search space meets it**: " + "; ".join(r.sizing.sizing.reasons) + ".")
         for name, check in (("PrfaaS-PD", r.sizing.check), ("homogeneous PD", r.sizing.baseline_check)):

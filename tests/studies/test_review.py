@@ -392,3 +392,24 @@ def test_a_review_with_a_target_and_a_hardware_matrix_lists_the_matrix_options(t
     assert done.exit_code == 0, done.output
     options = json.loads((out / "review.json").read_text())["recommendation"]["options"]
     assert any("h100" in o["label"] for o in options)
+
+
+def test_the_review_names_a_cheaper_plan_on_the_sized_deployment(tmp_path: Path) -> None:
+    """`size` names a cheaper plan on the sized PrfaaS-PD deployment where egress is priced per byte
+    (``cheaper_plan``); the review says it too, with the same cost and P90 (Qwen3-Next on B200 + H100, 8 req/s
+    within P90 <= 2 s: $222.65/h at the plan with the most margin, $215.42/h offloading nothing)."""
+    from prfaas_plan.cli.app import app
+
+    out = tmp_path / "review"
+    args = ["review", "qwen3-next-b200-h100", "--quick", "--no-verify", "--no-sensitivity", "--ttft-p90-s", "2"]
+    done = CliRunner().invoke(app, [*args, "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    line = next(x for x in (out / "report.md").read_text().splitlines() if "**The sized PrfaaS-PD deployment**" in x)
+    sized = json.loads(
+        CliRunner()
+        .invoke(app, ["size", "qwen3-next-b200-h100", "--no-verify", "--no-band", "--ttft-p90-s", "2", "--json"])
+        .output
+    )["sizing"]["prfaas_pd"]
+    cheaper = sized["cheaper_plan"]
+    assert f"${cheaper['cost_at_target']['total_usd_per_hour']:,.2f}/h" in line
+    assert f"P90 TTFT {cheaper['ttft_quantile_at_target_s']:.2f} s" in line and "offloading nothing" in line
