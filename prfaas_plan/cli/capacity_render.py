@@ -146,7 +146,7 @@ def print_sizing(spec: Scenario, sizing: Sizing, payload: dict[str, Any], check:
         out.print(
             f"The PrfaaS-PD deployment also carries the target at a cheaper plan ({where}, N_p/N_d "
             f"{cheaper.n_pd_prefill}/{cheaper.n_pd_decode}): {cheaper.cost_at_target.total_usd_per_hour:,.2f} USD/h "
-            f"at the target, {own.usd_per_hour - cheaper.cost_at_target.total_usd_per_hour:,.2f} less in egress, "
+            f"at the target, {own.usd_per_hour - cheaper.cost_at_target.total_usd_per_hour:,.2f} USD/h less in egress, "
             f"with P{t.quantile * 100:g} TTFT {cheaper.ttft_quantile_at_target_s:.2f} s against the SLO's "
             f"{t.ttft_slo_s:g} s: less margin than its own plan above, which has the most."
             + (

@@ -29,7 +29,7 @@ from prfaas_plan.optimize.cost import (
 from prfaas_plan.optimize.goodput_search import ThresholdScan, best_plan_at_rate, threshold_scan
 from prfaas_plan.spec.cost import Target
 from prfaas_plan.spec.plan import Plan
-from prfaas_plan.throughput import StageModel, egress_bytes_per_s, routing, with_link_rate
+from prfaas_plan.throughput import Routing, StageModel, egress_bytes_per_s, routing, with_link_rate
 
 Array = NDArray[np.float64]
 
@@ -271,16 +271,9 @@ def priced_deployment(
     model, target = carrier.model, carrier.target
     carried = carrier.rescored(n_prfaas, n_local, bandwidth) if final else carrier.solve(n_prfaas, n_local, bandwidth)
     route = routing(model.lengths, carried.threshold_tokens)
-    sized = replace(model, n_prfaas=n_prfaas, n_local=n_local)
-    egress = float(egress_bytes_per_s(sized, route, target.rate_req_per_s)) if n_prfaas > 0 else 0.0
-    egress_good = float(egress_bytes_per_s(sized, route, carried.goodput_req_per_s)) if n_prfaas > 0 else 0.0
     link = bandwidth if n_prfaas > 0 else 0.0
-    at_target = deployment_cost(
-        prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=link, egress_bytes_per_s=egress
-    )
-    at_goodput = deployment_cost(
-        prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=link, egress_bytes_per_s=egress_good
-    )
+    egress, at_target = _priced_route(model, prices, n_prfaas, n_local, link, route, target.rate_req_per_s)
+    _, at_goodput = _priced_route(model, prices, n_prfaas, n_local, link, route, carried.goodput_req_per_s)
     tokens_in, tokens_out = model.lengths.mean_tokens, model.output_tokens_mean
     cheaper = (
         cheaper_plan(carrier, prices, n_prfaas, n_local, bandwidth, carried.threshold_tokens, at_target)
@@ -306,6 +299,25 @@ def priced_deployment(
     )
 
 
+def _priced_route(
+    model: StageModel,
+    prices: UnitPrices,
+    n_prfaas: int,
+    n_local: int,
+    link_bytes_per_s: float,
+    route: Routing,
+    rate_req_per_s: float,
+) -> tuple[float, CostBreakdown]:
+    """(egress B/s, hourly cost) of ``n_prfaas`` + ``n_local`` instances of ``model`` on a link of
+    ``link_bytes_per_s`` routing by ``route`` at ``rate_req_per_s``; no egress without a PrfaaS pool."""
+    sized = replace(model, n_prfaas=n_prfaas, n_local=n_local)
+    egress = float(egress_bytes_per_s(sized, route, rate_req_per_s)) if n_prfaas > 0 else 0.0
+    cost = deployment_cost(
+        prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=link_bytes_per_s, egress_bytes_per_s=egress
+    )
+    return egress, cost
+
+
 def cheaper_plan(
     carrier: Carrier,
     prices: UnitPrices,
@@ -326,7 +338,6 @@ def cheaper_plan(
     if not low < upper:
         return None
     grid = low * (upper / low) ** (np.arange(CHEAPER_PLAN_THRESHOLDS, 0, -1) / CHEAPER_PLAN_THRESHOLDS)
-    sized = replace(carrier.model, n_prfaas=n_prfaas, n_local=n_local)
     for t in grid:
         t_found, n_p, slack, _ = best_plan_at_rate(
             model, target.rate_req_per_s, slo, decode_service_scv=carrier.scv, thresholds=[float(t)]
@@ -338,10 +349,7 @@ def cheaper_plan(
         if law is None or _quantile_of(law, target.quantile) > target.ttft_slo_s:
             continue
         route = routing(model.lengths, t_found)
-        egress = float(egress_bytes_per_s(sized, route, target.rate_req_per_s))
-        cost = deployment_cost(
-            prices, n_prfaas=n_prfaas, n_local=n_local, bandwidth_bytes_per_s=bandwidth, egress_bytes_per_s=egress
-        )
+        egress, cost = _priced_route(carrier.model, prices, n_prfaas, n_local, bandwidth, route, target.rate_req_per_s)
         if not cost.total_usd_per_hour < own_cost.total_usd_per_hour:
             return None
         return CheaperPlan(

@@ -265,12 +265,12 @@ def _summary(r: Review) -> list[str]:
         )
         under = r.loaded.checks["plan"].figure("overall", "p90") if r.loaded.checks["plan"].closed.stable else None
         if meets and (under is None or under > target.ttft_slo_s):
-            over = "is unstable there" if under is None else f"has a P90 of {under:.2f} s there"
+            state = "unstable there" if under is None else f"has a P90 of {under:.2f} s there"
             same = own.threshold_tokens == plan.threshold_tokens and own.n_pd_prefill == plan.n_pd_prefill
             line += (
-                f"; but the Under load line finds that same plan {over.replace('is ', '', 1)}"
+                f"; but the Under load line finds that same plan {state}"
                 if same
-                else f"; run that plan, not the best plan above, which {over}"
+                else f"; run that plan, not the best plan above, which {'is ' if under is None else ''}{state}"
             )
         out.append(line + ".")
         sized = r.sizing.sizing.prfaas_pd

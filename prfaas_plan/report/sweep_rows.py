@@ -23,9 +23,6 @@ from typing import IO, Any
 
 from prfaas_plan._frozen import frozen
 from prfaas_plan.errors import InputError, PlanError, Problem
-
-#: Limits that keep a hostile grid bounded: each point is a scenario load and a search (about 0.1 s), so
-#: 100,000 points is hours of a large machine; more is a typo (a product of long lists).
 from prfaas_plan.io.guard import no_constant
 from prfaas_plan.io.sweep_grid import Axis, BaseScenario, canonical, load_point, point_problems
 from prfaas_plan.report.files import (

@@ -562,16 +562,18 @@ def _target_options(r: Review, rate: float) -> list[Option]:
                 verdict=verdict,
             )
         )
-    given_link = r.scenario.link.bandwidth_bytes_per_s
     # The given deployment (or a neighbour) that sizing also found, on the same link: listed once, as sized.
-    found = {
-        (d.n_prfaas, d.n_local) for d in (sized.prfaas_pd,) if d is not None and d.bandwidth_bytes_per_s == given_link
-    }
+    pd = sized.prfaas_pd
+    found = (
+        (pd.n_prfaas, pd.n_local)
+        if pd is not None and pd.bandwidth_bytes_per_s == r.scenario.link.bandwidth_bytes_per_s
+        else None
+    )
     for p in r.frontier.points if r.frontier is not None else ():
         if p.source not in ("given", "scaled") or p.goodput_req_per_s < rate:
             continue  # matrix points are listed below, by their hardware pair
         counts = tuple(int(n) for n in p.label.split()[0].split("+"))
-        if counts not in found:
+        if counts != found:
             options.append(
                 Option(
                     label=f"{p.label.split()[0].replace('+', ' PrfaaS + ')} local instances"
